@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package that the build, the tests and the local stack need.
+# Idempotent: when everything is present it only checks, and returns in well under a second.
+set -euo pipefail
+
+pkgs=(
+  build-essential pkg-config
+  librdkafka-dev libhiredis-dev libmsgpack-dev libjansson-dev libmicrohttpd-dev libconfig-dev
+  libcurl4-openssl-dev          # integration tests drive the HTTP API with libcurl
+  redis-server redis-tools      # local Redis and redis-cli (tests, claims script)
+  kcat                          # a real Kafka client for tests and the README examples
+  maven default-jre-headless    # fetches and runs the pinned Apache Kafka broker
+  curl procps iproute2 python3
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+# default-jre-headless may be absent where a JDK 17 was installed another way; java is what matters.
+if command -v java >/dev/null 2>&1; then
+  missing=("${missing[@]/default-jre-headless/}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+((${#missing[@]} == 0)) && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" = 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
