@@ -1,0 +1,81 @@
+# delayq: plain Makefile, pkg-config for every library.
+#   make                 build bin/delayqd
+#   make test            install deps, build, run unit and integration tests
+#   make run             install deps, start local Redis + Kafka, run delayqd in the foreground
+#   make stop            stop the local stack
+#   make SANITIZE=address,undefined test
+#   make WERROR=0        build without -Werror
+
+PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
+CC       ?= cc
+WERROR   ?= 1
+BUILD    ?= build
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+            -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings \
+            -Wformat=2 -Wvla -fno-common -Wshadow
+ifeq ($(WERROR),1)
+CFLAGS   += -Werror
+endif
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS  += -fsanitize=$(SANITIZE)
+endif
+LIBS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+
+# Pure modules: no network library, unit-tested alone.
+PURE     := log levels envelope job heap api offsets config
+# Adapters and wings.
+ADAPT    := store producer topics http jobs holder forwarder
+MAIN     := main
+
+PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
+ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
+UNIT_SRC  := $(wildcard test/unit/*.c)
+
+.PHONY: all clean test unit integration run stop deps check-deps
+all: $(BUILD)/delayqd
+
+# make V=1 shows the full commands.
+ifneq ($(V),1)
+Q := @
+endif
+
+$(BUILD)/%.o: src/%.c $(wildcard include/*.h) | $(BUILD)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(LIBS_CFLAGS) -c -o $@ $<
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+$(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(BUILD)/$(MAIN).o
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h)
+	@echo "  LINK    $@"
+	$(Q)$(CC) $(CFLAGS) $(LIBS_CFLAGS) -Itest/unit $(LDFLAGS) -o $@ $(UNIT_SRC) $(PURE_OBJ) $(LIBS)
+
+deps:
+	@bash scripts/deps.sh
+
+unit: $(BUILD)/unit
+	$(BUILD)/unit
+
+test: deps
+	$(MAKE) all $(BUILD)/unit
+	bash scripts/test.sh
+
+run: deps
+	$(MAKE) all
+	bash scripts/redis-local.sh start
+	bash scripts/kafka-local.sh start
+	$(BUILD)/delayqd -c conf/delayq.conf
+
+stop:
+	-bash scripts/kafka-local.sh stop
+	-bash scripts/redis-local.sh stop
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,64 @@
+/* api: the JSON of the HTTP API (requests in, responses out), wire compatible with
+ * go-delayqueue. Pure logic: jansson only. */
+#ifndef DQ_API_H
+#define DQ_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+#include "levels.h"
+
+/* Response codes. 0, 400 and 10001-10004 are go-delayqueue's; the others equal the HTTP status. */
+enum api_code {
+    API_OK = 0,
+    API_BAD_REQUEST = 400,
+    API_UNAUTHORIZED = 401,
+    API_NOT_FOUND = 404,
+    API_CONFLICT = 409,
+    API_TOO_LARGE = 413,
+    API_UNAVAILABLE = 503,
+    API_BAD_DELAY = 10001,
+    API_ADD_FAILED = 10002,
+    API_REMOVE_FAILED = 10003,
+    API_GET_FAILED = 10004,
+};
+
+struct api_error {
+    int status;            /* HTTP status */
+    int code;              /* enum api_code */
+    char message[256];
+};
+
+struct api_limits {
+    const struct levels *levels;   /* a job may not target a delay topic */
+    int64_t max_delay_ms;
+};
+
+/* Sets e and returns -1, so that error paths read `return api_fail(e, ...)`. */
+int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Parses an add request into out (caller releases it with job_release, also on error).
+ * Sets out->due_ms, delay_ms and created_ms from now_ms. *id_given says whether the client
+ * named the id; when it did not, out->id is empty. Returns 0, or -1 with e set. */
+int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
+                  struct job *out, int *id_given, struct api_error *e);
+
+/* Parses {"job_id": "..."} into out. Returns 0, or -1 with e set. */
+int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], struct api_error *e);
+
+/* Validates a job id that came in a query string. Returns 0, or -1 with e set. */
+int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error *e);
+
+/* Builds {"code":..,"message":..,"data":..}; takes ownership of data (may be NULL for null).
+ * Returns a malloc'd NUL-terminated string (caller frees), or NULL when out of memory. */
+char *api_response(int code, const char *message, void *data);
+
+/* data of an add answer: {"job_id": id}. Returns a jansson json_t * as void *. */
+void *api_job_id_data(const char *id);
+
+/* data of a get answer, from the record and its state. delivered_ms < 0 means not delivered. */
+void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms);
+
+#endif

@@ -1,0 +1,70 @@
+/* config: the libconfig file, its defaults and its validation. Every key has a default; an
+ * unknown key or an invalid value is an error naming the key and its line. */
+#ifndef DQ_CONFIG_H
+#define DQ_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "levels.h"
+#include "log.h"
+
+#define CONFIG_STR_MAX 512
+#define CONFIG_PROPS_MAX 64       /* librdkafka properties passed through */
+#define CONFIG_PARTITIONS_MAX 1024
+#define CONFIG_GROUPS_MAX 1024
+
+struct config {
+    struct {
+        char listen[CONFIG_STR_MAX];       /* "host:port" */
+        int64_t max_body_bytes;
+        char auth_token[CONFIG_STR_MAX];   /* empty: no auth */
+        int64_t threads;                   /* HTTP worker threads */
+        int64_t max_connections;
+        int64_t connection_timeout_s;      /* idle or slow connection is closed after this */
+    } http;
+    struct {
+        char host[CONFIG_STR_MAX];
+        int64_t port;
+        char password[CONFIG_STR_MAX];
+        int64_t db;
+        char prefix[CONFIG_STR_MAX];
+        int64_t timeout_ms;                /* connect and command timeout */
+    } redis;
+    struct {
+        char brokers[CONFIG_STR_MAX];
+        char group_id[CONFIG_STR_MAX];
+        char properties[CONFIG_PROPS_MAX][CONFIG_STR_MAX];   /* "name=value" */
+        int nproperties;
+        int64_t produce_timeout_ms;        /* an add gives up on Kafka after this */
+        int64_t replication_factor;        /* of topics delayqd creates; -1: broker default */
+    } kafka;
+    struct {
+        char topic_format[CONFIG_STR_MAX];
+        struct levels levels;
+        int64_t partitions;
+        int ngroups;
+        int group_of[CONFIG_PARTITIONS_MAX];   /* partition -> group index */
+        char dlq_topic[CONFIG_STR_MAX];
+        int64_t claim_ttl_ms;
+        int64_t max_held;                  /* messages held in memory at most, all partitions */
+    } delay;
+    struct {
+        int64_t retention_s;               /* records stay this long after due */
+        int64_t max_delay_s;
+    } job;
+    struct {
+        enum log_level level;
+    } log;
+};
+
+/* Fills cfg with every default (the levels of the shipped config included). */
+void config_defaults(struct config *cfg);
+
+/* Loads a file over the defaults. Returns 0, or -1 with "FILE:LINE: key: reason" in err. */
+int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen);
+
+/* As config_load_file, from text (for tests). */
+int config_load_string(struct config *cfg, const char *text, char *err, size_t errlen);
+
+#endif

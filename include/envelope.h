@@ -1,0 +1,53 @@
+/* envelope: the dq-* control headers of a delay-topic message, and the times they imply.
+ * Pure logic: headers arrive as a neutral array, so no Kafka library is needed here. */
+#ifndef DQ_ENVELOPE_H
+#define DQ_ENVELOPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HDR_TOPIC   "dq-topic"    /* business topic to deliver to (required) */
+#define HDR_ID      "dq-id"       /* job id: the body is in the Redis record */
+#define HDR_DUE     "dq-due-ms"   /* absolute due time, epoch ms */
+#define HDR_HOPS    "dq-hops"     /* levels this message was moved down by delayqd */
+#define HDR_SENT    "dq-sent-ms"  /* set on delivery: when it was sent */
+#define HDR_ERROR   "dq-error"    /* set on dead letters: why */
+#define HDR_PREFIX  "dq-"         /* every control header; none is copied onto a delivery */
+
+/* One message header. value may be NULL (a header without value); it is not NUL-terminated. */
+struct hdr {
+    const char *name;
+    const char *value;
+    size_t len;
+};
+
+/* The parsed control headers. Strings point into the headers passed to envelope_parse. */
+struct envelope {
+    const char *topic;        /* NULL when absent */
+    size_t topic_len;
+    const char *id;           /* NULL for a direct message */
+    size_t id_len;
+    int has_due;
+    int64_t due_ms;           /* epoch ms, valid when has_due */
+    int hops;                 /* 0 unless moved down the levels by delayqd */
+};
+
+/* Parses the control headers. Returns 0, or -1 with the reason (naming the header) in err:
+ * missing or empty dq-topic, a repeated control header, a malformed number. */
+int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char *err, size_t errlen);
+
+/* 1 when name is a control header (dq-*), else 0. */
+int envelope_is_control(const char *name);
+
+/* The two times of a message with CreateTime timestamp_ms in a topic of level_ms:
+ *  due_ms: when it is to be delivered. A message routed by delayqd (dq-id or dq-hops) is due at
+ *          dq-due-ms exactly; a direct message never before timestamp + level (its delay).
+ *  act_ms: when the holder must act on it (deliver if due, else move it down a level):
+ *          the earlier of due_ms and the hop time timestamp + level. */
+void envelope_times(const struct envelope *env, int64_t timestamp_ms, int64_t level_ms,
+                    int64_t *act_ms, int64_t *due_ms);
+
+/* Parses a non-negative decimal int64 of len bytes. Returns 0 or -1. */
+int parse_int64(const char *s, size_t len, int64_t *out);
+
+#endif

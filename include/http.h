@@ -1,0 +1,23 @@
+/* http: the HTTP server (libmicrohttpd): routes, limits, auth, and suspension of an add until
+ * Kafka has answered, so no worker thread waits on a round trip. */
+#ifndef DQ_HTTP_H
+#define DQ_HTTP_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "jobs.h"
+
+struct http;
+
+/* Listens on http.listen and serves with http.threads threads. NULL with err set on failure. */
+struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen);
+
+/* Stops accepting connections, refuses further adds with 503, and waits up to timeout_ms for
+ * the adds in progress to be answered. */
+void http_drain(struct http *http, int timeout_ms);
+
+/* Stops the server and frees it. Call http_drain first, so no add waits on Kafka any more. */
+void http_free(struct http *http);
+
+#endif

@@ -1,0 +1,34 @@
+/* jobs: the intake. add writes the Redis record, then the delay-topic message, and answers only
+ * when Kafka has acknowledged it; get and remove read and change the record.
+ * Thread-safe: every call may come from any HTTP worker thread. */
+#ifndef DQ_JOBS_H
+#define DQ_JOBS_H
+
+#include <stddef.h>
+
+#include "config.h"
+
+struct jobs;
+
+/* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
+typedef void (*jobs_done_fn)(void *opaque, int status, char *response);
+
+/* Starts the intake producer and its delivery-report thread. Returns NULL with err set. */
+struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen);
+
+/* Waits up to timeout_ms for adds in flight, then stops. */
+void jobs_free(struct jobs *jobs, int timeout_ms);
+
+/* Adds a job from a request body. done is called exactly once: before jobs_add returns for a
+ * bad request or a Redis failure, or later from the intake thread once Kafka answered. */
+void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
+
+/* Gets or removes the job id (already validated). Return the JSON response (caller frees)
+ * and set *status. */
+char *jobs_get(struct jobs *jobs, const char *id, int *status);
+char *jobs_remove(struct jobs *jobs, const char *id, int *status);
+
+/* Adds that are waiting for Kafka. */
+size_t jobs_in_flight(struct jobs *jobs);
+
+#endif

@@ -1,0 +1,36 @@
+/* producer: librdkafka handles configured from the config file. The project's defaults come
+ * first and every kafka.properties entry after them, so an operator can override anything. */
+#ifndef DQ_PRODUCER_H
+#define DQ_PRODUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "config.h"
+
+/* Sets name=value on conf. Returns 0, or -1 with librdkafka's reason (naming the property). */
+int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                   size_t errlen);
+
+/* Applies bootstrap.servers and every kafka.properties entry. Returns 0 or -1 with err. */
+int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err, size_t errlen);
+
+/* Creates a producer (client.id delayq-<role>) whose messages time out after timeout_ms,
+ * with dr called for every delivery report from whichever thread polls it.
+ * Returns NULL with err set on failure. */
+rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
+                         void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                         void *opaque, char *err, size_t errlen);
+
+/* Fetches the metadata of the delay topics and the dead-letter topic (up to timeout_ms in all),
+ * so that the first produce to them does not wait for it. */
+void producer_warm(rd_kafka_t *rk, const struct config *cfg, int timeout_ms);
+
+/* Adds a header (value of len bytes) to hdrs. */
+void headers_add(rd_kafka_headers_t *hdrs, const char *name, const char *value, size_t len);
+/* Adds a header holding a decimal integer. */
+void headers_add_int(rd_kafka_headers_t *hdrs, const char *name, int64_t value);
+
+#endif

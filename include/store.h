@@ -1,0 +1,71 @@
+/* store: job records in Redis (hiredis). Every state change is one Lua script, so remove and
+ * delivery racing at the due instant resolve atomically inside Redis.
+ * A struct store is one connection: use it from one thread at a time. It reconnects by itself
+ * on the next call after a connection error. */
+#ifndef DQ_STORE_H
+#define DQ_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "job.h"
+
+struct store;
+
+enum store_add_result {
+    STORE_ADDED,        /* new record, state pending */
+    STORE_DUPLICATE,    /* same id, topic and body already there: an idempotent retry */
+    STORE_CONFLICT,     /* same id with other content, or a removed job */
+};
+
+enum store_remove_result {
+    STORE_REMOVED,      /* was pending, now cancelled: it will not be delivered */
+    STORE_NO_JOB,       /* no record */
+    STORE_TOO_LATE,     /* already cancelled, delivering or delivered: *state says which */
+};
+
+/* One claim answer of store_claim_batch. */
+struct store_claim {
+    int found;              /* 0: no record (removed or expired) */
+    enum job_state before;  /* state before the claim */
+    int claimed;            /* 1: was pending or delivering, now delivering; data is set */
+    char *data;             /* msgpack record (malloc'd, caller frees), when claimed */
+    size_t len;
+};
+
+/* Returns a store for cfg's Redis; connects lazily. Never NULL except out of memory. */
+struct store *store_new(const struct config *cfg);
+void store_free(struct store *st);
+
+/* Every fallible call returns 0, or -1 when Redis could not answer (err says why); the
+ * results are valid only on 0. */
+
+/* Writes a new pending record expiring retention_ms after the due time, unless the id exists. */
+int store_add(struct store *st, const struct job *job, int64_t retention_ms,
+              enum store_add_result *res, enum job_state *state, char *err, size_t errlen);
+
+/* Deletes the record if it is still pending (an add whose Kafka message failed). */
+int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen);
+
+/* Reads a record. *found = 0 when there is none; otherwise data (caller frees) with state and
+ * delivered_ms (-1 when not delivered). */
+int store_get(struct store *st, const char *id, int *found, char **data, size_t *len,
+              enum job_state *state, int64_t *delivered_ms, char *err, size_t errlen);
+
+/* Cancels a pending job. */
+int store_remove(struct store *st, const char *id, int64_t now_ms, enum store_remove_result *res,
+                 enum job_state *state, char *err, size_t errlen);
+
+/* Claims n records for delivery in one pipeline: pending or delivering -> delivering. */
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, struct store_claim *out,
+                      char *err, size_t errlen);
+
+/* Marks n claimed records delivered at now_ms, expiring retention_ms later, in one pipeline. */
+int store_mark_batch(struct store *st, size_t n, const char *const *ids, int64_t now_ms,
+                     int64_t retention_ms, char *err, size_t errlen);
+
+/* PING: 0 when Redis answers. */
+int store_ping(struct store *st, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,279 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "api.h"
+#include "envelope.h"
+
+#define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
+#define HEADER_VALUE_MAX 4096
+
+int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    e->status = status;
+    e->code = code;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static json_t *load_object(const char *body, size_t len, struct api_error *e)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+
+    if (!root) {
+        api_fail(e, 400, API_BAD_REQUEST, "malformed JSON at line %d column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+static char *dup_bytes(const char *s, size_t len)
+{
+    char *d = malloc(len + 1);
+
+    if (d) {
+        memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+static int parse_id(json_t *v, struct job *out, int *id_given, struct api_error *e)
+{
+    char why[128];
+
+    *id_given = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "id must be a string");
+    if (json_string_length(v) == 0)
+        return 0;   /* go-delayqueue generates an id for "" too */
+    if (job_id_valid(json_string_value(v), json_string_length(v), why, sizeof(why)) < 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s", why);
+    memcpy(out->id, json_string_value(v), json_string_length(v) + 1);
+    *id_given = 1;
+    return 0;
+}
+
+static int parse_topic(json_t *v, const struct api_limits *lim, struct job *out,
+                       struct api_error *e)
+{
+    char why[128];
+
+    if (!json_is_string(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "topic is required and must be a string");
+    if (topic_name_valid(json_string_value(v), why, sizeof(why)) < 0 ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "invalid topic: %s", why);
+    if (levels_find_topic(lim->levels, json_string_value(v)) >= 0)
+        return api_fail(e, 400, API_BAD_REQUEST,
+                        "topic %s is a delay topic; a job must target a business topic",
+                        json_string_value(v));
+    out->topic = strdup(json_string_value(v));
+    return out->topic ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+}
+
+/* Exactly one of delay (s), delay_ms, deliver_at_ms decides the due time. */
+static int parse_when(json_t *root, const struct api_limits *lim, int64_t now_ms, struct job *out,
+                      struct api_error *e)
+{
+    json_t *d = json_object_get(root, "delay"), *dms = json_object_get(root, "delay_ms"),
+           *at = json_object_get(root, "deliver_at_ms");
+    int given = (d != NULL) + (dms != NULL) + (at != NULL);
+    json_t *v = d ? d : dms ? dms : at;
+    int64_t n, delay;
+
+    if (given == 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "one of delay, delay_ms, deliver_at_ms is required");
+    if (given > 1)
+        return api_fail(e, 400, API_BAD_REQUEST, "give only one of delay, delay_ms, deliver_at_ms");
+    if (!json_is_integer(v))
+        return api_fail(e, 400, API_BAD_DELAY, "%s must be an integer",
+                        d ? "delay" : dms ? "delay_ms" : "deliver_at_ms");
+    n = json_integer_value(v);
+    if (at) {
+        delay = n > now_ms ? n - now_ms : 0;   /* a time in the past is due now */
+    } else {
+        if (n < 0)
+            return api_fail(e, 400, API_BAD_DELAY, "delay must not be negative");
+        if (d && n > lim->max_delay_ms / 1000)
+            return api_fail(e, 400, API_BAD_DELAY, "delay must be at most %lld seconds",
+                            (long long)(lim->max_delay_ms / 1000));
+        delay = d ? n * 1000 : n;
+    }
+    if (delay > lim->max_delay_ms)
+        return api_fail(e, 400, API_BAD_DELAY, "delay must be at most %lld ms",
+                        (long long)lim->max_delay_ms);
+    out->delay_ms = delay;
+    out->created_ms = now_ms;
+    out->due_ms = now_ms + delay;
+    return 0;
+}
+
+static int parse_body(json_t *v, struct job *out, struct api_error *e)
+{
+    if (!v || json_is_null(v)) {
+        out->body = strdup("");
+        out->body_len = 0;
+    } else if (json_is_string(v)) {
+        out->body = dup_bytes(json_string_value(v), json_string_length(v));
+        out->body_len = json_string_length(v);
+    } else if (json_is_object(v) || json_is_array(v)) {
+        out->body = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        out->body_len = out->body ? strlen(out->body) : 0;
+    } else {
+        return api_fail(e, 400, API_BAD_REQUEST, "body must be a string, an object or an array");
+    }
+    return out->body ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+}
+
+static int parse_key(json_t *v, struct job *out, struct api_error *e)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > KEY_MAX)
+        return api_fail(e, 400, API_BAD_REQUEST, "key must be a non-empty string of at most %d bytes",
+                        KEY_MAX);
+    out->key = dup_bytes(json_string_value(v), json_string_length(v));
+    return out->key ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+}
+
+static int parse_headers(json_t *v, struct job *out, struct api_error *e)
+{
+    const char *name;
+    json_t *val;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "headers must be an object of strings");
+    if (json_object_size(v) > JOB_HEADERS_MAX)
+        return api_fail(e, 400, API_BAD_REQUEST, "at most %d headers", JOB_HEADERS_MAX);
+    out->headers = calloc(json_object_size(v) + 1, sizeof(*out->headers));
+    if (!out->headers)
+        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    json_object_foreach(v, name, val) {
+        struct job_header *h = &out->headers[out->nheaders];
+        if (name[0] == '\0' || strlen(name) > JOB_HEADER_NAME_MAX)
+            return api_fail(e, 400, API_BAD_REQUEST, "header names must be 1-%d bytes",
+                            JOB_HEADER_NAME_MAX);
+        if (envelope_is_control(name))
+            return api_fail(e, 400, API_BAD_REQUEST, "header %s: names starting dq- are reserved",
+                            name);
+        if (!json_is_string(val) || json_string_length(val) > HEADER_VALUE_MAX ||
+            strlen(json_string_value(val)) != json_string_length(val))
+            return api_fail(e, 400, API_BAD_REQUEST, "header %s must be a string of at most %d bytes",
+                            name, HEADER_VALUE_MAX);
+        h->name = strdup(name);
+        h->value = strdup(json_string_value(val));
+        out->nheaders++;
+        if (!h->name || !h->value)
+            return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    }
+    return 0;
+}
+
+int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
+                  struct job *out, int *id_given, struct api_error *e)
+{
+    json_t *root;
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    *id_given = 0;
+    if (!(root = load_object(body, len, e)))
+        return -1;
+    if (parse_id(json_object_get(root, "id"), out, id_given, e) == 0 &&
+        parse_topic(json_object_get(root, "topic"), lim, out, e) == 0 &&
+        parse_when(root, lim, now_ms, out, e) == 0 &&
+        parse_body(json_object_get(root, "body"), out, e) == 0 &&
+        parse_key(json_object_get(root, "key"), out, e) == 0 &&
+        parse_headers(json_object_get(root, "headers"), out, e) == 0)
+        rc = 0;
+    json_decref(root);
+    return rc;
+}
+
+int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error *e)
+{
+    char why[128];
+
+    if (!id || id[0] == '\0')
+        return api_fail(e, 400, API_BAD_REQUEST, "job_id is required");
+    if (job_id_valid(id, strlen(id), why, sizeof(why)) < 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "job_id: %s", why);
+    memcpy(out, id, strlen(id) + 1);
+    return 0;
+}
+
+int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], struct api_error *e)
+{
+    json_t *root = load_object(body, len, e), *v;
+    int rc;
+
+    if (!root)
+        return -1;
+    v = json_object_get(root, "job_id");
+    if (v && !json_is_string(v))
+        rc = api_fail(e, 400, API_BAD_REQUEST, "job_id must be a string");
+    else if (v && strlen(json_string_value(v)) != json_string_length(v))
+        rc = api_fail(e, 400, API_BAD_REQUEST, "job_id: holds a NUL byte");
+    else
+        rc = api_check_job_id(v ? json_string_value(v) : NULL, out, e);
+    json_decref(root);
+    return rc;
+}
+
+char *api_response(int code, const char *message, void *data)
+{
+    json_t *root = json_object();
+    char *text;
+
+    json_object_set_new(root, "code", json_integer(code));
+    json_object_set_new(root, "message", json_string(message));
+    json_object_set_new(root, "data", data ? (json_t *)data : json_null());
+    text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return text;
+}
+
+void *api_job_id_data(const char *id)
+{
+    return json_pack("{s:s}", "job_id", id);
+}
+
+void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms)
+{
+    json_t *d = json_object(), *h = json_object();
+
+    for (size_t i = 0; i < job->nheaders; i++)
+        json_object_set_new(h, job->headers[i].name, json_string(job->headers[i].value));
+    json_object_set_new(d, "id", json_string(job->id));
+    json_object_set_new(d, "topic", json_string(job->topic));
+    json_object_set_new(d, "delay", json_integer(job->delay_ms / 1000));
+    json_object_set_new(d, "exec_time", json_integer(job->due_ms / 1000));
+    json_object_set_new(d, "body", json_stringn(job->body, job->body_len));
+    json_object_set_new(d, "key", json_string(job->key ? job->key : job->id));
+    json_object_set_new(d, "headers", h);
+    json_object_set_new(d, "state", json_string(job_state_name(state)));
+    json_object_set_new(d, "delay_ms", json_integer(job->delay_ms));
+    json_object_set_new(d, "exec_time_ms", json_integer(job->due_ms));
+    json_object_set_new(d, "created_ms", json_integer(job->created_ms));
+    json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
+    return d;
+}

@@ -1,0 +1,374 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libconfig.h>
+
+#include "config.h"
+
+#define LOG_MODULE "config"
+
+enum kind { K_STR, K_INT, K_CUSTOM };
+
+struct key;
+typedef int (*custom_fn)(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                         size_t whylen);
+
+struct key {
+    const char *group, *name;
+    enum kind kind;
+    size_t offset;            /* into struct config */
+    size_t size;              /* K_STR: buffer size */
+    int64_t min, max;         /* K_INT: inclusive range */
+    custom_fn fn;             /* K_CUSTOM */
+};
+
+static int set_levels(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_groups(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_props(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_log_level(const struct key *, config_setting_t *, struct config *, char *, size_t);
+
+#define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
+                           sizeof(((struct config *)0)->field), 0, 0, NULL }
+#define INT(g, n, field, lo, hi) { #g, #n, K_INT, offsetof(struct config, field), 0, lo, hi, NULL }
+#define FN(g, n, f) { #g, #n, K_CUSTOM, 0, 0, 0, 0, f }
+
+static const struct key keys[] = {
+    STR(http, listen, http.listen),
+    INT(http, max_body_bytes, http.max_body_bytes, 64, 64 << 20),
+    STR(http, auth_token, http.auth_token),
+    INT(http, threads, http.threads, 1, 64),
+    INT(http, max_connections, http.max_connections, 1, 100000),
+    INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
+    STR(redis, host, redis.host),
+    INT(redis, port, redis.port, 1, 65535),
+    STR(redis, password, redis.password),
+    INT(redis, db, redis.db, 0, 1 << 20),
+    STR(redis, prefix, redis.prefix),
+    INT(redis, timeout_ms, redis.timeout_ms, 10, 600000),
+    STR(kafka, brokers, kafka.brokers),
+    STR(kafka, group_id, kafka.group_id),
+    FN(kafka, properties, set_props),
+    INT(kafka, produce_timeout_ms, kafka.produce_timeout_ms, 100, 600000),
+    INT(kafka, replication_factor, kafka.replication_factor, -1, 32),
+    STR(delay, topic_format, delay.topic_format),
+    FN(delay, levels, set_levels),
+    INT(delay, partitions, delay.partitions, 1, CONFIG_PARTITIONS_MAX),
+    FN(delay, partition_groups, set_groups),
+    STR(delay, dlq_topic, delay.dlq_topic),
+    INT(delay, claim_ttl_ms, delay.claim_ttl_ms, 1000, 600000),
+    INT(delay, max_held, delay.max_held, 100, 10000000),
+    INT(job, retention_s, job.retention_s, 1, 365LL * 86400),
+    INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
+    FN(log, level, set_log_level),
+};
+
+static const char *const default_levels[] = {
+    "1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h", "2h", "6h", "12h", "1d",
+};
+
+void config_defaults(struct config *cfg)
+{
+    char err[128];
+
+    memset(cfg, 0, sizeof(*cfg));
+    snprintf(cfg->http.listen, sizeof(cfg->http.listen), "127.0.0.1:9277");
+    cfg->http.max_body_bytes = 1048576;
+    cfg->http.threads = 2;
+    cfg->http.max_connections = 1024;
+    cfg->http.connection_timeout_s = 30;
+    snprintf(cfg->redis.host, sizeof(cfg->redis.host), "127.0.0.1");
+    cfg->redis.port = 6379;
+    snprintf(cfg->redis.prefix, sizeof(cfg->redis.prefix), "dq:");
+    cfg->redis.timeout_ms = 2000;
+    snprintf(cfg->kafka.brokers, sizeof(cfg->kafka.brokers), "127.0.0.1:9092");
+    snprintf(cfg->kafka.group_id, sizeof(cfg->kafka.group_id), "delayq");
+    cfg->kafka.produce_timeout_ms = 5000;
+    cfg->kafka.replication_factor = -1;
+    snprintf(cfg->delay.topic_format, sizeof(cfg->delay.topic_format), "delay_topic_%%s");
+    levels_init(&cfg->delay.levels, default_levels,
+                (int)(sizeof(default_levels) / sizeof(default_levels[0])), cfg->delay.topic_format,
+                err, sizeof(err));
+    cfg->delay.partitions = 8;
+    cfg->delay.ngroups = 1;     /* one group holding every partition */
+    snprintf(cfg->delay.dlq_topic, sizeof(cfg->delay.dlq_topic), "delay_topic_dlq");
+    cfg->delay.claim_ttl_ms = 10000;
+    cfg->delay.max_held = 100000;
+    cfg->job.retention_s = 86400;
+    cfg->job.max_delay_s = 2592000;
+    cfg->log.level = LOG_INFO;
+}
+
+static int set_log_level(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                         size_t whylen)
+{
+    const char *v = config_setting_get_string(s);
+
+    (void)k;
+    if (!v || log_parse_level(v, &cfg->log.level) < 0) {
+        snprintf(why, whylen, "must be one of \"debug\", \"info\", \"warn\", \"error\"");
+        return -1;
+    }
+    return 0;
+}
+
+static int set_props(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                     size_t whylen)
+{
+    int n = config_setting_length(s);
+
+    (void)k;
+    if (!config_setting_is_aggregate(s) || n > CONFIG_PROPS_MAX) {
+        snprintf(why, whylen, "must be a list of at most %d \"name=value\" strings", CONFIG_PROPS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *v = config_setting_get_string_elem(s, i);
+        const char *eq = v ? strchr(v, '=') : NULL;
+        if (!eq || eq == v || strlen(v) >= CONFIG_STR_MAX) {
+            snprintf(why, whylen, "element %d must be a \"name=value\" string", i);
+            return -1;
+        }
+        snprintf(cfg->kafka.properties[i], CONFIG_STR_MAX, "%s", v);
+    }
+    cfg->kafka.nproperties = n;
+    return 0;
+}
+
+/* Levels are checked once the whole file is read: they depend on delay.topic_format. */
+static const char *level_names[LEVELS_MAX];
+static int nlevel_names = -1;
+
+static int set_levels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                      size_t whylen)
+{
+    int n = config_setting_length(s);
+
+    (void)k;
+    (void)cfg;
+    if (!config_setting_is_aggregate(s) || n < 1 || n > LEVELS_MAX) {
+        snprintf(why, whylen, "must be a list of 1 to %d durations like \"5s\"", LEVELS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!(level_names[i] = config_setting_get_string_elem(s, i))) {
+            snprintf(why, whylen, "element %d must be a string like \"5s\"", i);
+            return -1;
+        }
+    }
+    nlevel_names = n;
+    return 0;
+}
+
+/* Groups are checked against delay.partitions once the whole file is read. */
+static config_setting_t *groups_setting;
+
+static int set_groups(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                      size_t whylen)
+{
+    (void)k;
+    (void)cfg;
+    if (!config_setting_is_aggregate(s) || config_setting_length(s) < 1 ||
+        config_setting_length(s) > CONFIG_GROUPS_MAX) {
+        snprintf(why, whylen, "must be a list of arrays of partition numbers");
+        return -1;
+    }
+    groups_setting = s;
+    return 0;
+}
+
+static int check_groups(struct config *cfg, char *why, size_t whylen)
+{
+    int ng = config_setting_length(groups_setting);
+
+    for (int p = 0; p < cfg->delay.partitions; p++)
+        cfg->delay.group_of[p] = -1;
+    for (int g = 0; g < ng; g++) {
+        config_setting_t *grp = config_setting_get_elem(groups_setting, (unsigned)g);
+        if (!config_setting_is_aggregate(grp) || config_setting_length(grp) < 1) {
+            snprintf(why, whylen, "group %d must be a non-empty array of partition numbers", g);
+            return -1;
+        }
+        for (int i = 0; i < config_setting_length(grp); i++) {
+            config_setting_t *e = config_setting_get_elem(grp, (unsigned)i);
+            long long p = config_setting_type(e) == CONFIG_TYPE_INT ||
+                          config_setting_type(e) == CONFIG_TYPE_INT64
+                              ? config_setting_get_int64(e) : -1;
+            if (p < 0 || p >= cfg->delay.partitions) {
+                snprintf(why, whylen, "group %d: partition numbers must be 0 to %lld", g,
+                         (long long)cfg->delay.partitions - 1);
+                return -1;
+            }
+            if (cfg->delay.group_of[p] >= 0) {
+                snprintf(why, whylen, "partition %lld is in more than one group", p);
+                return -1;
+            }
+            cfg->delay.group_of[p] = g;
+        }
+    }
+    for (int p = 0; p < cfg->delay.partitions; p++) {
+        if (cfg->delay.group_of[p] < 0) {
+            snprintf(why, whylen, "partition %d is in no group", p);
+            return -1;
+        }
+    }
+    cfg->delay.ngroups = ng;
+    return 0;
+}
+
+static const struct key *find_key(const char *group, const char *name)
+{
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(keys[i].group, group) == 0 && (!name || strcmp(keys[i].name, name) == 0))
+            return &keys[i];
+    return NULL;
+}
+
+static int set_key(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                   size_t whylen)
+{
+    char *base = (char *)cfg + k->offset;
+    const char *str;
+    long long v;
+
+    switch (k->kind) {
+    case K_STR:
+        str = config_setting_get_string(s);
+        if (!str || strlen(str) >= k->size) {
+            snprintf(why, whylen, "must be a string of at most %zu bytes", k->size - 1);
+            return -1;
+        }
+        memcpy(base, str, strlen(str) + 1);
+        return 0;
+    case K_INT:
+        if (config_setting_type(s) != CONFIG_TYPE_INT && config_setting_type(s) != CONFIG_TYPE_INT64) {
+            snprintf(why, whylen, "must be an integer");
+            return -1;
+        }
+        v = config_setting_get_int64(s);
+        if (v < k->min || v > k->max) {
+            snprintf(why, whylen, "must be from %lld to %lld", (long long)k->min, (long long)k->max);
+            return -1;
+        }
+        *(int64_t *)(void *)base = v;
+        return 0;
+    case K_CUSTOM:
+        return k->fn(k, s, cfg, why, whylen);
+    }
+    return -1;
+}
+
+static int walk(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+{
+    config_setting_t *root = config_root_setting(lc);
+    char why[256];
+
+    for (int i = 0; i < config_setting_length(root); i++) {
+        config_setting_t *grp = config_setting_get_elem(root, (unsigned)i);
+        const char *gname = config_setting_name(grp);
+        if (!find_key(gname, NULL) || !config_setting_is_group(grp)) {
+            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log)",
+                     src, config_setting_source_line(grp), gname);
+            return -1;
+        }
+        for (int j = 0; j < config_setting_length(grp); j++) {
+            config_setting_t *s = config_setting_get_elem(grp, (unsigned)j);
+            const struct key *k = find_key(gname, config_setting_name(s));
+            if (!k) {
+                snprintf(err, errlen, "%s:%d: %s.%s: unknown key", src,
+                         config_setting_source_line(s), gname, config_setting_name(s));
+                return -1;
+            }
+            if (set_key(k, s, cfg, why, sizeof(why)) < 0) {
+                snprintf(err, errlen, "%s:%d: %s.%s: %s", src, config_setting_source_line(s), gname,
+                         k->name, why);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int line_of(config_t *lc, const char *path)
+{
+    config_setting_t *s = config_lookup(lc, path);
+    return s ? config_setting_source_line(s) : 0;
+}
+
+/* Checks that need several keys at once. */
+static int finish(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+{
+    char why[256];
+
+    if (topic_format_valid(cfg->delay.topic_format, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "%s:%d: delay.topic_format: %s", src, line_of(lc, "delay.topic_format"), why);
+        return -1;
+    }
+    if (nlevel_names < 0) {
+        nlevel_names = (int)(sizeof(default_levels) / sizeof(default_levels[0]));
+        memcpy(level_names, default_levels, sizeof(default_levels));
+    }
+    if (levels_init(&cfg->delay.levels, level_names, nlevel_names, cfg->delay.topic_format, why,
+                    sizeof(why)) < 0) {
+        snprintf(err, errlen, "%s:%d: delay.levels: %s", src, line_of(lc, "delay.levels"), why);
+        return -1;
+    }
+    if (groups_setting) {
+        if (check_groups(cfg, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "%s:%d: delay.partition_groups: %s", src,
+                     config_setting_source_line(groups_setting), why);
+            return -1;
+        }
+    } else {
+        cfg->delay.ngroups = 1;
+        for (int p = 0; p < cfg->delay.partitions; p++)
+            cfg->delay.group_of[p] = 0;
+    }
+    if (topic_name_valid(cfg->delay.dlq_topic, why, sizeof(why)) < 0 ||
+        levels_find_topic(&cfg->delay.levels, cfg->delay.dlq_topic) >= 0) {
+        snprintf(err, errlen, "%s:%d: delay.dlq_topic: must be a valid topic name and no delay topic",
+                 src, line_of(lc, "delay.dlq_topic"));
+        return -1;
+    }
+    if (cfg->job.max_delay_s * 1000 > cfg->delay.levels.ms[cfg->delay.levels.n - 1] * 100000) {
+        snprintf(err, errlen, "%s:%d: job.max_delay_s: too far above the largest level", src,
+                 line_of(lc, "job.max_delay_s"));
+        return -1;
+    }
+    return 0;
+}
+
+static int load(struct config *cfg, const char *path, const char *text, char *err, size_t errlen)
+{
+    const char *src = path ? path : "config";
+    config_t lc;
+    int ok, rc = -1;
+
+    config_init(&lc);
+    groups_setting = NULL;
+    nlevel_names = -1;
+    ok = path ? config_read_file(&lc, path) : config_read_string(&lc, text);
+    if (ok != CONFIG_TRUE) {
+        if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
+            snprintf(err, errlen, "%s: cannot read the file", src);
+        else
+            snprintf(err, errlen, "%s:%d: %s", src, config_error_line(&lc), config_error_text(&lc));
+        goto out;
+    }
+    if (walk(&lc, cfg, src, err, errlen) == 0 && finish(&lc, cfg, src, err, errlen) == 0)
+        rc = 0;
+out:
+    groups_setting = NULL;
+    config_destroy(&lc);
+    return rc;
+}
+
+int config_load_file(struct config *cfg, const char *path, char *err, size_t errlen)
+{
+    return load(cfg, path, NULL, err, errlen);
+}
+
+int config_load_string(struct config *cfg, const char *text, char *err, size_t errlen)
+{
+    return load(cfg, NULL, text, err, errlen);
+}

@@ -1,0 +1,98 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "envelope.h"
+
+int parse_int64(const char *s, size_t len, int64_t *out)
+{
+    int64_t v = 0;
+
+    if (!s || len == 0 || len > 19)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        if (v > (INT64_MAX - (s[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int envelope_is_control(const char *name)
+{
+    return strncmp(name, HDR_PREFIX, sizeof(HDR_PREFIX) - 1) == 0;
+}
+
+static int set_once(const char **dst, size_t *dst_len, const struct hdr *h, char *err, size_t errlen)
+{
+    if (*dst) {
+        snprintf(err, errlen, "header %s is repeated", h->name);
+        return -1;
+    }
+    if (!h->value || h->len == 0) {
+        snprintf(err, errlen, "header %s is empty", h->name);
+        return -1;
+    }
+    *dst = h->value;
+    *dst_len = h->len;
+    return 0;
+}
+
+int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char *err, size_t errlen)
+{
+    const char *due = NULL, *hops = NULL;
+    size_t due_len = 0, hops_len = 0;
+    int64_t v;
+
+    memset(env, 0, sizeof(*env));
+    for (size_t i = 0; i < n; i++) {
+        const struct hdr *h = &hdrs[i];
+        int rc = 0;
+
+        if (strcmp(h->name, HDR_TOPIC) == 0)
+            rc = set_once(&env->topic, &env->topic_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_ID) == 0)
+            rc = set_once(&env->id, &env->id_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_DUE) == 0)
+            rc = set_once(&due, &due_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_HOPS) == 0)
+            rc = set_once(&hops, &hops_len, h, err, errlen);
+        if (rc < 0)
+            return -1;
+    }
+    if (!env->topic) {
+        snprintf(err, errlen, "header %s is missing", HDR_TOPIC);
+        return -1;
+    }
+    if (due) {
+        if (parse_int64(due, due_len, &env->due_ms) < 0) {
+            snprintf(err, errlen, "header %s is not a decimal epoch-ms time: \"%.*s\"", HDR_DUE,
+                     (int)(due_len > 40 ? 40 : due_len), due);
+            return -1;
+        }
+        env->has_due = 1;
+    }
+    if (hops) {
+        if (parse_int64(hops, hops_len, &v) < 0 || v > 1000000) {
+            snprintf(err, errlen, "header %s is not a small decimal count", HDR_HOPS);
+            return -1;
+        }
+        env->hops = (int)v;
+    }
+    return 0;
+}
+
+void envelope_times(const struct envelope *env, int64_t timestamp_ms, int64_t level_ms,
+                    int64_t *act_ms, int64_t *due_ms)
+{
+    int64_t hop = timestamp_ms + level_ms;
+    int routed = env->id != NULL || env->hops > 0;
+    int64_t due = hop;
+
+    if (env->has_due)
+        due = routed || env->due_ms > hop ? env->due_ms : hop;
+    *due_ms = due;
+    *act_ms = due < hop ? due : hop;
+}

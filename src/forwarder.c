@@ -1,0 +1,397 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "forwarder.h"
+#include "job.h"
+#include "log.h"
+#include "producer.h"
+#include "store.h"
+
+#define LOG_MODULE "forwarder"
+#define BACKOFF_MIN_MS 100       /* first retry after a Redis or Kafka failure */
+#define BACKOFF_MAX_MS 5000      /* retries never wait longer than this */
+#define WARM_TIMEOUT_MS 5000     /* start-up metadata fetch */
+#define DELIVERY_TIMEOUT_MS 30000   /* a forward that Kafka has not acknowledged is retried */
+
+enum stage {
+    ST_NEW = 0,        /* to be acted on */
+    ST_SEND_JOB,       /* produced a job's body; the record is marked delivered after the report */
+    ST_SEND_OTHER,     /* produced a direct message, a move down a level, or a dead letter */
+    ST_MARK,           /* delivered; marking the record failed and is retried */
+};
+
+struct vec {
+    struct held **v;
+    size_t n, cap;
+};
+
+struct forwarder {
+    const struct config *cfg;
+    struct holder *h;
+    struct store *st;
+    rd_kafka_t *rk;
+    struct vec batch;        /* submitted since the last flush */
+    struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
+    struct vec marks;        /* delivered jobs whose records are to be marked */
+    struct vec reports;      /* delivery reports served by the last poll */
+    size_t in_flight;
+};
+
+static void vec_push(struct vec *v, struct held *m)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        struct held **nv = realloc(v->v, cap * sizeof(*nv));
+        if (!nv) {
+            log_error("out of memory; dropping a message from a batch (it is read again on restart)");
+            return;
+        }
+        v->v = nv;
+        v->cap = cap;
+    }
+    v->v[v->n++] = m;
+}
+
+static void done(struct forwarder *fw, struct held *m)
+{
+    fw->in_flight--;
+    holder_done(fw->h, m);
+}
+
+static void retry(struct forwarder *fw, struct held *m)
+{
+    int64_t wait = BACKOFF_MIN_MS << (m->attempts < 6 ? m->attempts : 6);
+
+    m->attempts++;
+    fw->in_flight--;
+    holder_retry(fw->h, m, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
+}
+
+static const char *topic_of(const struct forwarder *fw, const struct held *m)
+{
+    return fw->cfg->delay.levels.topic[m->level];
+}
+
+/* Produces with a copy of every buffer; takes hdrs. Returns 0, or -1 (hdrs destroyed). */
+static int produce(struct forwarder *fw, struct held *m, const char *topic, const void *key,
+                   size_t key_len, const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
+                   int64_t timestamp_ms)
+{
+    rd_kafka_resp_err_t e = rd_kafka_producev(
+        fw->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)(uintptr_t)value, value_len),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(m),
+        RD_KAFKA_V_END);
+
+    if (e) {
+        rd_kafka_headers_destroy(hdrs);
+        log_warn("produce to topic=%s failed (retried): %s", topic, rd_kafka_err2str(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Copies m's headers, leaving out control headers (all, or only the named one). */
+static rd_kafka_headers_t *copy_headers(const struct held *m, int drop_control, const char *drop)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nhdrs + 4);
+
+    for (size_t i = 0; i < m->nhdrs; i++) {
+        const struct hdr *h = &m->hdrs[i];
+        if ((drop_control && envelope_is_control(h->name)) || (drop && strcmp(h->name, drop) == 0))
+            continue;
+        rd_kafka_header_add(hdrs, h->name, -1, h->value, h->value ? (ssize_t)h->len : 0);
+    }
+    return hdrs;
+}
+
+static void dead_letter(struct forwarder *fw, struct held *m, const char *reason)
+{
+    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+    char source[TOPIC_NAME_MAX + 48];
+
+    log_warn("dead letter topic=%s partition=%d offset=%lld: %s", topic_of(fw, m), m->partition,
+             (long long)m->offset, reason);
+    snprintf(source, sizeof(source), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
+    headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
+    headers_add(hdrs, "dq-source", source, strlen(source));
+    m->stage = ST_SEND_OTHER;
+    if (produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len, m->value, m->value_len, hdrs,
+                clock_now_ms()) < 0)
+        retry(fw, m);
+}
+
+/* Not due yet: on to the largest level not above the remaining time. */
+static void move_down(struct forwarder *fw, struct held *m, int64_t now)
+{
+    const struct levels *lv = &fw->cfg->delay.levels;
+    int level = levels_route(lv, m->due_ms - now);
+    rd_kafka_headers_t *hdrs = copy_headers(m, 0, HDR_HOPS);
+    int i;
+
+    /* dq-due-ms is kept, or added when the due time came from the level. */
+    for (i = 0; i < (int)m->nhdrs && strcmp(m->hdrs[i].name, HDR_DUE) != 0; i++)
+        ;
+    if (i == (int)m->nhdrs)
+        headers_add_int(hdrs, HDR_DUE, m->due_ms);
+    headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);
+    log_debug("move topic=%s offset=%lld to=%s due=%lld", topic_of(fw, m), (long long)m->offset,
+              lv->topic[level], (long long)m->due_ms);
+    m->stage = ST_SEND_OTHER;
+    if (produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now) < 0)
+        retry(fw, m);
+}
+
+static void deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
+{
+    rd_kafka_headers_t *hdrs = copy_headers(m, 1, NULL);
+
+    headers_add_int(hdrs, HDR_DUE, m->due_ms);
+    headers_add_int(hdrs, HDR_SENT, now);
+    m->stage = ST_SEND_OTHER;
+    if (produce(fw, m, topic, m->key, m->key_len, m->value, m->value_len, hdrs, now) < 0)
+        retry(fw, m);
+}
+
+static void deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 3);
+    const char *key = job->key ? job->key : job->id;
+
+    for (size_t i = 0; i < job->nheaders; i++)
+        headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
+    headers_add(hdrs, HDR_ID, job->id, strlen(job->id));
+    headers_add_int(hdrs, HDR_DUE, job->due_ms);
+    headers_add_int(hdrs, HDR_SENT, now);
+    m->stage = ST_SEND_JOB;
+    if (produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now) < 0)
+        retry(fw, m);
+}
+
+/* Copies the message's job id into out; the envelope checked it is present. */
+static void id_of(const struct held *m, char out[JOB_ID_MAX + 1])
+{
+    size_t len = m->env.id_len > JOB_ID_MAX ? JOB_ID_MAX : m->env.id_len;
+
+    memcpy(out, m->env.id, len);
+    out[len] = '\0';
+}
+
+/* What a claimed record says to do with its message. */
+static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
+                         int64_t now)
+{
+    char id[JOB_ID_MAX + 1], err[256], reason[512];
+    struct job job;
+
+    id_of(m, id);
+    if (!c->found || !c->claimed) {
+        log_info("skip job=%s: %s", id, c->found ? job_state_name(c->before) : "no record (removed or expired)");
+        done(fw, m);
+        return;
+    }
+    if (job_unpack(c->data, c->len, &job, err, sizeof(err)) < 0) {
+        snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
+        dead_letter(fw, m, reason);
+    } else if (job.due_ms > now) {
+        /* The record is the authority on the due time; never early. */
+        fw->in_flight--;
+        holder_retry(fw->h, m, job.due_ms);
+    } else {
+        deliver_job(fw, m, &job, now);
+    }
+    job_release(&job);
+}
+
+static void run_claims(struct forwarder *fw, int64_t now)
+{
+    size_t n = fw->claims.n;
+    char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
+    const char **idp = calloc(n + 1, sizeof(*idp));
+    struct store_claim *c = malloc(n * sizeof(*c) + 1);
+    char err[256];
+
+    if (!ids || !idp || !c) {
+        log_error("out of memory claiming %zu records; retrying", n);
+        for (size_t i = 0; i < n; i++)
+            retry(fw, fw->claims.v[i]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        id_of(fw->claims.v[i], ids[i]);
+        idp[i] = ids[i];
+    }
+    if (store_claim_batch(fw->st, n, idp, c, err, sizeof(err)) < 0) {
+        log_warn("claiming %zu records failed (partition held, retried): %s", n, err);
+        for (size_t i = 0; i < n; i++)
+            retry(fw, fw->claims.v[i]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        act_on_claim(fw, fw->claims.v[i], &c[i], now);
+        free(c[i].data);
+    }
+out:
+    fw->claims.n = 0;
+    free(ids);
+    free(idp);
+    free(c);
+}
+
+static void run_marks(struct forwarder *fw)
+{
+    size_t n = fw->marks.n;
+    char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
+    const char **idp = calloc(n + 1, sizeof(*idp));
+    char err[256] = "";
+    int rc = -1;
+
+    if (ids && idp) {
+        for (size_t i = 0; i < n; i++) {
+            id_of(fw->marks.v[i], ids[i]);
+            idp[i] = ids[i];
+        }
+        rc = store_mark_batch(fw->st, n, idp, clock_now_ms(), fw->cfg->job.retention_s * 1000, err,
+                              sizeof(err));
+    } else {
+        snprintf(err, sizeof(err), "out of memory");
+    }
+    if (rc < 0)
+        log_warn("marking %zu records delivered failed (retried): %s", n, err);
+    for (size_t i = 0; i < n; i++) {
+        struct held *m = fw->marks.v[i];
+        m->stage = ST_MARK;
+        if (rc < 0)
+            retry(fw, m);
+        else
+            done(fw, m);
+    }
+    fw->marks.n = 0;
+    free(ids);
+    free(idp);
+}
+
+/* Sorts one message of a flush: at once, or into the claim and mark pipelines. */
+static void route(struct forwarder *fw, struct held *m, int64_t now)
+{
+    char topic[TOPIC_NAME_MAX + 1], why[128], reason[512];
+
+    if (m->stage == ST_MARK) {
+        vec_push(&fw->marks, m);
+        return;
+    }
+    if (!m->env_ok) {
+        dead_letter(fw, m, m->env_err);
+        return;
+    }
+    snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
+    if (m->env.topic_len > TOPIC_NAME_MAX || topic_name_valid(topic, why, sizeof(why)) < 0) {
+        snprintf(reason, sizeof(reason), "header %s is not a valid topic: %s", HDR_TOPIC, why);
+        dead_letter(fw, m, reason);
+    } else if (levels_find_topic(&fw->cfg->delay.levels, topic) >= 0) {
+        snprintf(reason, sizeof(reason), "header %s names a delay topic (%s): it would loop",
+                 HDR_TOPIC, topic);
+        dead_letter(fw, m, reason);
+    } else if (m->due_ms > now) {
+        move_down(fw, m, now);
+    } else if (m->env.id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) < 0) {
+        snprintf(reason, sizeof(reason), "header %s is not a valid job id: %s", HDR_ID, why);
+        dead_letter(fw, m, reason);
+    } else if (m->env.id) {
+        vec_push(&fw->claims, m);
+    } else {
+        deliver_direct(fw, m, topic, now);
+    }
+}
+
+void forwarder_submit(struct forwarder *fw, struct held *m)
+{
+    fw->in_flight++;
+    vec_push(&fw->batch, m);
+}
+
+void forwarder_flush(struct forwarder *fw)
+{
+    int64_t now = clock_now_ms();
+
+    for (size_t i = 0; i < fw->batch.n; i++)
+        route(fw, fw->batch.v[i], now);
+    fw->batch.n = 0;
+    if (fw->claims.n)
+        run_claims(fw, now);
+    if (fw->marks.n)
+        run_marks(fw);
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
+{
+    struct forwarder *fw = opaque;
+    struct held *m = rkm->_private;
+
+    (void)rk;
+    if (rkm->err) {
+        log_warn("delivery to topic=%s failed (retried): %s", rd_kafka_topic_name(rkm->rkt),
+                 rd_kafka_err2str(rkm->err));
+        m->stage = ST_NEW;
+        retry(fw, m);
+    } else if (m->stage == ST_SEND_JOB) {
+        vec_push(&fw->marks, m);
+    } else {
+        done(fw, m);
+    }
+}
+
+void forwarder_poll(struct forwarder *fw)
+{
+    rd_kafka_poll(fw->rk, 0);
+    if (fw->marks.n)
+        run_marks(fw);
+}
+
+size_t forwarder_in_flight(const struct forwarder *fw)
+{
+    return fw->in_flight;
+}
+
+rd_kafka_t *forwarder_producer(struct forwarder *fw)
+{
+    return fw->rk;
+}
+
+struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char *err, size_t errlen)
+{
+    struct forwarder *fw = calloc(1, sizeof(*fw));
+
+    if (!fw || !(fw->st = store_new(cfg))) {
+        snprintf(err, errlen, "out of memory");
+        free(fw);
+        return NULL;
+    }
+    fw->cfg = cfg;
+    fw->h = h;
+    if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, dr_cb, fw, err, errlen))) {
+        store_free(fw->st);
+        free(fw);
+        return NULL;
+    }
+    producer_warm(fw->rk, cfg, WARM_TIMEOUT_MS);
+    return fw;
+}
+
+void forwarder_free(struct forwarder *fw)
+{
+    if (!fw)
+        return;
+    rd_kafka_flush(fw->rk, 5000);
+    if (fw->marks.n)
+        run_marks(fw);
+    rd_kafka_destroy(fw->rk);
+    store_free(fw->st);
+    free(fw->batch.v);
+    free(fw->claims.v);
+    free(fw->marks.v);
+    free(fw->reports.v);
+    free(fw);
+}

@@ -1,0 +1,364 @@
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "api.h"
+#include "http.h"
+#include "log.h"
+
+#define LOG_MODULE "http"
+#define API_PREFIX "/delay-queue/api/jobs/"
+
+enum route { R_NONE, R_ADD, R_GET, R_REMOVE, R_HEALTH };
+enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
+
+struct http {
+    const struct config *cfg;
+    struct jobs *jobs;
+    struct MHD_Daemon *d;
+    atomic_int draining;      /* set at shutdown: adds are refused */
+    atomic_int busy;          /* adds begun and not yet answered */
+};
+
+/* One request, from its first callback to its completion. */
+struct request {
+    struct http *http;
+    struct MHD_Connection *conn;
+    enum route route;
+    char *body;             /* read so far, at most max_body_bytes */
+    size_t len, cap;
+    int too_large;
+    pthread_mutex_t mu;     /* guards the add answer, which arrives on another thread */
+    enum add_state state;
+    int status;
+    char *response;
+};
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *text)
+{
+    struct MHD_Response *r;
+    enum MHD_Result ret;
+
+    if (!text)
+        text = strdup("{\"code\":500,\"message\":\"out of memory\",\"data\":null}");
+    r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, int status, int code, const char *msg)
+{
+    return send_json(conn, status, api_response(code, msg, NULL));
+}
+
+static enum route match(const char *url)
+{
+    if (strncmp(url, API_PREFIX, sizeof(API_PREFIX) - 1) == 0) {
+        const char *verb = url + sizeof(API_PREFIX) - 1;
+        if (strcmp(verb, "add") == 0)
+            return R_ADD;
+        if (strcmp(verb, "get") == 0)
+            return R_GET;
+        if (strcmp(verb, "remove") == 0)
+            return R_REMOVE;
+    }
+    if (strcmp(url, "/healthz") == 0)
+        return R_HEALTH;
+    return R_NONE;
+}
+
+/* Compares in time independent of where the first difference is. */
+static int token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+
+    for (size_t i = 0; i < lb; i++)
+        diff |= (unsigned char)(a[i % (la ? la : 1)] ^ b[i]);
+    return diff == 0;
+}
+
+static int authorized(const struct http *http, struct MHD_Connection *conn)
+{
+    const char *h;
+
+    if (!http->cfg->http.auth_token[0])
+        return 1;
+    h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return h && strncmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, http->cfg->http.auth_token);
+}
+
+/* Checks made before any body is read. Returns 0 to go on, or -1 when an answer was queued. */
+static int admit(struct request *req, const char *method, enum MHD_Result *ret)
+{
+    struct MHD_Connection *conn = req->conn;
+    const char *cl;
+    int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+
+    if (req->route == R_NONE) {
+        *ret = send_error(conn, 404, API_NOT_FOUND, "no such path");
+        return -1;
+    }
+    if (req->route == R_HEALTH)
+        return 0;
+    if (!authorized(req->http, conn)) {
+        *ret = send_error(conn, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
+        return -1;
+    }
+    if (!(is_post || (is_get && req->route != R_ADD))) {
+        *ret = send_error(conn, 405, API_BAD_REQUEST,
+                          req->route == R_ADD ? "add takes POST" : "get and remove take GET or POST");
+        return -1;
+    }
+    cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)req->http->cfg->http.max_body_bytes) {
+        *ret = send_error(conn, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
+        return -1;
+    }
+    return 0;
+}
+
+/* Keeps at most max_body_bytes; past that only notes that the body was too large. */
+static void take_body(struct request *req, const char *data, size_t n)
+{
+    size_t max = (size_t)req->http->cfg->http.max_body_bytes;
+
+    if (req->too_large || req->len + n > max) {
+        req->too_large = 1;
+        return;
+    }
+    if (req->len + n + 1 > req->cap) {
+        size_t cap = req->cap ? req->cap : 1024;
+        char *b;
+        while (cap < req->len + n + 1)
+            cap *= 2;
+        if (!(b = realloc(req->body, cap))) {
+            req->too_large = 1;
+            return;
+        }
+        req->body = b;
+        req->cap = cap;
+    }
+    memcpy(req->body + req->len, data, n);
+    req->len += n;
+    req->body[req->len] = '\0';
+}
+
+static void add_done(void *opaque, int status, char *response)
+{
+    struct request *req = opaque;
+
+    pthread_mutex_lock(&req->mu);
+    req->status = status;
+    req->response = response;
+    if (req->state == ADD_SUSPENDED)
+        MHD_resume_connection(req->conn);
+    req->state = ADD_DONE;
+    pthread_mutex_unlock(&req->mu);
+}
+
+static enum MHD_Result serve_add(struct request *req)
+{
+    struct http *http = req->http;
+    enum MHD_Result ret = MHD_YES;
+
+    if (req->state == ADD_NEW) {
+        /* busy first, then the flag: http_drain waits for every add that saw it clear. */
+        atomic_fetch_add(&http->busy, 1);
+        if (atomic_load(&http->draining)) {
+            atomic_fetch_sub(&http->busy, 1);
+            return send_error(req->conn, 503, API_UNAVAILABLE, "shutting down");
+        }
+        jobs_add(http->jobs, req->body ? req->body : "", req->len, add_done, req);
+    }
+    pthread_mutex_lock(&req->mu);
+    if (req->state == ADD_DONE) {
+        ret = send_json(req->conn, req->status, req->response);
+        req->response = NULL;
+        atomic_fetch_sub(&http->busy, 1);
+    } else if (req->state == ADD_NEW) {
+        /* Answered later by add_done, which resumes the connection. */
+        req->state = ADD_SUSPENDED;
+        MHD_suspend_connection(req->conn);
+    }
+    pthread_mutex_unlock(&req->mu);
+    return ret;
+}
+
+static enum MHD_Result serve_id(struct request *req)
+{
+    struct api_error e;
+    char id[JOB_ID_MAX + 1];
+    int status;
+    char *resp;
+
+    if (req->len > 0) {
+        if (api_parse_job_id(req->body, req->len, id, &e) < 0)
+            return send_error(req->conn, e.status, e.code, e.message);
+    } else if (api_check_job_id(MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "job_id"),
+                                id, &e) < 0) {
+        return send_error(req->conn, e.status, e.code, e.message);
+    }
+    resp = req->route == R_GET ? jobs_get(req->http->jobs, id, &status)
+                               : jobs_remove(req->http->jobs, id, &status);
+    return send_json(req->conn, status, resp);
+}
+
+static enum MHD_Result serve(struct request *req)
+{
+    if (req->too_large)
+        return send_error(req->conn, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
+    switch (req->route) {
+    case R_ADD:
+        return serve_add(req);
+    case R_GET:
+    case R_REMOVE:
+        return serve_id(req);
+    case R_HEALTH:
+        return send_json(req->conn, 200, api_response(API_OK, "ok", NULL));
+    case R_NONE:
+        break;
+    }
+    return send_error(req->conn, 404, API_NOT_FOUND, "no such path");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    struct request *req = *con_cls;
+    enum MHD_Result ret = MHD_YES;
+
+    (void)version;
+    if (!req) {
+        if (!(req = calloc(1, sizeof(*req))))
+            return MHD_NO;
+        req->http = cls;
+        req->conn = conn;
+        req->route = match(url);
+        pthread_mutex_init(&req->mu, NULL);
+        *con_cls = req;
+        admit(req, method, &ret);
+        return ret;
+    }
+    if (*upload_size > 0) {
+        take_body(req, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return serve(req);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+    struct request *req = *con_cls;
+
+    (void)cls;
+    (void)conn;
+    (void)why;
+    if (!req)
+        return;
+    pthread_mutex_destroy(&req->mu);
+    free(req->response);
+    free(req->body);
+    free(req);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char buf[512];
+
+    (void)cls;
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\n")] = '\0';
+    log_warn("%s", buf);
+}
+
+/* Resolves "host:port" (an IPv6 host in brackets) into a socket address. */
+static int resolve(const char *listen, struct sockaddr_storage *sa, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *ai;
+    int rc;
+
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof(host) || !colon[1]) {
+        snprintf(err, errlen, "http.listen \"%s\" is not host:port", listen);
+        return -1;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - listen), listen);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    if ((rc = getaddrinfo(host, colon + 1, &hints, &ai)) != 0) {
+        snprintf(err, errlen, "http.listen \"%s\": %s", listen, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+    freeaddrinfo(ai);
+    return 0;
+}
+
+struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen)
+{
+    struct http *http = calloc(1, sizeof(*http));
+    struct sockaddr_storage sa;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+
+    if (!http || resolve(cfg->http.listen, &sa, err, errlen) < 0) {
+        free(http);
+        return NULL;
+    }
+    if (sa.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    http->cfg = cfg;
+    http->jobs = jobs;
+    http->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, http,
+                               MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http.threads,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->http.max_connections,
+                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
+                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                               MHD_OPTION_END);
+    if (!http->d) {
+        snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)",
+                 cfg->http.listen);
+        free(http);
+        return NULL;
+    }
+    log_info("listening on %s threads=%lld", cfg->http.listen, (long long)cfg->http.threads);
+    return http;
+}
+
+void http_drain(struct http *http, int timeout_ms)
+{
+    MHD_quiesce_daemon(http->d);
+    atomic_store(&http->draining, 1);
+    for (int waited = 0; atomic_load(&http->busy) > 0 && waited < timeout_ms; waited += 10)
+        usleep(10 * 1000);
+    if (atomic_load(&http->busy) > 0)
+        log_warn("%d adds unanswered at shutdown", atomic_load(&http->busy));
+}
+
+void http_free(struct http *http)
+{
+    if (!http)
+        return;
+    MHD_stop_daemon(http->d);
+    free(http);
+}

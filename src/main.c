@@ -1,0 +1,151 @@
+/* delayqd: start-up and shutdown order. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "holder.h"
+#include "http.h"
+#include "jobs.h"
+#include "log.h"
+#include "producer.h"
+#include "store.h"
+#include "topics.h"
+
+#define LOG_MODULE "main"
+#define DELAYQ_VERSION "0.1.0"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: delayqd -c FILE [--check-config]\n"
+            "       delayqd --version | --help\n"
+            "  -c, --config FILE   libconfig file (see conf/delayq.conf)\n"
+            "      --check-config  load and validate the config, then exit\n"
+            "  -v, --version       print the version\n"
+            "  -h, --help          print this help\n");
+}
+
+/* librdkafka checks kafka.properties only when a handle is configured: do that at load time. */
+static int check_kafka_properties(const struct config *cfg, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    int rc = kafka_conf_apply(conf, cfg, err, errlen);
+
+    rd_kafka_conf_destroy(conf);
+    return rc;
+}
+
+static int ensure_topics(const struct config *cfg, int partitions[LEVELS_MAX])
+{
+    char err[512];
+    rd_kafka_t *admin = producer_new(cfg, "admin", 10000, NULL, NULL, err, sizeof(err));
+    int rc;
+
+    if (!admin) {
+        log_error("%s", err);
+        return -1;
+    }
+    if ((rc = topics_ensure(admin, cfg, partitions, err, sizeof(err))) < 0)
+        log_error("%s", err);
+    rd_kafka_destroy(admin);
+    return rc;
+}
+
+static void warn_if_redis_down(const struct config *cfg)
+{
+    struct store *st = store_new(cfg);
+    char err[256];
+
+    if (st && store_ping(st, err, sizeof(err)) < 0)
+        log_warn("Redis is not answering yet (adds get 503, due jobs wait): %s", err);
+    store_free(st);
+}
+
+static int serve(const struct config *cfg)
+{
+    int partitions[LEVELS_MAX];
+    struct holder *holder = NULL;
+    struct jobs *jobs = NULL;
+    struct http *http = NULL;
+    char err[512];
+    int rc = 1;
+
+    warn_if_redis_down(cfg);
+    if (ensure_topics(cfg, partitions) < 0)
+        return 1;
+    if (!(jobs = jobs_new(cfg, err, sizeof(err))) ||
+        !(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
+        !(http = http_new(cfg, jobs, err, sizeof(err)))) {
+        log_error("%s", err);
+        goto out;
+    }
+    log_info("delayqd %s ready", DELAYQ_VERSION);
+    holder_run(holder, &stop_requested);
+    log_info("stopping");
+    http_drain(http, (int)cfg->kafka.produce_timeout_ms + 1000);
+    rc = 0;
+out:
+    http_free(http);
+    jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
+    holder_free(holder);
+    log_info("stopped");
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "check-config", no_argument, NULL, 'C' },
+        { "version", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    static struct config cfg;   /* large: keep it off the stack */
+    const char *path = NULL;
+    int check = 0, c;
+    char err[1024];
+    struct sigaction sa;
+
+    while ((c = getopt_long(argc, argv, "c:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': path = optarg; break;
+        case 'C': check = 1; break;
+        case 'v': printf("delayqd %s (librdkafka %s)\n", DELAYQ_VERSION, rd_kafka_version_str()); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!path || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    config_defaults(&cfg);
+    if (config_load_file(&cfg, path, err, sizeof(err)) < 0 ||
+        check_kafka_properties(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "delayqd: %s\n", err);
+        return 1;
+    }
+    if (check) {
+        printf("%s: ok\n", path);
+        return 0;
+    }
+    log_set_level(cfg.log.level);
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return serve(&cfg);
+}

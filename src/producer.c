@@ -1,0 +1,105 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "log.h"
+#include "producer.h"
+
+#define LOG_MODULE "kafka"
+
+int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                   size_t errlen)
+{
+    char why[512];
+
+    if (rd_kafka_conf_set(conf, name, value, why, sizeof(why)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka property %s: %s", name, why);
+        return -1;
+    }
+    return 0;
+}
+
+int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err, size_t errlen)
+{
+    if (kafka_conf_set(conf, "bootstrap.servers", cfg->kafka.brokers, err, errlen) < 0)
+        return -1;
+    for (int i = 0; i < cfg->kafka.nproperties; i++) {
+        char name[CONFIG_STR_MAX];
+        const char *eq = strchr(cfg->kafka.properties[i], '=');
+
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - cfg->kafka.properties[i]),
+                 cfg->kafka.properties[i]);
+        if (kafka_conf_set(conf, name, eq + 1, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    enum log_level l = level <= 3 ? LOG_ERROR : level <= 5 ? LOG_WARN : level <= 6 ? LOG_INFO : LOG_DEBUG;
+    log_at(l, 0, "%s %s: %s", rd_kafka_name(rk), fac, buf);
+}
+
+rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
+                         void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                         void *opaque, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char id[64], timeout[32], why[512];
+    rd_kafka_t *rk;
+
+    snprintf(id, sizeof(id), "delayq-%s", role);
+    snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
+    /* linger 1 ms: a due job leaves at once, yet a burst still travels in batches.
+     * Idempotence keeps broker-side retries from writing a message twice. */
+    if (kafka_conf_set(conf, "client.id", id, err, errlen) < 0 ||
+        kafka_conf_set(conf, "linger.ms", "1", err, errlen) < 0 ||
+        kafka_conf_set(conf, "enable.idempotence", "true", err, errlen) < 0 ||
+        kafka_conf_set(conf, "message.timeout.ms", timeout, err, errlen) < 0 ||
+        kafka_conf_set(conf, "socket.nagle.disable", "true", err, errlen) < 0 ||
+        kafka_conf_apply(conf, cfg, err, errlen) < 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr);
+    rd_kafka_conf_set_opaque(conf, opaque);
+    if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why)))) {
+        snprintf(err, errlen, "kafka producer: %s", why);
+        return NULL;
+    }
+    return rk;
+}
+
+void headers_add(rd_kafka_headers_t *hdrs, const char *name, const char *value, size_t len)
+{
+    rd_kafka_header_add(hdrs, name, -1, value, (ssize_t)len);
+}
+
+void headers_add_int(rd_kafka_headers_t *hdrs, const char *name, int64_t value)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%lld", (long long)value);
+
+    rd_kafka_header_add(hdrs, name, -1, buf, n);
+}
+
+void producer_warm(rd_kafka_t *rk, const struct config *cfg, int timeout_ms)
+{
+    const struct levels *lv = &cfg->delay.levels;
+    const struct rd_kafka_metadata *md;
+    rd_kafka_topic_t *rkt[LEVELS_MAX + 1];
+    int64_t deadline = clock_mono_ms() + timeout_ms;
+    int n = 0;
+
+    for (int i = 0; i < lv->n; i++)
+        rkt[n++] = rd_kafka_topic_new(rk, lv->topic[i], NULL);
+    rkt[n++] = rd_kafka_topic_new(rk, cfg->delay.dlq_topic, NULL);
+    for (int i = 0; i < n; i++) {
+        if (rd_kafka_metadata(rk, 0, rkt[i], &md, (int)(deadline - clock_mono_ms())) ==
+            RD_KAFKA_RESP_ERR_NO_ERROR)
+            rd_kafka_metadata_destroy(md);
+        rd_kafka_topic_destroy(rkt[i]);
+    }
+}

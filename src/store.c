@@ -1,0 +1,392 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "store.h"
+
+#define KEY_MAX (CONFIG_STR_MAX + 4 + JOB_ID_MAX + 1)   /* prefix + "job:" + id */
+
+struct store {
+    const struct config *cfg;
+    redisContext *c;
+};
+
+/* KEYS[1] job key. ARGV: data, ttl ms, topic, body. Returns {result, state}. */
+static const char add_lua[] =
+    "local st = redis.call('HGET', KEYS[1], 'state')\n"
+    "if not st then\n"
+    "  redis.call('HSET', KEYS[1], 'data', ARGV[1], 'state', 'pending')\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return {0, 'pending'}\n"
+    "end\n"
+    "if st ~= 'cancelled' then\n"
+    "  local ok, rec = pcall(cmsgpack.unpack, redis.call('HGET', KEYS[1], 'data'))\n"
+    "  if ok and type(rec) == 'table' and rec.topic == ARGV[3] and rec.body == ARGV[4] then\n"
+    "    return {1, st}\n"
+    "  end\n"
+    "end\n"
+    "return {2, st}\n";
+
+static const char drop_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') == 'pending' then\n"
+    "  return redis.call('DEL', KEYS[1])\n"
+    "end\n"
+    "return 0\n";
+
+/* ARGV: now ms. Returns {result, state}: 0 removed, 1 no job, 2 too late. */
+static const char remove_lua[] =
+    "local st = redis.call('HGET', KEYS[1], 'state')\n"
+    "if not st then return {1, ''} end\n"
+    "if st == 'pending' then\n"
+    "  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'cancelled_ms', ARGV[1])\n"
+    "  return {0, 'cancelled'}\n"
+    "end\n"
+    "return {2, st}\n";
+
+/* Returns {} when no record, {state} when not claimable, {state, data} when claimed. */
+static const char claim_lua[] =
+    "local v = redis.call('HMGET', KEYS[1], 'state', 'data')\n"
+    "if not v[1] then return {} end\n"
+    "if (v[1] == 'pending' or v[1] == 'delivering') and v[2] then\n"
+    "  redis.call('HSET', KEYS[1], 'state', 'delivering')\n"
+    "  return {v[1], v[2]}\n"
+    "end\n"
+    "return {v[1]}\n";
+
+/* ARGV: now ms, ttl ms. */
+static const char mark_lua[] =
+    "if redis.call('HGET', KEYS[1], 'state') == 'delivering' then\n"
+    "  redis.call('HSET', KEYS[1], 'state', 'delivered', 'delivered_ms', ARGV[1])\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
+
+struct store *store_new(const struct config *cfg)
+{
+    struct store *st = calloc(1, sizeof(*st));
+
+    if (st)
+        st->cfg = cfg;
+    return st;
+}
+
+void store_free(struct store *st)
+{
+    if (!st)
+        return;
+    if (st->c)
+        redisFree(st->c);
+    free(st);
+}
+
+static void drop_conn(struct store *st)
+{
+    if (st->c) {
+        redisFree(st->c);
+        st->c = NULL;
+    }
+}
+
+/* Runs a setup command on a fresh connection; 0 when it answers without error. */
+static int setup_cmd(struct store *st, char *err, size_t errlen, const char *fmt, const char *arg)
+{
+    redisReply *r = redisCommand(st->c, fmt, arg);
+    int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+
+    if (rc < 0)
+        snprintf(err, errlen, "redis %s: %s", fmt, r ? r->str : st->c->errstr);
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+static int ensure_conn(struct store *st, char *err, size_t errlen)
+{
+    const struct config *cfg = st->cfg;
+    struct timeval tv = { cfg->redis.timeout_ms / 1000, (cfg->redis.timeout_ms % 1000) * 1000 };
+    char db[32];
+
+    if (st->c && !st->c->err)
+        return 0;
+    drop_conn(st);
+    st->c = redisConnectWithTimeout(cfg->redis.host, (int)cfg->redis.port, tv);
+    if (!st->c || st->c->err) {
+        snprintf(err, errlen, "redis %s:%lld: %s", cfg->redis.host, (long long)cfg->redis.port,
+                 st->c ? st->c->errstr : "out of memory");
+        drop_conn(st);
+        return -1;
+    }
+    redisSetTimeout(st->c, tv);
+    snprintf(db, sizeof(db), "%lld", (long long)cfg->redis.db);
+    if ((cfg->redis.password[0] && setup_cmd(st, err, errlen, "AUTH %s", cfg->redis.password) < 0) ||
+        (cfg->redis.db && setup_cmd(st, err, errlen, "SELECT %s", db) < 0)) {
+        drop_conn(st);
+        return -1;
+    }
+    return 0;
+}
+
+static void job_key(const struct store *st, const char *id, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%sjob:%s", st->cfg->redis.prefix, id);
+}
+
+/* Queues EVAL script 1 key argv... on the connection. */
+static void append_eval(struct store *st, const char *script, const char *key, int argc,
+                        const char *const *argv, const size_t *argvlen)
+{
+    const char *a[8] = { "EVAL", script, "1", key };
+    size_t l[8] = { 4, strlen(script), 1, strlen(key) };
+
+    for (int i = 0; i < argc; i++) {
+        a[4 + i] = argv[i];
+        l[4 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
+    }
+    redisAppendCommandArgv(st->c, 4 + argc, a, l);
+}
+
+/* Reads one reply; on a connection error drops the connection and returns NULL with err set.
+ * A Redis error reply is returned as is, for the caller to judge. */
+static redisReply *read_reply(struct store *st, char *err, size_t errlen)
+{
+    void *r = NULL;
+
+    if (redisGetReply(st->c, &r) != REDIS_OK || !r) {
+        snprintf(err, errlen, "redis: %s", st->c->errstr[0] ? st->c->errstr : "no reply");
+        drop_conn(st);
+        return NULL;
+    }
+    return r;
+}
+
+static redisReply *eval1(struct store *st, const char *script, const char *id, int argc,
+                         const char *const *argv, const size_t *argvlen, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    redisReply *r;
+
+    if (ensure_conn(st, err, errlen) < 0)
+        return NULL;
+    job_key(st, id, key, sizeof(key));
+    append_eval(st, script, key, argc, argv, argvlen);
+    if (!(r = read_reply(st, err, errlen)))
+        return NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "redis: %s", r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int parse_state(const redisReply *r, enum job_state *state)
+{
+    return r->type == REDIS_REPLY_STRING ? job_state_parse(r->str, r->len, state) : -1;
+}
+
+int store_add(struct store *st, const struct job *job, int64_t retention_ms,
+              enum store_add_result *res, enum job_state *state, char *err, size_t errlen)
+{
+    msgpack_sbuffer buf;
+    char ttl[32];
+    const char *argv[4];
+    size_t argvlen[4];
+    redisReply *r;
+    int rc = -1;
+
+    msgpack_sbuffer_init(&buf);
+    job_pack(job, &buf);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
+    argv[0] = buf.data;   argvlen[0] = buf.size;
+    argv[1] = ttl;        argvlen[1] = strlen(ttl);
+    argv[2] = job->topic; argvlen[2] = strlen(job->topic);
+    argv[3] = job->body;  argvlen[3] = job->body_len;
+    r = eval1(st, add_lua, job->id, 4, argv, argvlen, err, errlen);
+    msgpack_sbuffer_destroy(&buf);
+    if (!r)
+        return -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && parse_state(r->element[1], state) == 0) {
+        *res = (enum store_add_result)r->element[0]->integer;
+        rc = 0;
+    } else {
+        snprintf(err, errlen, "redis: unexpected reply to add");
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
+{
+    redisReply *r = eval1(st, drop_lua, id, 0, NULL, NULL, err, errlen);
+
+    if (!r)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+int store_get(struct store *st, const char *id, int *found, char **data, size_t *len,
+              enum job_state *state, int64_t *delivered_ms, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    redisReply *r;
+    int rc = -1;
+
+    *found = 0;
+    if (ensure_conn(st, err, errlen) < 0)
+        return -1;
+    job_key(st, id, key, sizeof(key));
+    r = redisCommand(st->c, "HMGET %s data state delivered_ms", key);
+    if (!r) {
+        snprintf(err, errlen, "redis: %s", st->c->errstr);
+        drop_conn(st);
+        return -1;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+        snprintf(err, errlen, "redis: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        goto out;
+    }
+    rc = 0;
+    if (r->element[0]->type != REDIS_REPLY_STRING)
+        goto out;
+    if (parse_state(r->element[1], state) < 0) {
+        snprintf(err, errlen, "record %s has no valid state", key);
+        rc = -2;
+        goto out;
+    }
+    *delivered_ms = -1;
+    if (r->element[2]->type == REDIS_REPLY_STRING)
+        *delivered_ms = strtoll(r->element[2]->str, NULL, 10);
+    *len = r->element[0]->len;
+    if (!(*data = malloc(*len + 1))) {
+        rc = -1;
+        goto out;
+    }
+    memcpy(*data, r->element[0]->str, *len);
+    *found = 1;
+out:
+    freeReplyObject(r);
+    return rc;
+}
+
+int store_remove(struct store *st, const char *id, int64_t now_ms, enum store_remove_result *res,
+                 enum job_state *state, char *err, size_t errlen)
+{
+    char now[32];
+    const char *argv[1] = { now };
+    redisReply *r;
+    int rc = -1;
+
+    snprintf(now, sizeof(now), "%lld", (long long)now_ms);
+    if (!(r = eval1(st, remove_lua, id, 1, argv, NULL, err, errlen)))
+        return -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER) {
+        *res = (enum store_remove_result)r->element[0]->integer;
+        if (*res == STORE_NO_JOB || parse_state(r->element[1], state) == 0)
+            rc = 0;
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "redis: unexpected reply to remove");
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Reads one claim reply into out. */
+static void read_claim(const redisReply *r, struct store_claim *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
+        return;
+    out->found = 1;
+    if (parse_state(r->element[0], &out->before) < 0) {
+        out->before = JOB_DELIVERING;   /* unknown state text: treat as claimable, data decides */
+    }
+    if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
+        (out->data = malloc(r->element[1]->len + 1))) {
+        memcpy(out->data, r->element[1]->str, r->element[1]->len);
+        out->len = r->element[1]->len;
+        out->claimed = 1;
+    }
+}
+
+/* Sends n single-key EVALs in one pipeline and hands each reply to fn. A Redis error reply to
+ * one script fails the batch, as does a connection error. */
+static int pipeline(struct store *st, const char *script, size_t n, const char *const *ids,
+                    int argc, const char *const *argv, void (*fn)(const redisReply *, void *, size_t),
+                    void *opaque, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    int rc = 0;
+
+    if (ensure_conn(st, err, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        job_key(st, ids[i], key, sizeof(key));
+        append_eval(st, script, key, argc, argv, NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = read_reply(st, err, errlen);
+        if (!r)
+            return -1;
+        if (r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "redis: %s", r->str);
+            rc = -1;
+        } else if (rc == 0 && fn) {
+            fn(r, opaque, i);
+        }
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+static void claim_reply(const redisReply *r, void *opaque, size_t i)
+{
+    read_claim(r, &((struct store_claim *)opaque)[i]);
+}
+
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, struct store_claim *out,
+                      char *err, size_t errlen)
+{
+    memset(out, 0, n * sizeof(*out));
+    if (pipeline(st, claim_lua, n, ids, 0, NULL, claim_reply, out, err, errlen) == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        free(out[i].data);
+        out[i].data = NULL;
+    }
+    return -1;
+}
+
+int store_mark_batch(struct store *st, size_t n, const char *const *ids, int64_t now_ms,
+                     int64_t retention_ms, char *err, size_t errlen)
+{
+    char now[32], ttl[32];
+    const char *argv[2] = { now, ttl };
+
+    snprintf(now, sizeof(now), "%lld", (long long)now_ms);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
+    return pipeline(st, mark_lua, n, ids, 2, argv, NULL, NULL, err, errlen);
+}
+
+int store_ping(struct store *st, char *err, size_t errlen)
+{
+    redisReply *r;
+    int rc;
+
+    if (ensure_conn(st, err, errlen) < 0)
+        return -1;
+    if (!(r = redisCommand(st->c, "PING"))) {
+        snprintf(err, errlen, "redis: %s", st->c->errstr);
+        drop_conn(st);
+        return -1;
+    }
+    rc = r->type == REDIS_REPLY_ERROR ? -1 : 0;
+    if (rc < 0)
+        snprintf(err, errlen, "redis: %s", r->str);
+    freeReplyObject(r);
+    return rc;
+}
