@@ -11,22 +11,40 @@
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 #define HEADER_VALUE_MAX 4096
 
+/* Cuts a UTF-8 sequence left incomplete at the end of s (by a truncating snprintf). */
+static void utf8_trim_tail(char *s)
+{
+    size_t len = strlen(s), i = len, need;
+
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && len - i < 3)
+        i--;
+    if (i == 0 || ((unsigned char)s[i - 1] & 0x80) == 0)
+        return;   /* ends in ASCII, or no lead byte found */
+    need = ((unsigned char)s[i - 1] & 0xE0) == 0xC0 ? 2 : ((unsigned char)s[i - 1] & 0xF0) == 0xE0 ? 3 : 4;
+    if (len - (i - 1) < need)
+        s[i - 1] = '\0';
+}
+
 int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
 {
     va_list ap;
+    int n;
 
     e->status = status;
     e->code = code;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    n = vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof(e->message))
+        utf8_trim_tail(e->message);
     return -1;
 }
 
 static json_t *load_object(const char *body, size_t len, struct api_error *e)
 {
     json_error_t jerr;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* NUL is allowed as JSON allows it (in a body); names and ids refuse it below. */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 
     if (!root) {
         api_fail(e, 400, API_BAD_REQUEST, "malformed JSON at line %d column %d: %s", jerr.line,
@@ -63,6 +81,8 @@ static int parse_id(json_t *v, struct job *out, int *id_given, struct api_error 
         return api_fail(e, 400, API_BAD_REQUEST, "id must be a string");
     if (json_string_length(v) == 0)
         return 0;   /* go-delayqueue generates an id for "" too */
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "id may hold only visible ASCII characters (no spaces)");
     if (job_id_valid(json_string_value(v), json_string_length(v), why, sizeof(why)) < 0)
         return api_fail(e, 400, API_BAD_REQUEST, "%s", why);
     memcpy(out->id, json_string_value(v), json_string_length(v) + 1);
@@ -77,8 +97,9 @@ static int parse_topic(json_t *v, const struct api_limits *lim, struct job *out,
 
     if (!json_is_string(v))
         return api_fail(e, 400, API_BAD_REQUEST, "topic is required and must be a string");
-    if (topic_name_valid(json_string_value(v), why, sizeof(why)) < 0 ||
-        strlen(json_string_value(v)) != json_string_length(v))
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "invalid topic: it holds a NUL byte");
+    if (topic_name_valid(json_string_value(v), why, sizeof(why)) < 0)
         return api_fail(e, 400, API_BAD_REQUEST, "invalid topic: %s", why);
     if (levels_find_topic(lim->levels, json_string_value(v)) >= 0)
         return api_fail(e, 400, API_BAD_REQUEST,
@@ -146,9 +167,10 @@ static int parse_key(json_t *v, struct job *out, struct api_error *e)
 {
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > KEY_MAX)
-        return api_fail(e, 400, API_BAD_REQUEST, "key must be a non-empty string of at most %d bytes",
-                        KEY_MAX);
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > KEY_MAX ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST,
+                        "key must be a non-empty string of at most %d bytes, without NUL", KEY_MAX);
     out->key = dup_bytes(json_string_value(v), json_string_length(v));
     return out->key ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
 }
@@ -241,11 +263,14 @@ int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], str
 
 char *api_response(int code, const char *message, void *data)
 {
-    json_t *root = json_object();
+    json_t *root = json_object(), *msg = json_string(message);
     char *text;
 
+    /* A message is ours, but may quote client text: never let it drop out of the answer. */
+    if (!msg)
+        msg = json_string("(unprintable message)");
     json_object_set_new(root, "code", json_integer(code));
-    json_object_set_new(root, "message", json_string(message));
+    json_object_set_new(root, "message", msg);
     json_object_set_new(root, "data", data ? (json_t *)data : json_null());
     text = json_dumps(root, JSON_COMPACT);
     json_decref(root);

@@ -7,6 +7,8 @@
 #include "config.h"
 
 #define LOG_MODULE "config"
+/* A job of job.max_delay_s hops down from the largest level at most this often. */
+#define MAX_HOPS 100000
 
 enum kind { K_STR, K_INT, K_CUSTOM };
 
@@ -330,9 +332,11 @@ static int finish(config_t *lc, struct config *cfg, const char *src, char *err, 
                  src, line_of(lc, "delay.dlq_topic"));
         return -1;
     }
-    if (cfg->job.max_delay_s * 1000 > cfg->delay.levels.ms[cfg->delay.levels.n - 1] * 100000) {
-        snprintf(err, errlen, "%s:%d: job.max_delay_s: too far above the largest level", src,
-                 line_of(lc, "job.max_delay_s"));
+    if (cfg->job.max_delay_s * 1000 / cfg->delay.levels.ms[cfg->delay.levels.n - 1] > MAX_HOPS) {
+        snprintf(err, errlen, "%s:%d: job.max_delay_s: more than %d times the largest level "
+                 "(a job would hop that often); add a larger level", src,
+                 line_of(lc, "job.max_delay_s") ? line_of(lc, "job.max_delay_s") : line_of(lc, "delay.levels"),
+                 MAX_HOPS);
         return -1;
     }
     return 0;

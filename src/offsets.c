@@ -50,7 +50,8 @@ static int grow(struct offsets *o)
 
 int offsets_take(struct offsets *o, int64_t offset)
 {
-    if (o->len > 0 && offset <= o->off[AT(o, o->len - 1)])
+    /* Below next is either taken already or before the held head: never again. */
+    if ((o->next >= 0 && offset < o->next) || (o->len > 0 && offset <= o->off[AT(o, o->len - 1)]))
         return -1;
     if (o->len == o->cap && grow(o) < 0)
         return -1;

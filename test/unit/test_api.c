@@ -1,0 +1,645 @@
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+#include "api.h"
+#include "unit.h"
+
+#define NOW 1700000000000LL
+#define MAX_DELAY_MS (2592000LL * 1000)   /* the default job.max_delay_s */
+
+/* Limits with delay topics delay_topic_1s and delay_topic_5s. */
+static const struct api_limits *limits(void)
+{
+    static const char *const names[] = { "1s", "5s" };
+    static struct levels lv;
+    static struct api_limits lim;
+    char err[256];
+
+    if (!lim.levels) {
+        if (levels_init(&lv, names, 2, "delay_topic_%s", err, sizeof(err)) < 0)
+            abort();
+        lim.levels = &lv;
+        lim.max_delay_ms = MAX_DELAY_MS;
+    }
+    return &lim;
+}
+
+static int add(const char *json, struct job *j, int *id_given, struct api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return api_parse_add(json, strlen(json), limits(), NOW, j, id_given, e);
+}
+
+/* api_parse_add of json must fail with status, code and a message containing want. */
+static int add_fails(const char *json, int status, int code, const char *want)
+{
+    struct job j;
+    struct api_error e;
+    int id_given, rc = add(json, &j, &id_given, &e);
+
+    job_release(&j);
+    if (rc == -1 && e.status == status && e.code == code && strstr(e.message, want))
+        return 1;
+    fprintf(stderr, "add %s: rc %d status %d code %d message \"%s\"; wanted %d %d \"%s\"\n", json,
+            rc, e.status, e.code, e.message, status, code, want);
+    return 0;
+}
+
+/* api_parse_add of json must succeed; the job is the caller's. */
+static int add_ok(const char *json, struct job *j, int *id_given)
+{
+    struct api_error e;
+
+    if (add(json, j, id_given, &e) == 0)
+        return 1;
+    fprintf(stderr, "add %s: status %d code %d message \"%s\"\n", json, e.status, e.code,
+            e.message);
+    job_release(j);
+    return 0;
+}
+
+static void add_go_delayqueue_body(void)
+{
+    struct job j;
+    int given = -1;
+
+    CHECK(add_ok("{\"topic\":\"orders\",\"delay\":30,\"body\":\"hello\"}", &j, &given));
+    CHECK_EQ_INT(given, 0);
+    CHECK_STR(j.id, "");
+    CHECK_STR(j.topic, "orders");
+    CHECK_EQ_INT(j.delay_ms, 30000);
+    CHECK_EQ_INT(j.due_ms, NOW + 30000);
+    CHECK_EQ_INT(j.created_ms, NOW);
+    CHECK_EQ_INT(j.body_len, 5);
+    CHECK_STR(j.body, "hello");
+    CHECK(j.key == NULL);
+    CHECK_EQ_INT(j.nheaders, 0);
+    job_release(&j);
+}
+
+static void add_with_id(void)
+{
+    struct job j;
+    int given = 0;
+
+    CHECK(add_ok("{\"id\":\"order:1\",\"topic\":\"orders\",\"delay\":1,\"body\":\"x\"}", &j, &given));
+    CHECK_EQ_INT(given, 1);
+    CHECK_STR(j.id, "order:1");
+    job_release(&j);
+}
+
+static void add_empty_or_null_id_is_generated(void)
+{
+    struct job j;
+    int given = 1;
+
+    CHECK(add_ok("{\"id\":\"\",\"topic\":\"orders\",\"delay\":1,\"body\":\"x\"}", &j, &given));
+    CHECK_EQ_INT(given, 0);
+    CHECK_STR(j.id, "");
+    job_release(&j);
+    given = 1;
+    CHECK(add_ok("{\"id\":null,\"topic\":\"orders\",\"delay\":1,\"body\":\"x\"}", &j, &given));
+    CHECK_EQ_INT(given, 0);
+    job_release(&j);
+}
+
+static void add_bad_id(void)
+{
+    char json[512], id[JOB_ID_MAX + 2];
+
+    memset(id, 'a', JOB_ID_MAX + 1);
+    id[JOB_ID_MAX + 1] = '\0';
+    snprintf(json, sizeof(json), "{\"id\":\"%s\",\"topic\":\"t\",\"delay\":1,\"body\":\"\"}", id);
+    CHECK(add_fails(json, 400, API_BAD_REQUEST, "id"));
+    CHECK(add_fails("{\"id\":\"a b\",\"topic\":\"t\",\"delay\":1}", 400, API_BAD_REQUEST, "id"));
+    CHECK(add_fails("{\"id\":7,\"topic\":\"t\",\"delay\":1}", 400, API_BAD_REQUEST, "id"));
+    CHECK(add_fails("{\"id\":\"a\\u0000b\",\"topic\":\"t\",\"delay\":1}", 400, API_BAD_REQUEST,
+                    ""));
+}
+
+static void add_id_of_max_length(void)
+{
+    char json[512], id[JOB_ID_MAX + 1];
+    struct job j;
+    int given = 0;
+
+    memset(id, 'a', JOB_ID_MAX);
+    id[JOB_ID_MAX] = '\0';
+    snprintf(json, sizeof(json), "{\"id\":\"%s\",\"topic\":\"t\",\"delay\":1,\"body\":\"\"}", id);
+    CHECK(add_ok(json, &j, &given));
+    CHECK_STR(j.id, id);
+    job_release(&j);
+}
+
+static void add_delay_ms(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay_ms\":1500,\"body\":\"x\"}", &j, &given));
+    CHECK_EQ_INT(j.delay_ms, 1500);
+    CHECK_EQ_INT(j.due_ms, NOW + 1500);
+    job_release(&j);
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":0,\"body\":\"x\"}", &j, &given));
+    CHECK_EQ_INT(j.due_ms, NOW);
+    job_release(&j);
+}
+
+static void add_deliver_at_ms(void)
+{
+    char json[256];
+    struct job j;
+    int given;
+
+    snprintf(json, sizeof(json), "{\"topic\":\"t\",\"deliver_at_ms\":%lld,\"body\":\"x\"}",
+             NOW + 5000);
+    CHECK(add_ok(json, &j, &given));
+    CHECK_EQ_INT(j.delay_ms, 5000);
+    CHECK_EQ_INT(j.due_ms, NOW + 5000);
+    job_release(&j);
+    snprintf(json, sizeof(json), "{\"topic\":\"t\",\"deliver_at_ms\":%lld,\"body\":\"x\"}",
+             NOW - 60000);
+    CHECK(add_ok(json, &j, &given));
+    CHECK_EQ_INT(j.delay_ms, 0);
+    CHECK_EQ_INT(j.due_ms, NOW);
+    job_release(&j);
+}
+
+static void add_needs_exactly_one_time(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"body\":\"x\"}", 400, API_BAD_REQUEST, "delay"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"delay_ms\":1000}", 400, API_BAD_REQUEST,
+                    "only one"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"deliver_at_ms\":1}", 400, API_BAD_REQUEST,
+                    "only one"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":1,\"deliver_at_ms\":1}", 400, API_BAD_REQUEST,
+                    "only one"));
+}
+
+static void add_negative_delay(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":-1}", 400, API_BAD_DELAY, "negative"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":-1}", 400, API_BAD_DELAY, "negative"));
+}
+
+static void add_delay_above_max(void)
+{
+    char json[256];
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":2592000}", &j, &given));
+    CHECK_EQ_INT(j.delay_ms, MAX_DELAY_MS);
+    job_release(&j);
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":2592001}", 400, API_BAD_DELAY, "at most"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":2592000001}", 400, API_BAD_DELAY, "at most"));
+    snprintf(json, sizeof(json), "{\"topic\":\"t\",\"deliver_at_ms\":%lld}", NOW + MAX_DELAY_MS + 1);
+    CHECK(add_fails(json, 400, API_BAD_DELAY, "at most"));
+}
+
+static void add_huge_delay_no_overflow(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":9223372036854775807}", 400, API_BAD_DELAY, "at most"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":9223372036854775807}", 400, API_BAD_DELAY,
+                    "at most"));
+    CHECK(add_fails("{\"topic\":\"t\",\"deliver_at_ms\":9223372036854775807}", 400, API_BAD_DELAY,
+                    "at most"));
+}
+
+static void add_delay_not_integer(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":3.5}", 400, API_BAD_DELAY, "integer"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":\"3\"}", 400, API_BAD_DELAY, "integer"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":true}", 400, API_BAD_DELAY, "integer"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":null}", 400, API_BAD_DELAY, "integer"));
+    CHECK(add_fails("{\"topic\":\"t\",\"deliver_at_ms\":[1]}", 400, API_BAD_DELAY, "integer"));
+}
+
+static void add_topic_missing_or_wrong_type(void)
+{
+    CHECK(add_fails("{\"delay\":1,\"body\":\"x\"}", 400, API_BAD_REQUEST, "topic"));
+    CHECK(add_fails("{\"topic\":5,\"delay\":1}", 400, API_BAD_REQUEST, "topic"));
+    CHECK(add_fails("{\"topic\":null,\"delay\":1}", 400, API_BAD_REQUEST, "topic"));
+}
+
+static void add_topic_invalid(void)
+{
+    char json[512], topic[TOPIC_NAME_MAX + 2];
+
+    CHECK(add_fails("{\"topic\":\"a b\",\"delay\":1}", 400, API_BAD_REQUEST, "invalid topic"));
+    CHECK(add_fails("{\"topic\":\"a/b\",\"delay\":1}", 400, API_BAD_REQUEST, "invalid topic"));
+    CHECK(add_fails("{\"topic\":\"\",\"delay\":1}", 400, API_BAD_REQUEST, "topic"));
+    CHECK(add_fails("{\"topic\":\"..\",\"delay\":1}", 400, API_BAD_REQUEST, "topic"));
+    memset(topic, 't', TOPIC_NAME_MAX + 1);
+    topic[TOPIC_NAME_MAX + 1] = '\0';
+    snprintf(json, sizeof(json), "{\"topic\":\"%s\",\"delay\":1}", topic);
+    CHECK(add_fails(json, 400, API_BAD_REQUEST, "longer"));
+}
+
+/* An escaped NUL is valid JSON: a body keeps it (bytes with a length); a topic, id, key or
+ * header refuses it. */
+static void add_nul_in_strings(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_fails("{\"topic\":\"ab\\u0000cd\",\"delay\":1}", 400, API_BAD_REQUEST, "NUL"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"id\":\"a\\u0000b\"}", 400, API_BAD_REQUEST, ""));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"key\":\"a\\u0000b\"}", 400, API_BAD_REQUEST, "NUL"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"h\":\"a\\u0000\"}}", 400,
+                    API_BAD_REQUEST, ""));
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"body\":\"a\\u0000b\"}", &j, &given));
+    CHECK_EQ_INT(j.body_len, 3);
+    CHECK(memcmp(j.body, "a\0b", 3) == 0);
+    job_release(&j);
+}
+
+static void add_topic_is_delay_topic(void)
+{
+    CHECK(add_fails("{\"topic\":\"delay_topic_5s\",\"delay\":1}", 400, API_BAD_REQUEST,
+                    "delay topic"));
+    CHECK(add_fails("{\"topic\":\"delay_topic_1s\",\"delay\":1}", 400, API_BAD_REQUEST,
+                    "delay_topic_1s"));
+}
+
+static void add_topic_like_delay_topic_is_fine(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"delay_topic_10s\",\"delay\":1}", &j, &given));
+    CHECK_STR(j.topic, "delay_topic_10s");
+    job_release(&j);
+}
+
+static void add_body_object_and_array(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"body\": { \"a\" : 1, \"b\" : [ 1, \"x\" ] } }",
+                 &j, &given));
+    CHECK_STR(j.body, "{\"a\":1,\"b\":[1,\"x\"]}");
+    CHECK_EQ_INT(j.body_len, strlen(j.body));
+    job_release(&j);
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"body\":[ ]}", &j, &given));
+    CHECK_STR(j.body, "[]");
+    job_release(&j);
+}
+
+static void add_body_string_bytes(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"body\":\"a\\n\\\"b\\u00e9\"}", &j, &given));
+    CHECK_EQ_INT(j.body_len, 6);
+    CHECK(memcmp(j.body, "a\n\"b\xc3\xa9", 6) == 0);
+    job_release(&j);
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1}", &j, &given));
+    CHECK_EQ_INT(j.body_len, 0);
+    CHECK_STR(j.body, "");
+    job_release(&j);
+}
+
+static void add_body_wrong_type(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"body\":5}", 400, API_BAD_REQUEST, "body"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"body\":true}", 400, API_BAD_REQUEST, "body"));
+}
+
+static void add_key(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"key\":\"customer-7\"}", &j, &given));
+    CHECK_STR(j.key, "customer-7");
+    job_release(&j);
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"key\":\"\"}", 400, API_BAD_REQUEST, "key"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"key\":7}", 400, API_BAD_REQUEST, "key"));
+}
+
+static void add_headers(void)
+{
+    struct job j;
+    int given;
+
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"trace\":\"abc\",\"x-empty\":\"\"}}",
+                 &j, &given));
+    CHECK_EQ_INT(j.nheaders, 2);
+    CHECK_STR(j.headers[0].name, "trace");
+    CHECK_STR(j.headers[0].value, "abc");
+    CHECK_STR(j.headers[1].name, "x-empty");
+    CHECK_STR(j.headers[1].value, "");
+    job_release(&j);
+}
+
+static void add_headers_refused(void)
+{
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"dq-topic\":\"x\"}}", 400,
+                    API_BAD_REQUEST, "dq-"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"h\":5}}", 400, API_BAD_REQUEST,
+                    "h"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"h\":null}}", 400,
+                    API_BAD_REQUEST, "string"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":[\"h\"]}", 400, API_BAD_REQUEST,
+                    "headers"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,\"headers\":{\"\":\"v\"}}", 400, API_BAD_REQUEST,
+                    "header"));
+}
+
+/* {"topic":"t","delay":1,"headers":{"h0":"v", ... n of them}} into json. */
+static void headers_json(char *json, size_t size, int n)
+{
+    size_t off = (size_t)snprintf(json, size, "{\"topic\":\"t\",\"delay\":1,\"headers\":{");
+
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(json + off, size - off, "%s\"h%d\":\"v\"", i ? "," : "", i);
+    snprintf(json + off, size - off, "}}");
+}
+
+static void add_too_many_headers(void)
+{
+    char json[4096];
+    struct job j;
+    int given;
+
+    headers_json(json, sizeof(json), JOB_HEADERS_MAX);
+    CHECK(add_ok(json, &j, &given));
+    CHECK_EQ_INT(j.nheaders, JOB_HEADERS_MAX);
+    job_release(&j);
+    headers_json(json, sizeof(json), JOB_HEADERS_MAX + 1);
+    CHECK(add_fails(json, 400, API_BAD_REQUEST, "headers"));
+}
+
+static void add_malformed_json(void)
+{
+    CHECK(add_fails("{", 400, API_BAD_REQUEST, "malformed JSON"));
+    CHECK(add_fails("", 400, API_BAD_REQUEST, "malformed JSON"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1,}", 400, API_BAD_REQUEST, "malformed JSON"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":1} x", 400, API_BAD_REQUEST, "malformed JSON"));
+    CHECK(add_fails("{\"topic\":\"t\xff\",\"delay\":1}", 400, API_BAD_REQUEST, "malformed JSON"));
+}
+
+static void add_not_an_object(void)
+{
+    CHECK(add_fails("[{\"topic\":\"t\",\"delay\":1}]", 400, API_BAD_REQUEST, "object"));
+    CHECK(add_fails("\"x\"", 400, API_BAD_REQUEST, ""));
+    CHECK(add_fails("null", 400, API_BAD_REQUEST, ""));
+}
+
+static void add_duplicate_keys(void)
+{
+    CHECK(add_fails("{\"topic\":\"a\",\"topic\":\"b\",\"delay\":1}", 400, API_BAD_REQUEST,
+                    "topic"));
+    CHECK(add_fails("{\"topic\":\"a\",\"delay\":1,\"delay\":2}", 400, API_BAD_REQUEST, "delay"));
+}
+
+/* A long UTF-8 header name makes a long error message; the response must still carry it. */
+static void add_error_message_stays_valid_json(void)
+{
+    char name[300], json[1024], *text;
+    struct api_error e;
+    struct job j;
+    json_t *root;
+    int given, msg_ok;
+
+    memcpy(name, "dq-", 3);
+    for (int i = 0; i < 126; i++)
+        memcpy(name + 3 + 2 * i, "\xc3\xa9", 2);
+    name[3 + 2 * 126] = '\0';
+    snprintf(json, sizeof(json), "{\"topic\":\"t\",\"delay\":1,\"headers\":{\"%s\":\"v\"}}", name);
+    CHECK_EQ_INT(add(json, &j, &given, &e), -1);
+    job_release(&j);
+    text = api_response(e.code, e.message, NULL);
+    root = text ? json_loads(text, 0, NULL) : NULL;
+    msg_ok = json_is_string(json_object_get(root, "message"));
+    json_decref(root);
+    free(text);
+    CHECK_EQ_INT(e.status, 400);
+    CHECK(msg_ok);
+}
+
+static int job_id_result(const char *json, char *out, struct api_error *e)
+{
+    memset(e, 0, sizeof(*e));
+    return api_parse_job_id(json, strlen(json), out, e);
+}
+
+static void parse_job_id(void)
+{
+    char out[JOB_ID_MAX + 1];
+    struct api_error e;
+
+    CHECK_EQ_INT(job_id_result("{\"job_id\":\"order:1\"}", out, &e), 0);
+    CHECK_STR(out, "order:1");
+    CHECK_EQ_INT(job_id_result("{\"job_id\":\"x\",\"other\":1}", out, &e), 0);
+    CHECK_STR(out, "x");
+}
+
+/* api_parse_job_id of json must fail with 400 and a message containing want. */
+static int job_id_fails(const char *json, const char *want)
+{
+    char out[JOB_ID_MAX + 1];
+    struct api_error e;
+
+    if (job_id_result(json, out, &e) == -1 && e.status == 400 && e.code == API_BAD_REQUEST &&
+        strstr(e.message, want))
+        return 1;
+    fprintf(stderr, "job_id %s: status %d message \"%s\"\n", json, e.status, e.message);
+    return 0;
+}
+
+static void parse_job_id_refused(void)
+{
+    CHECK(job_id_fails("{}", "job_id"));
+    CHECK(job_id_fails("{\"job_id\":\"\"}", "job_id"));
+    CHECK(job_id_fails("{\"job_id\":5}", "job_id"));
+    CHECK(job_id_fails("{\"job_id\":null}", "job_id"));
+    CHECK(job_id_fails("{\"job_id\":\"a b\"}", "job_id"));
+    CHECK(job_id_fails("{\"job_id\":\"a\\u0000b\"}", ""));
+    CHECK(job_id_fails("{\"job_id\":", "malformed JSON"));
+    CHECK(job_id_fails("[\"x\"]", "object"));
+    CHECK(job_id_fails("{\"job_id\":\"a\",\"job_id\":\"b\"}", "job_id"));
+}
+
+static void check_job_id(void)
+{
+    char out[JOB_ID_MAX + 1], id[JOB_ID_MAX + 2];
+    struct api_error e;
+
+    CHECK_EQ_INT(api_check_job_id("abc-1", out, &e), 0);
+    CHECK_STR(out, "abc-1");
+    memset(id, 'i', JOB_ID_MAX);
+    id[JOB_ID_MAX] = '\0';
+    CHECK_EQ_INT(api_check_job_id(id, out, &e), 0);
+    CHECK_STR(out, id);
+    id[JOB_ID_MAX] = 'i';
+    id[JOB_ID_MAX + 1] = '\0';
+    CHECK_EQ_INT(api_check_job_id(id, out, &e), -1);
+    CHECK_EQ_INT(e.status, 400);
+    CHECK_EQ_INT(api_check_job_id(NULL, out, &e), -1);
+    CHECK_HAS(e.message, "job_id");
+    CHECK_EQ_INT(api_check_job_id("", out, &e), -1);
+    CHECK_EQ_INT(api_check_job_id("a\tb", out, &e), -1);
+}
+
+/* Parses a response back; NULL unless it is an object of exactly code, message and data. */
+static json_t *response_object(char *text)
+{
+    json_t *root = text ? json_loads(text, JSON_REJECT_DUPLICATES, NULL) : NULL;
+
+    free(text);
+    if (root && (json_object_size(root) != 3 || !json_is_integer(json_object_get(root, "code")) ||
+                 !json_is_string(json_object_get(root, "message")) ||
+                 !json_object_get(root, "data"))) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+static void response_with_null_data(void)
+{
+    json_t *r = response_object(api_response(API_BAD_REQUEST, "bad \"thing\"\n", NULL));
+
+    CHECK(r != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(r, "code")), 400);
+    CHECK_STR(json_string_value(json_object_get(r, "message")), "bad \"thing\"\n");
+    CHECK(json_is_null(json_object_get(r, "data")));
+    json_decref(r);
+}
+
+static void response_with_job_id(void)
+{
+    json_t *r = response_object(api_response(API_OK, "success", api_job_id_data("order:1")));
+    json_t *data = json_object_get(r, "data");
+
+    CHECK(r != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(r, "code")), 0);
+    CHECK_EQ_INT(json_object_size(data), 1);
+    CHECK_STR(json_string_value(json_object_get(data, "job_id")), "order:1");
+    json_decref(r);
+}
+
+static void response_is_compact(void)
+{
+    char *text = api_response(API_OK, "ok", NULL);
+    int compact = text && !strchr(text, '\n') && !strstr(text, ", ");
+
+    free(text);
+    CHECK(compact);
+}
+
+static void job_for_data(struct job *j)
+{
+    memset(j, 0, sizeof(*j));
+    snprintf(j->id, sizeof(j->id), "j1");
+    j->topic = strdup("orders");
+    j->body = strdup("hello");
+    j->body_len = 5;
+    j->delay_ms = 30500;
+    j->due_ms = NOW + 30500;
+    j->created_ms = NOW;
+}
+
+static void job_data_fields(void)
+{
+    struct job j;
+    json_t *d;
+
+    job_for_data(&j);
+    d = api_job_data(&j, JOB_PENDING, -1);
+    job_release(&j);
+    CHECK_STR(json_string_value(json_object_get(d, "id")), "j1");
+    CHECK_STR(json_string_value(json_object_get(d, "topic")), "orders");
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "delay")), 30);
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "exec_time")), (NOW + 30500) / 1000);
+    CHECK_STR(json_string_value(json_object_get(d, "body")), "hello");
+    CHECK_STR(json_string_value(json_object_get(d, "state")), "pending");
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "exec_time_ms")), NOW + 30500);
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "created_ms")), NOW);
+    CHECK(json_is_null(json_object_get(d, "delivered_ms")));
+    CHECK_STR(json_string_value(json_object_get(d, "key")), "j1");
+    json_decref(d);
+}
+
+static void job_data_delivered_with_key_and_headers(void)
+{
+    struct job j;
+    json_t *d, *h;
+
+    job_for_data(&j);
+    j.key = strdup("k9");
+    j.headers = calloc(1, sizeof(*j.headers));
+    j.headers[0] = (struct job_header){ strdup("trace"), strdup("abc") };
+    j.nheaders = 1;
+    d = api_job_data(&j, JOB_DELIVERED, NOW + 31000);
+    job_release(&j);
+    h = json_object_get(d, "headers");
+    CHECK_STR(json_string_value(json_object_get(d, "key")), "k9");
+    CHECK_STR(json_string_value(json_object_get(d, "state")), "delivered");
+    CHECK(json_is_integer(json_object_get(d, "delivered_ms")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "delivered_ms")), NOW + 31000);
+    CHECK_STR(json_string_value(json_object_get(h, "trace")), "abc");
+    json_decref(d);
+}
+
+static void job_data_in_response(void)
+{
+    struct job j;
+    json_t *r, *d;
+
+    job_for_data(&j);
+    r = response_object(api_response(API_OK, "ok", api_job_data(&j, JOB_CANCELLED, -1)));
+    job_release(&j);
+    d = json_object_get(r, "data");
+    CHECK(r != NULL);
+    CHECK_STR(json_string_value(json_object_get(d, "state")), "cancelled");
+    CHECK_STR(json_string_value(json_object_get(d, "id")), "j1");
+    json_decref(r);
+}
+
+void unit_api(void)
+{
+    RUN(add_go_delayqueue_body);
+    RUN(add_with_id);
+    RUN(add_empty_or_null_id_is_generated);
+    RUN(add_bad_id);
+    RUN(add_id_of_max_length);
+    RUN(add_delay_ms);
+    RUN(add_deliver_at_ms);
+    RUN(add_needs_exactly_one_time);
+    RUN(add_negative_delay);
+    RUN(add_delay_above_max);
+    RUN(add_huge_delay_no_overflow);
+    RUN(add_delay_not_integer);
+    RUN(add_topic_missing_or_wrong_type);
+    RUN(add_topic_invalid);
+    RUN(add_nul_in_strings);
+    RUN(add_topic_is_delay_topic);
+    RUN(add_topic_like_delay_topic_is_fine);
+    RUN(add_body_object_and_array);
+    RUN(add_body_string_bytes);
+    RUN(add_body_wrong_type);
+    RUN(add_key);
+    RUN(add_headers);
+    RUN(add_headers_refused);
+    RUN(add_too_many_headers);
+    RUN(add_malformed_json);
+    RUN(add_not_an_object);
+    RUN(add_duplicate_keys);
+    RUN(add_error_message_stays_valid_json);
+    RUN(parse_job_id);
+    RUN(parse_job_id_refused);
+    RUN(check_job_id);
+    RUN(response_with_null_data);
+    RUN(response_with_job_id);
+    RUN(response_is_compact);
+    RUN(job_data_fields);
+    RUN(job_data_delivered_with_key_and_headers);
+    RUN(job_data_in_response);
+}

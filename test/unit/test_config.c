@@ -1,0 +1,361 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "unit.h"
+
+/* The sample block of DESIGN.md, "Configuration", as written there. */
+static const char design_sample[] =
+    "http:  { listen = \"127.0.0.1:9277\"; max_body_bytes = 1048576; auth_token = \"\"; };\n"
+    "redis: { host = \"127.0.0.1\"; port = 6379; password = \"\"; db = 0; prefix = \"dq:\"; "
+    "timeout_ms = 2000; };\n"
+    "kafka: { brokers = \"127.0.0.1:9092\"; group_id = \"delayq\";\n"
+    "         properties = ( \"security.protocol=plaintext\" ); };   "
+    "# any librdkafka property, passed through\n"
+    "delay: { topic_format = \"delay_topic_%s\";\n"
+    "         levels = [ \"1s\", \"5s\", \"10s\", \"30s\", \"1m\", \"5m\", \"10m\", \"30m\", \"1h\", "
+    "\"2h\", \"6h\", \"12h\", \"1d\" ];\n"
+    "         partitions = 8; partition_groups = ( [0, 1, 2, 3, 4, 5, 6, 7] );\n"
+    "         dlq_topic = \"delay_topic_dlq\"; claim_ttl_ms = 10000; };\n"
+    "job:   { retention_s = 86400; max_delay_s = 2592000; };\n"
+    "log:   { level = \"info\"; };\n";
+
+/* One config for the whole file: struct config is large. */
+static struct config cfg;
+
+static int load(const char *text, char *err, size_t errlen)
+{
+    config_defaults(&cfg);
+    err[0] = '\0';
+    return config_load_string(&cfg, text, err, errlen);
+}
+
+static int load_ok(const char *text)
+{
+    char err[512];
+
+    if (load(text, err, sizeof(err)) == 0)
+        return 1;
+    fprintf(stderr, "config refused: %s\n", err);
+    return 0;
+}
+
+/* Loading text must fail with an error containing both want1 and want2. */
+static int load_fails(const char *text, const char *want1, const char *want2)
+{
+    char err[512];
+
+    if (load(text, err, sizeof(err)) == -1 && strstr(err, want1) && strstr(err, want2))
+        return 1;
+    fprintf(stderr, "config error \"%s\", wanted \"%s\" and \"%s\"\n", err, want1, want2);
+    return 0;
+}
+
+static void defaults_servers(void)
+{
+    config_defaults(&cfg);
+    CHECK_STR(cfg.http.listen, "127.0.0.1:9277");
+    CHECK_EQ_INT(cfg.http.max_body_bytes, 1048576);
+    CHECK_STR(cfg.http.auth_token, "");
+    CHECK_STR(cfg.redis.host, "127.0.0.1");
+    CHECK_EQ_INT(cfg.redis.port, 6379);
+    CHECK_EQ_INT(cfg.redis.db, 0);
+    CHECK_STR(cfg.redis.prefix, "dq:");
+    CHECK_EQ_INT(cfg.redis.timeout_ms, 2000);
+    CHECK_STR(cfg.kafka.brokers, "127.0.0.1:9092");
+    CHECK_STR(cfg.kafka.group_id, "delayq");
+    CHECK_EQ_INT(cfg.log.level, LOG_INFO);
+}
+
+static void defaults_delay(void)
+{
+    config_defaults(&cfg);
+    CHECK_STR(cfg.delay.topic_format, "delay_topic_%s");
+    CHECK_EQ_INT(cfg.delay.levels.n, 13);
+    CHECK_EQ_INT(cfg.delay.levels.ms[0], 1000);
+    CHECK_EQ_INT(cfg.delay.levels.ms[12], 86400000);
+    CHECK_STR(cfg.delay.levels.name[4], "1m");
+    CHECK_STR(cfg.delay.levels.topic[0], "delay_topic_1s");
+    CHECK_STR(cfg.delay.levels.topic[12], "delay_topic_1d");
+    CHECK_EQ_INT(cfg.delay.partitions, 8);
+    CHECK_EQ_INT(cfg.delay.ngroups, 1);
+    for (int p = 0; p < 8; p++)
+        CHECK_EQ_INT(cfg.delay.group_of[p], 0);
+    CHECK_STR(cfg.delay.dlq_topic, "delay_topic_dlq");
+    CHECK_EQ_INT(cfg.delay.claim_ttl_ms, 10000);
+    CHECK_EQ_INT(cfg.job.retention_s, 86400);
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
+}
+
+static void empty_text_keeps_defaults(void)
+{
+    CHECK(load_ok(""));
+    CHECK_EQ_INT(cfg.delay.levels.n, 13);
+    CHECK_EQ_INT(cfg.redis.port, 6379);
+    CHECK_EQ_INT(cfg.delay.ngroups, 1);
+}
+
+static void design_sample_loads(void)
+{
+    CHECK(load_ok(design_sample));
+    CHECK_STR(cfg.http.listen, "127.0.0.1:9277");
+    CHECK_EQ_INT(cfg.kafka.nproperties, 1);
+    CHECK_STR(cfg.kafka.properties[0], "security.protocol=plaintext");
+    CHECK_EQ_INT(cfg.delay.levels.n, 13);
+    CHECK_STR(cfg.delay.levels.topic[1], "delay_topic_5s");
+    CHECK_EQ_INT(cfg.delay.partitions, 8);
+    CHECK_EQ_INT(cfg.delay.ngroups, 1);
+    CHECK_EQ_INT(cfg.delay.group_of[7], 0);
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
+}
+
+static void few_keys_leave_others_default(void)
+{
+    CHECK(load_ok("redis: { port = 6380; };\nlog: { level = \"debug\"; };\n"));
+    CHECK_EQ_INT(cfg.redis.port, 6380);
+    CHECK_EQ_INT(cfg.log.level, LOG_DEBUG);
+    CHECK_STR(cfg.redis.host, "127.0.0.1");
+    CHECK_STR(cfg.redis.prefix, "dq:");
+    CHECK_STR(cfg.http.listen, "127.0.0.1:9277");
+    CHECK_EQ_INT(cfg.delay.levels.n, 13);
+    CHECK_EQ_INT(cfg.delay.partitions, 8);
+    CHECK_STR(cfg.delay.dlq_topic, "delay_topic_dlq");
+}
+
+static void custom_levels_and_format(void)
+{
+    CHECK(load_ok("delay: { topic_format = \"dq.%s\"; levels = [ \"500ms\", \"1m\" ]; };"));
+    CHECK_EQ_INT(cfg.delay.levels.n, 2);
+    CHECK_EQ_INT(cfg.delay.levels.ms[0], 500);
+    CHECK_STR(cfg.delay.levels.topic[1], "dq.1m");
+}
+
+static void format_alone_renames_default_levels(void)
+{
+    CHECK(load_ok("delay: { topic_format = \"dq_%s\"; };"));
+    CHECK_EQ_INT(cfg.delay.levels.n, 13);
+    CHECK_STR(cfg.delay.levels.topic[0], "dq_1s");
+}
+
+static void unknown_section(void)
+{
+    CHECK(load_fails("nope: { a = 1; };", "config:1:", "nope"));
+    CHECK(load_fails("\n\nhttp = 5;", "config:3:", "http"));
+}
+
+static void unknown_key_names_key_and_line(void)
+{
+    CHECK(load_fails("http: {\n  listen = \"127.0.0.1:1\";\n  lisen = \"x\";\n};\n",
+                     "config:3: http.lisen", "unknown key"));
+    CHECK(load_fails("redis: { port = 1; };\ndelay: { level = [ \"1s\" ]; };",
+                     "config:2:", "delay.level"));
+}
+
+static void wrong_types(void)
+{
+    CHECK(load_fails("redis: { port = \"6379\"; };", "config:1: redis.port", "integer"));
+    CHECK(load_fails("redis: { port = 6379.0; };", "redis.port", "integer"));
+    CHECK(load_fails("http: { listen = 9277; };", "config:1: http.listen", "string"));
+    CHECK(load_fails("job: { retention_s = true; };", "job.retention_s", "integer"));
+}
+
+static void out_of_range(void)
+{
+    CHECK(load_fails("redis: { port = 70000; };", "redis.port", "65535"));
+    CHECK(load_fails("redis: { port = 0; };", "redis.port", "from 1"));
+    CHECK(load_fails("delay: { partitions = 0; };", "delay.partitions", "from"));
+    CHECK(load_fails("http: { threads = -1; };", "http.threads", "from"));
+}
+
+static void syntax_error_has_line(void)
+{
+    CHECK(load_fails("http: {\n  listen = ;\n};", "config:2:", ""));
+    CHECK(load_fails("log: { level = \"info\"; };\nhttp: { listen = \"x\";", "config:2:", ""));
+}
+
+static void levels_refused(void)
+{
+    CHECK(load_fails("\ndelay: { levels = [ \"5s\", \"1s\" ]; };", "config:2: delay.levels",
+                     "ascending"));
+    CHECK(load_fails("delay: { levels = [ \"1s\", \"1s\" ]; };", "delay.levels", "ascending"));
+    CHECK(load_fails("delay: { levels = [ \"5x\" ]; };", "delay.levels", "5x"));
+    CHECK(load_fails("delay: { levels = [ ]; };", "delay.levels", ""));
+    CHECK(load_fails("delay: { levels = [ 5 ]; };", "delay.levels", ""));
+    CHECK(load_fails("delay: { levels = \"5s\"; };", "delay.levels", ""));
+}
+
+static void bad_topic_format(void)
+{
+    CHECK(load_fails("delay: {\n topic_format = \"delay_%d\"; };", "config:2: delay.topic_format",
+                     "%s"));
+    CHECK(load_fails("delay: { topic_format = \"delay_topic\"; };", "delay.topic_format", ""));
+    CHECK(load_fails("delay: { topic_format = \"delay topic %s\"; };", "delay.topic_format", ""));
+}
+
+static void partition_groups_split(void)
+{
+    CHECK(load_ok("delay: { partitions = 4; partition_groups = ( [0, 1], [3, 2] ); };"));
+    CHECK_EQ_INT(cfg.delay.ngroups, 2);
+    CHECK_EQ_INT(cfg.delay.group_of[0], 0);
+    CHECK_EQ_INT(cfg.delay.group_of[1], 0);
+    CHECK_EQ_INT(cfg.delay.group_of[2], 1);
+    CHECK_EQ_INT(cfg.delay.group_of[3], 1);
+}
+
+static void partitions_without_groups(void)
+{
+    CHECK(load_ok("delay: { partitions = 16; };"));
+    CHECK_EQ_INT(cfg.delay.ngroups, 1);
+    CHECK_EQ_INT(cfg.delay.group_of[15], 0);
+}
+
+static void partition_groups_refused(void)
+{
+    CHECK(load_fails("delay: { partition_groups = ( [0, 1, 2, 3], [3, 4, 5, 6, 7] ); };",
+                     "delay.partition_groups", "partition 3 is in more than one group"));
+    CHECK(load_fails("delay: { partition_groups = ( [0, 1, 2, 3, 4, 5, 6] ); };",
+                     "delay.partition_groups", "partition 7 is in no group"));
+    CHECK(load_fails("delay: { partition_groups = ( [0, 1, 2, 3, 4, 5, 6, 7, 8] ); };",
+                     "delay.partition_groups", "0 to 7"));
+    CHECK(load_fails("delay: { partition_groups = ( [-1, 0, 1, 2, 3, 4, 5, 6, 7] ); };",
+                     "delay.partition_groups", "0 to 7"));
+}
+
+static void partition_groups_malformed(void)
+{
+    CHECK(load_fails("delay: { partition_groups = ( [0, 1, 2, 3, 4, 5, 6, 7], [] ); };",
+                     "delay.partition_groups", "group 1"));
+    CHECK(load_fails("delay: { partition_groups = ( [\"0\"] ); };", "delay.partition_groups",
+                     ""));
+    CHECK(load_fails("delay: { partition_groups = 3; };", "delay.partition_groups", ""));
+    CHECK(load_fails("delay: { partition_groups = ( ); };", "delay.partition_groups", ""));
+}
+
+static void properties(void)
+{
+    CHECK(load_ok("kafka: { properties = ( \"a.b=1\", \"sasl.password=x=y\", \"empty=\" ); };"));
+    CHECK_EQ_INT(cfg.kafka.nproperties, 3);
+    CHECK_STR(cfg.kafka.properties[1], "sasl.password=x=y");
+    CHECK(load_fails("kafka: { properties = ( \"a=1\", \"security.protocol\" ); };",
+                     "kafka.properties", "element 1"));
+    CHECK(load_fails("kafka: { properties = ( \"=1\" ); };", "kafka.properties", "element 0"));
+    CHECK(load_fails("kafka: { properties = \"a=1\"; };", "kafka.properties", "list"));
+    CHECK(load_fails("kafka: { properties = ( 5 ); };", "kafka.properties", "element 0"));
+}
+
+static void log_level(void)
+{
+    CHECK(load_ok("log: { level = \"warn\"; };"));
+    CHECK_EQ_INT(cfg.log.level, LOG_WARN);
+    CHECK(load_fails("log: { level = \"verbose\"; };", "config:1: log.level", "debug"));
+    CHECK(load_fails("log: { level = 1; };", "log.level", ""));
+}
+
+static void dlq_topic_checked(void)
+{
+    CHECK(load_fails("delay: { dlq_topic = \"delay_topic_5s\"; };", "delay.dlq_topic", ""));
+    CHECK(load_fails("delay: { dlq_topic = \"dead letters\"; };", "delay.dlq_topic", ""));
+    CHECK(load_fails("delay: { dlq_topic = \"\"; };", "delay.dlq_topic", ""));
+}
+
+static void max_delay_against_levels(void)
+{
+    CHECK(load_fails("delay: { levels = [ \"1s\" ]; };", "job.max_delay_s", ""));
+    CHECK(load_ok("delay: { levels = [ \"1s\" ]; };\njob: { max_delay_s = 100000; };"));
+}
+
+/* A (silly) huge top level must not overflow the max_delay_s check. */
+static void huge_level_no_overflow(void)
+{
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"99999999999d\" ]; };"));
+    CHECK_EQ_INT(cfg.delay.levels.ms[1], 99999999999LL * 86400000);
+}
+
+static void string_too_long(void)
+{
+    char text[CONFIG_STR_MAX + 64], big[CONFIG_STR_MAX + 1];
+
+    memset(big, 'x', CONFIG_STR_MAX);
+    big[CONFIG_STR_MAX] = '\0';
+    snprintf(text, sizeof(text), "redis: { password = \"%s\"; };", big);
+    CHECK(load_fails(text, "redis.password", "at most"));
+    big[CONFIG_STR_MAX - 1] = '\0';
+    snprintf(text, sizeof(text), "redis: { password = \"%s\"; };", big);
+    CHECK(load_ok(text));
+    CHECK_EQ_INT(strlen(cfg.redis.password), CONFIG_STR_MAX - 1);
+}
+
+static void file_missing(void)
+{
+    char err[512] = "";
+
+    config_defaults(&cfg);
+    CHECK_EQ_INT(config_load_file(&cfg, "/nonexistent/delayq-unit.conf", err, sizeof(err)), -1);
+    CHECK_HAS(err, "/nonexistent/delayq-unit.conf");
+    CHECK_HAS(err, "cannot read");
+}
+
+/* Writes text to a fresh temporary file; path gets its name. 0 or -1. */
+static int write_temp(char path[64], const char *text)
+{
+    int fd;
+    ssize_t n;
+
+    snprintf(path, 64, "/tmp/delayq-unit-XXXXXX");
+    if ((fd = mkstemp(path)) < 0)
+        return -1;
+    n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static void file_loads_and_names_itself(void)
+{
+    char path[64], err[512] = "", want[128];
+    int ok, bad;
+
+    CHECK_EQ_INT(write_temp(path, "log: { level = \"error\"; };\nredis: { bogus = 1; };\n"), 0);
+    config_defaults(&cfg);
+    bad = config_load_file(&cfg, path, err, sizeof(err));
+    unlink(path);
+    CHECK_EQ_INT(bad, -1);
+    snprintf(want, sizeof(want), "%s:2: redis.bogus", path);
+    CHECK_HAS(err, want);
+    CHECK_EQ_INT(write_temp(path, "log: { level = \"error\"; };\n"), 0);
+    config_defaults(&cfg);
+    ok = config_load_file(&cfg, path, err, sizeof(err));
+    unlink(path);
+    CHECK_EQ_INT(ok, 0);
+    CHECK_EQ_INT(cfg.log.level, LOG_ERROR);
+}
+
+void unit_config(void)
+{
+    RUN(defaults_servers);
+    RUN(defaults_delay);
+    RUN(empty_text_keeps_defaults);
+    RUN(design_sample_loads);
+    RUN(few_keys_leave_others_default);
+    RUN(custom_levels_and_format);
+    RUN(format_alone_renames_default_levels);
+    RUN(unknown_section);
+    RUN(unknown_key_names_key_and_line);
+    RUN(wrong_types);
+    RUN(out_of_range);
+    RUN(syntax_error_has_line);
+    RUN(levels_refused);
+    RUN(bad_topic_format);
+    RUN(partition_groups_split);
+    RUN(partitions_without_groups);
+    RUN(partition_groups_refused);
+    RUN(partition_groups_malformed);
+    RUN(properties);
+    RUN(log_level);
+    RUN(dlq_topic_checked);
+    RUN(max_delay_against_levels);
+    RUN(huge_level_no_overflow);
+    RUN(string_too_long);
+    RUN(file_missing);
+    RUN(file_loads_and_names_itself);
+}

@@ -1,0 +1,310 @@
+#include <stdio.h>
+
+#include "envelope.h"
+#include "unit.h"
+
+/* A header whose value is the text v (or no value when v is NULL). */
+static struct hdr H(const char *name, const char *v)
+{
+    return (struct hdr){ .name = name, .value = v, .len = v ? strlen(v) : 0 };
+}
+
+/* envelope_parse of n headers; returns its result, err gets the reason. */
+static int parse(const struct hdr *h, size_t n, struct envelope *env, char *err)
+{
+    err[0] = '\0';
+    return envelope_parse(h, n, env, err, 256);
+}
+
+static void parse_all_headers(void)
+{
+    struct hdr h[] = { H("trace", "x"), H(HDR_TOPIC, "orders"), H(HDR_ID, "job-1"),
+                       H(HDR_DUE, "1700000000123"), H(HDR_HOPS, "2") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 5, &env, err), 0);
+    CHECK_EQ_INT(env.topic_len, 6);
+    CHECK(memcmp(env.topic, "orders", 6) == 0);
+    CHECK_EQ_INT(env.id_len, 5);
+    CHECK(memcmp(env.id, "job-1", 5) == 0);
+    CHECK_EQ_INT(env.has_due, 1);
+    CHECK_EQ_INT(env.due_ms, 1700000000123LL);
+    CHECK_EQ_INT(env.hops, 2);
+}
+
+static void parse_topic_only(void)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 1, &env, err), 0);
+    CHECK(env.id == NULL);
+    CHECK_EQ_INT(env.has_due, 0);
+    CHECK_EQ_INT(env.hops, 0);
+}
+
+static void parse_value_not_nul_terminated(void)
+{
+    const char buf[] = "orders123";
+    struct hdr h[] = { { HDR_TOPIC, buf, 6 }, { HDR_DUE, buf + 6, 3 } };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    CHECK_EQ_INT(env.topic_len, 6);
+    CHECK_EQ_INT(env.due_ms, 123);
+}
+
+static void parse_missing_topic(void)
+{
+    struct hdr h[] = { H(HDR_DUE, "5"), H("topic", "orders") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_TOPIC);
+    CHECK_EQ_INT(parse(h, 0, &env, err), -1);
+    CHECK_HAS(err, HDR_TOPIC);
+}
+
+static void parse_empty_or_null_topic(void)
+{
+    struct hdr empty[] = { H(HDR_TOPIC, "") };
+    struct hdr null[] = { H(HDR_TOPIC, NULL) };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(empty, 1, &env, err), -1);
+    CHECK_HAS(err, HDR_TOPIC);
+    CHECK_EQ_INT(parse(null, 1, &env, err), -1);
+    CHECK_HAS(err, HDR_TOPIC);
+}
+
+static void parse_null_values_elsewhere(void)
+{
+    struct hdr other[] = { H(HDR_TOPIC, "orders"), H("trace", NULL) };
+    struct hdr due[] = { H(HDR_TOPIC, "orders"), H(HDR_DUE, NULL) };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(other, 2, &env, err), 0);
+    CHECK_EQ_INT(parse(due, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_DUE);
+}
+
+static void parse_repeated_header(void)
+{
+    struct hdr topic[] = { H(HDR_TOPIC, "a"), H(HDR_TOPIC, "b") };
+    struct hdr due[] = { H(HDR_TOPIC, "a"), H(HDR_DUE, "1"), H(HDR_DUE, "1") };
+    struct hdr id[] = { H(HDR_ID, "x"), H(HDR_TOPIC, "a"), H(HDR_ID, "y") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(topic, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_TOPIC);
+    CHECK_HAS(err, "repeated");
+    CHECK_EQ_INT(parse(due, 3, &env, err), -1);
+    CHECK_HAS(err, HDR_DUE);
+    CHECK_EQ_INT(parse(id, 3, &env, err), -1);
+    CHECK_HAS(err, HDR_ID);
+}
+
+/* envelope_parse with dq-due-ms set to v must fail naming the header. */
+static int due_refused(const char *v)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders"), H(HDR_DUE, v) };
+    struct envelope env;
+    char err[256];
+
+    if (parse(h, 2, &env, err) != -1)
+        return 0;
+    return strstr(err, HDR_DUE) != NULL;
+}
+
+static void parse_malformed_due(void)
+{
+    CHECK(due_refused("abc"));
+    CHECK(due_refused("-5"));
+    CHECK(due_refused("+5"));
+    CHECK(due_refused("12x"));
+    CHECK(due_refused(" 12"));
+    CHECK(due_refused("1.5"));
+    CHECK(due_refused(""));
+    CHECK(due_refused("9223372036854775808"));
+    CHECK(due_refused("99999999999999999999"));
+}
+
+static void parse_due_limits(void)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders"), H(HDR_DUE, "9223372036854775807") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    CHECK_EQ_INT(env.due_ms, INT64_MAX);
+    h[1] = H(HDR_DUE, "0");
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    CHECK_EQ_INT(env.has_due, 1);
+    CHECK_EQ_INT(env.due_ms, 0);
+}
+
+static void parse_hops(void)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders"), H(HDR_HOPS, "3") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    CHECK_EQ_INT(env.hops, 3);
+    h[1] = H(HDR_HOPS, "x");
+    CHECK_EQ_INT(parse(h, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_HOPS);
+    h[1] = H(HDR_HOPS, "-1");
+    CHECK_EQ_INT(parse(h, 2, &env, err), -1);
+    h[1] = H(HDR_HOPS, "99999999999");
+    CHECK_EQ_INT(parse(h, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_HOPS);
+}
+
+static void is_control(void)
+{
+    CHECK_EQ_INT(envelope_is_control("dq-topic"), 1);
+    CHECK_EQ_INT(envelope_is_control("dq-anything"), 1);
+    CHECK_EQ_INT(envelope_is_control("dq-"), 1);
+    CHECK_EQ_INT(envelope_is_control("dq"), 0);
+    CHECK_EQ_INT(envelope_is_control("dqtopic"), 0);
+    CHECK_EQ_INT(envelope_is_control("x-dq-topic"), 0);
+    CHECK_EQ_INT(envelope_is_control(""), 0);
+}
+
+static void parse_int64_cases(void)
+{
+    int64_t v = -1;
+
+    CHECK_EQ_INT(parse_int64("42", 2, &v), 0);
+    CHECK_EQ_INT(v, 42);
+    CHECK_EQ_INT(parse_int64("425", 2, &v), 0);
+    CHECK_EQ_INT(v, 42);
+    CHECK_EQ_INT(parse_int64("", 0, &v), -1);
+    CHECK_EQ_INT(parse_int64(NULL, 3, &v), -1);
+    CHECK_EQ_INT(parse_int64("4 2", 3, &v), -1);
+    CHECK_EQ_INT(parse_int64("12345678901234567890", 20, &v), -1);
+}
+
+/* Times of env in a 5s topic for a message stamped at 100000. */
+static void times(const struct envelope *env, int64_t *act, int64_t *due)
+{
+    envelope_times(env, 100000, 5000, act, due);
+}
+
+static void times_direct_without_due(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+    CHECK_EQ_INT(act, 105000);
+}
+
+static void times_direct_earlier_due_waits_its_delay(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1, .has_due = 1, .due_ms = 101000 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+    CHECK_EQ_INT(act, 105000);
+}
+
+static void times_direct_later_due(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1, .has_due = 1, .due_ms = 190000 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 190000);
+    CHECK_EQ_INT(act, 105000);
+    env.due_ms = 105000;
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+    CHECK_EQ_INT(act, 105000);
+}
+
+static void times_routed_by_id(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1, .id = "j", .id_len = 1,
+                            .has_due = 1, .due_ms = 101000 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 101000);
+    CHECK_EQ_INT(act, 101000);
+    env.due_ms = 190000;
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 190000);
+    CHECK_EQ_INT(act, 105000);
+}
+
+static void times_routed_by_hops(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1, .hops = 1, .has_due = 1,
+                            .due_ms = 100500 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 100500);
+    CHECK_EQ_INT(act, 100500);
+}
+
+static void times_routed_without_due(void)
+{
+    struct envelope env = { .topic = "t", .topic_len = 1, .id = "j", .id_len = 1 };
+    int64_t act, due;
+
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+    CHECK_EQ_INT(act, 105000);
+}
+
+/* Headers parsed, then timed: the whole path a direct message takes. */
+static void times_from_parsed_headers(void)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders"), H(HDR_DUE, "100001") };
+    struct envelope env;
+    int64_t act, due;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+    h[1] = H(HDR_HOPS, "1");
+    CHECK_EQ_INT(parse(h, 2, &env, err), 0);
+    times(&env, &act, &due);
+    CHECK_EQ_INT(due, 105000);
+}
+
+void unit_envelope(void)
+{
+    RUN(parse_all_headers);
+    RUN(parse_topic_only);
+    RUN(parse_value_not_nul_terminated);
+    RUN(parse_missing_topic);
+    RUN(parse_empty_or_null_topic);
+    RUN(parse_null_values_elsewhere);
+    RUN(parse_repeated_header);
+    RUN(parse_malformed_due);
+    RUN(parse_due_limits);
+    RUN(parse_hops);
+    RUN(is_control);
+    RUN(parse_int64_cases);
+    RUN(times_direct_without_due);
+    RUN(times_direct_earlier_due_waits_its_delay);
+    RUN(times_direct_later_due);
+    RUN(times_routed_by_id);
+    RUN(times_routed_by_hops);
+    RUN(times_routed_without_due);
+    RUN(times_from_parsed_headers);
+}
