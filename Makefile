@@ -9,7 +9,8 @@
 PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
 CC       ?= cc
 WERROR   ?= 1
-BUILD    ?= build
+# Sanitized objects never mix with plain ones.
+BUILD    ?= build$(if $(SANITIZE),-san)
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
             -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings \
@@ -65,7 +66,7 @@ unit: $(BUILD)/unit
 
 test: deps
 	$(MAKE) all $(BUILD)/unit
-	bash scripts/test.sh
+	BUILD=$(BUILD) bash scripts/test.sh
 
 run: deps
 	$(MAKE) all

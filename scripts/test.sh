@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs the unit tests, then the integration tests (which start their own Redis and Kafka on free
+# ports in a temp dir and stop them on exit). Ends with one line: "N passed, N failed".
+# Extra arguments go to the integration runner, e.g.: scripts/test.sh -k test_delivery
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+
+count() {   # "<label>: N passed, M failed" -> "N M"
+  grep -oE '[0-9]+ passed, [0-9]+ failed' | tail -n 1 | awk '{ print $1, $3 }'
+}
+
+unit_out=$("$BUILD/unit" 2>&1); unit_rc=$?
+printf '%s\n' "$unit_out" | grep -v '^ok ' || true
+read -r up uf <<<"$(printf '%s\n' "$unit_out" | count)"
+up=${up:-0}; uf=${uf:-1}
+((unit_rc == 0 || uf > 0)) || uf=1
+
+DELAYQD="$PWD/$BUILD/delayqd" python3 -u test/integration/run.py "$@" | tee "${TMPDIR:-/tmp}/delayq-it.$$"
+it_rc=${PIPESTATUS[0]}
+read -r ip if_ <<<"$(count <"${TMPDIR:-/tmp}/delayq-it.$$")"
+rm -f "${TMPDIR:-/tmp}/delayq-it.$$"
+ip=${ip:-0}; if_=${if_:-1}
+((it_rc == 0 || if_ > 0)) || if_=1
+
+passed=$((up + ip)); failed=$((uf + if_))
+echo "$passed passed, $failed failed"
+((failed == 0))

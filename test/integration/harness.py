@@ -1,0 +1,294 @@
+"""Integration harness: a real Redis and a real Kafka broker started by the project's own
+scripts on free ports in temp dirs, the real delayqd binary, curl for HTTP and kcat for Kafka.
+Standard library only."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DELAYQD = os.environ.get("DELAYQD", os.path.join(ROOT, "build", "delayqd"))
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(cmd, check=True, timeout=120, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stdout}{p.stderr}")
+    return p
+
+
+def wait_until(pred, timeout, what, step=0.05):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Stack:
+    """Redis and Kafka for the whole run, stopped on exit (also on failure)."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="delayq-it-")
+        self.redis_port = free_port()
+        self.kafka_port = free_port()
+        self.redis_dir = os.path.join(self.tmp, "redis")
+        self.kafka_dir = os.path.join(self.tmp, "kafka")
+
+    @property
+    def brokers(self):
+        return f"127.0.0.1:{self.kafka_port}"
+
+    def _script(self, name, verb, port, d):
+        return run(["bash", os.path.join(ROOT, "scripts", name), verb, "--port", str(port),
+                    "--dir", d], timeout=300)
+
+    def start_redis(self):
+        self._script("redis-local.sh", "start", self.redis_port, self.redis_dir)
+
+    def stop_redis(self):
+        self._script("redis-local.sh", "stop", self.redis_port, self.redis_dir)
+
+    def start_kafka(self):
+        self._script("kafka-local.sh", "start", self.kafka_port, self.kafka_dir)
+
+    def stop_kafka(self):
+        self._script("kafka-local.sh", "stop", self.kafka_port, self.kafka_dir)
+
+    def start(self):
+        self.start_redis()
+        self.start_kafka()
+
+    def stop(self):
+        for f in (self.stop_kafka, self.stop_redis):
+            try:
+                f()
+            except Exception as e:  # keep stopping the rest
+                print(f"warning: {e}")
+
+    def redis(self, *args):
+        return run(["redis-cli", "-p", str(self.redis_port), "--raw", *args]).stdout.strip()
+
+    def ensure_topic(self, topic):
+        """Creates a business topic (the broker auto-creates on a metadata request)."""
+        def ready():
+            p = run(["kcat", "-b", self.brokers, "-L", "-J", "-t", topic, "-X",
+                     "allow.auto.create.topics=true"], check=False)
+            try:
+                t = json.loads(p.stdout)["topics"][0]
+                return not t.get("error") and t["partitions"]
+            except (ValueError, KeyError, IndexError):
+                return False
+        wait_until(ready, 30, f"topic {topic}", step=0.2)
+
+    def partitions(self, topic):
+        p = run(["kcat", "-b", self.brokers, "-L", "-J", "-t", topic])
+        t = json.loads(p.stdout)["topics"][0]
+        return len(t["partitions"]) if not t.get("error") else 0
+
+    def produce(self, topic, value, key=None, headers=None, partition=None):
+        """Produces one message with kcat, as any direct producer would."""
+        cmd = ["kcat", "-b", self.brokers, "-P", "-t", topic]
+        if key is not None:
+            cmd += ["-k", key]
+        if partition is not None:
+            cmd += ["-p", str(partition)]
+        for k, v in (headers or {}).items():
+            cmd += ["-H", f"{k}={v}"]
+        run(cmd, input=value)
+
+
+class Reader:
+    """Consumes a topic from the beginning with kcat in the background; records each message
+    with the time it was received."""
+
+    def __init__(self, stack, topic):
+        stack.ensure_topic(topic)
+        self.topic = topic
+        self.messages = []
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            ["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-J", "-u", "-q"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            t = now_ms()
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            h = m.get("headers") or []
+            m["headers"] = {h[i]: h[i + 1] for i in range(0, len(h) - 1, 2)}
+            m["recv_ms"] = t
+            with self.lock:
+                self.messages.append(m)
+
+    def all(self):
+        with self.lock:
+            return list(self.messages)
+
+    def by_id(self):
+        out = {}
+        for m in self.all():
+            out.setdefault(m["headers"].get("dq-id"), []).append(m)
+        return out
+
+    def wait_count(self, n, timeout):
+        wait_until(lambda: len(self.all()) >= n, timeout, f"{n} messages on {self.topic}")
+        return self.all()
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+_running = []
+
+
+def stop_all():
+    """Kills every delayqd a test left running."""
+    while _running:
+        d = _running.pop()
+        if d.alive():
+            d.kill()
+
+
+class Delayqd:
+    """One delayqd process with its own topics, group, key prefix and port."""
+
+    LEVELS = ["1s", "5s", "10s"]
+
+    def __init__(self, stack, name=None, extra=None, levels=None, partitions=2):
+        self.stack = stack
+        self.name = name or "t" + uuid.uuid4().hex[:8]
+        self.port = free_port()
+        self.levels = levels or self.LEVELS
+        self.partitions = partitions
+        self.topic_format = f"{self.name}_delay_%s"
+        self.dlq = f"{self.name}_dlq"
+        self.prefix = f"{self.name}:"
+        self.extra = extra or {}
+        self.proc = None
+        self.log_path = os.path.join(stack.tmp, f"{self.name}.log")
+        self.conf_path = os.path.join(stack.tmp, f"{self.name}.conf")
+        self.write_config()
+
+    def delay_topic(self, level):
+        return self.topic_format.replace("%s", level)
+
+    def write_config(self):
+        x = self.extra
+        groups = ", ".join(str(p) for p in range(self.partitions))
+        text = f"""
+http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
+         auth_token = "{x.get('auth_token', '')}"; }};
+redis: {{ host = "127.0.0.1"; port = {self.stack.redis_port}; prefix = "{self.prefix}";
+         timeout_ms = {x.get('redis_timeout_ms', 1000)}; }};
+kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}";
+         produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};
+delay: {{ topic_format = "{self.topic_format}";
+         levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
+         partitions = {self.partitions}; partition_groups = ( [{groups}] );
+         dlq_topic = "{self.dlq}"; }};
+job:   {{ retention_s = 3600; max_delay_s = {x.get('max_delay_s', 86400)}; }};
+log:   {{ level = "{x.get('log_level', 'info')}"; }};
+"""
+        with open(self.conf_path, "w") as f:
+            f.write(text)
+
+    def start(self):
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([DELAYQD, "-c", self.conf_path], stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        _running.append(self)
+        wait_until(self._ready, 60, f"delayqd {self.name} to listen")
+        return self
+
+    def _ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError(f"delayqd exited {self.proc.returncode}:\n{self.log_text()}")
+        try:
+            return self.http("GET", "/healthz")[0] == 200
+        except RuntimeError:
+            return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Stops the process; returns its exit code (negative: killed by a signal)."""
+        if not self.proc or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self.log.close()
+        return rc
+
+    def kill(self):
+        return self.stop(signal.SIGKILL)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    # HTTP, with curl: a real client, exactly as users call it.
+    def http(self, method, path, body=None, headers=None, raw=None):
+        cmd = ["curl", "-sS", "-m", "20", "-X", method, "-w", "\n%{http_code}",
+               f"http://127.0.0.1:{self.port}{path}"]
+        for k, v in (headers or {}).items():
+            cmd += ["-H", f"{k}: {v}"]
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        if data is not None:
+            cmd += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
+        p = run(cmd, check=False, input=data)
+        if p.returncode != 0:
+            raise RuntimeError(f"curl failed ({p.returncode}): {p.stderr}")
+        text, _, status = p.stdout.rpartition("\n")
+        try:
+            doc = json.loads(text) if text else None
+        except ValueError:
+            doc = text
+        return int(status), doc
+
+    def add(self, **job):
+        return self.http("POST", "/delay-queue/api/jobs/add", job)
+
+    def add_ok(self, **job):
+        status, doc = self.add(**job)
+        assert status == 200 and doc["code"] == 0, (status, doc)
+        return doc["data"]["job_id"]
+
+    def get(self, job_id):
+        status, doc = self.http("GET", f"/delay-queue/api/jobs/get?job_id={job_id}")
+        assert status == 200 and doc["code"] == 0, (status, doc)
+        return doc["data"]
+
+    def remove(self, job_id):
+        return self.http("GET", f"/delay-queue/api/jobs/remove?job_id={job_id}")
+
+
+def lateness(m):
+    """(sent - due, received - due) of a delivered message, in ms."""
+    due = int(m["headers"]["dq-due-ms"])
+    return int(m["headers"]["dq-sent-ms"]) - due, m["recv_ms"] - due

@@ -1,0 +1,66 @@
+"""The binary's command line and config validation: a bad config stops start-up with a message
+that names the key and its line."""
+
+import os
+
+from harness import DELAYQD, ROOT, run
+
+
+def delayqd(*args):
+    return run([DELAYQD, *args], check=False)
+
+
+def write(stack, name, text):
+    path = os.path.join(stack.tmp, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def test_version_and_help(stack):
+    p = delayqd("--version")
+    assert p.returncode == 0 and p.stdout.startswith("delayqd "), p
+    p = delayqd("--help")
+    assert p.returncode == 0 and "--check-config" in p.stdout, p
+    p = delayqd()
+    assert p.returncode == 2 and "usage" in p.stderr, p
+
+
+def test_shipped_config_checks_ok(stack):
+    p = delayqd("-c", os.path.join(ROOT, "conf", "delayq.conf"), "--check-config")
+    assert p.returncode == 0 and "ok" in p.stdout, p
+
+
+def test_unknown_key_names_key_and_line(stack):
+    path = write(stack, "unknown.conf", 'http: {\n  listen = "127.0.0.1:1";\n  lisen = "x";\n};\n')
+    p = delayqd("-c", path, "--check-config")
+    assert p.returncode == 1, p
+    assert f"{path}:3: http.lisen: unknown key" in p.stderr, p.stderr
+
+
+def test_invalid_values_name_key_and_line(stack):
+    cases = [
+        ('redis: {\n  port = "6379";\n};\n', ":2: redis.port: must be an integer"),
+        ('job: {\n\n  max_delay_s = -1;\n};\n', ":3: job.max_delay_s: must be from 1"),
+        ('delay: {\n  levels = [ "5s", "1s" ];\n};\n', ":2: delay.levels: levels must be strictly ascending"),
+        ('delay: {\n  levels = [ "5 seconds" ];\n};\n', ":2: delay.levels: level \"5 seconds\""),
+        ('delay: { partitions = 2;\n  partition_groups = ( [0] );\n};\n', ":2: delay.partition_groups: partition 1 is in no group"),
+        ('log: { level = "loud"; };\n', ":1: log.level: must be one of"),
+        ('nosuch: { a = 1; };\n', ":1: nosuch: unknown section"),
+        ('http: { listen = "127.0.0.1:1" \n', ":2: syntax error"),
+    ]
+    for i, (text, expect) in enumerate(cases):
+        path = write(stack, f"bad{i}.conf", text)
+        p = delayqd("-c", path, "--check-config")
+        assert p.returncode == 1 and expect in p.stderr, (text, p.stderr)
+
+
+def test_bad_kafka_property_named(stack):
+    path = write(stack, "prop.conf", 'kafka: { properties = ( "no.such.property=1" ); };\n')
+    p = delayqd("-c", path, "--check-config")
+    assert p.returncode == 1 and "no.such.property" in p.stderr, p.stderr
+
+
+def test_missing_file(stack):
+    p = delayqd("-c", os.path.join(stack.tmp, "absent.conf"))
+    assert p.returncode == 1 and "cannot read" in p.stderr, p.stderr

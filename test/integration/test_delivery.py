@@ -1,0 +1,148 @@
+"""Delivery through real Kafka: on time and never early, exact delays between levels, direct
+produce with kcat, remove, restart with pending jobs, poison messages."""
+
+import time
+
+from harness import Delayqd, Reader, lateness, now_ms
+
+# The issue's bound for a delivery after its due time. Real figures (a few ms) come from the
+# benchmark; this only catches a job that waits for a tick or a wrong level.
+LATE_MAX_MS = 1000
+
+
+def assert_on_time(m):
+    sent_late, recv_late = lateness(m)
+    assert 0 <= sent_late < LATE_MAX_MS, (sent_late, m)
+    assert 0 <= recv_late < LATE_MAX_MS + 200, (recv_late, m)
+
+
+def test_jobs_arrive_on_time_with_body_key_and_headers(stack):
+    d = Delayqd(stack).start()
+    reader = Reader(stack, f"{d.name}_orders")
+    topic = reader.topic
+    delays_ms = [0, 400, 1500, 3000, 5000, 7000, 12300]   # on, between and below the levels
+    jobs = {}
+    for ms in delays_ms:
+        job_id = d.add_ok(topic=topic, delay_ms=ms, body=f"body-{ms}", headers={"n": str(ms)})
+        jobs[job_id] = (ms, d.get(job_id)["exec_time_ms"])
+    jobs[d.add_ok(topic=topic, delay=3, key="k-3", body={"go": "compatible"})] = (3000, None)
+    msgs = reader.wait_count(len(jobs), 30)
+    time.sleep(1)
+    by_id = reader.by_id()
+    assert set(by_id) == set(jobs) and len(reader.all()) == len(jobs), by_id.keys()
+    for job_id, (ms, due) in jobs.items():
+        (m,) = by_id[job_id]
+        assert_on_time(m)
+        if due is not None:
+            assert int(m["headers"]["dq-due-ms"]) == due, (m, due)
+            assert m["payload"] == f"body-{ms}" and m["headers"]["n"] == str(ms), m
+            assert m["key"] == job_id, m
+        else:
+            assert m["key"] == "k-3" and m["payload"] == '{"go":"compatible"}', m
+        assert not any(h.startswith("dq-") for h in m["headers"]
+                       if h not in ("dq-id", "dq-due-ms", "dq-sent-ms")), m
+    for job_id in jobs:
+        job = d.get(job_id)
+        assert job["state"] == "delivered" and job["delivered_ms"] >= job["exec_time_ms"], job
+    reader.close()
+    assert msgs
+
+
+def test_direct_produce_with_kcat(stack):
+    d = Delayqd(stack).start()
+    reader = Reader(stack, f"{d.name}_direct")
+    t0 = now_ms()
+    stack.produce(d.delay_topic("5s"), '{"order": 1}', key="order-1",
+                  headers={"dq-topic": reader.topic, "trace": "abc"})
+    # dq-due-ms later than the level: moved down the levels, due exactly then.
+    stack.produce(d.delay_topic("5s"), "later", key="order-2",
+                  headers={"dq-topic": reader.topic, "dq-due-ms": str(t0 + 7500)})
+    # dq-due-ms earlier than the level: a delay topic never delivers before its delay.
+    stack.produce(d.delay_topic("5s"), "early", key="order-3",
+                  headers={"dq-topic": reader.topic, "dq-due-ms": str(t0 + 1000)})
+    reader.wait_count(3, 20)
+    by_key = {m["key"]: m for m in reader.all()}
+    m1, m2, m3 = by_key["order-1"], by_key["order-2"], by_key["order-3"]
+    assert m1["payload"] == '{"order": 1}' and m1["headers"]["trace"] == "abc", m1
+    assert "dq-topic" not in m1["headers"] and "dq-id" not in m1["headers"], m1
+    for m in (m1, m2, m3):
+        assert_on_time(m)
+    assert int(m2["headers"]["dq-due-ms"]) == t0 + 7500, m2
+    assert int(m1["headers"]["dq-due-ms"]) - t0 >= 5000, m1
+    assert int(m3["headers"]["dq-due-ms"]) - t0 >= 5000, m3
+    reader.close()
+
+
+def test_removed_job_is_not_delivered(stack):
+    d = Delayqd(stack).start()
+    reader = Reader(stack, f"{d.name}_rm")
+    keep = d.add_ok(topic=reader.topic, delay=2, body="keep")
+    gone = [d.add_ok(topic=reader.topic, delay=2, body="gone"),
+            d.add_ok(topic=reader.topic, delay_ms=300, body="gone")]
+    for job_id in gone:
+        st, doc = d.remove(job_id)
+        assert st == 200 and doc["code"] == 0, doc
+    later = d.add_ok(topic=reader.topic, delay=4, body="sentinel")
+    reader.wait_count(2, 15)
+    time.sleep(0.5)
+    assert set(reader.by_id()) == {keep, later}, reader.by_id().keys()
+    assert [d.get(j)["state"] for j in gone] == ["cancelled", "cancelled"]
+    st, doc = d.remove(keep)
+    assert st == 409 and doc["code"] == 409 and "delivered" in doc["message"], doc
+    reader.close()
+
+
+def test_restart_loses_no_pending_job(stack):
+    d = Delayqd(stack).start()
+    reader = Reader(stack, f"{d.name}_restart")
+    jobs = {}
+    for i in range(40):
+        ms = 1500 + i * 200     # 1.5 s to 9.3 s, across every level
+        jobs[d.add_ok(topic=reader.topic, delay_ms=ms, body=str(i))] = ms
+    time.sleep(1)
+    assert d.stop() == 0, d.log_text()[-2000:]   # SIGTERM: graceful, exit 0
+    d.start()
+    time.sleep(2)
+    d.kill()                                      # and a crash
+    d.start()
+    reader.wait_count(len(jobs), 30)
+    by_id = reader.by_id()
+    assert set(by_id) == set(jobs), set(jobs) - set(by_id)
+    for job_id, ms in jobs.items():
+        for m in by_id[job_id]:
+            sent_late, recv_late = lateness(m)
+            assert sent_late >= 0 and recv_late >= 0, m   # never early, even across restarts
+    reader.close()
+
+
+def test_poison_goes_to_dead_letter_and_partition_moves_on(stack):
+    d = Delayqd(stack, partitions=1).start()
+    good = Reader(stack, f"{d.name}_good")
+    t0 = now_ms()
+    topic = d.delay_topic("1s")
+    stack.produce(topic, "no target", headers={"other": "x"})
+    stack.produce(topic, "bad due", headers={"dq-topic": good.topic, "dq-due-ms": "soon"})
+    stack.produce(topic, "loop", headers={"dq-topic": d.delay_topic("5s")})
+    stack.produce(topic, "bad name", headers={"dq-topic": "no spaces allowed"})
+    stack.produce(topic, "fine", key="good", headers={"dq-topic": good.topic})
+    dlq = Reader(stack, d.dlq)
+    dead = dlq.wait_count(4, 20)
+    reasons = {m["payload"]: m["headers"]["dq-error"] for m in dead}
+    assert "dq-topic is missing" in reasons["no target"], reasons
+    assert "dq-due-ms" in reasons["bad due"], reasons
+    assert "delay topic" in reasons["loop"], reasons
+    assert "not a valid topic" in reasons["bad name"], reasons
+    assert all(m["headers"]["dq-source"].startswith(topic + "/0/") for m in dead), dead
+    (m,) = good.wait_count(1, 10)
+    assert m["payload"] == "fine" and int(m["headers"]["dq-due-ms"]) - t0 >= 1000, m
+    assert_on_time(m)
+    assert d.alive()
+    good.close()
+    dlq.close()
+
+
+def test_topics_created_at_start(stack):
+    d = Delayqd(stack, partitions=3).start()
+    for level in d.levels:
+        assert stack.partitions(d.delay_topic(level)) == 3, level
+    assert stack.partitions(d.dlq) == 3
