@@ -17,6 +17,9 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, c
 /* Applies bootstrap.servers and every kafka.properties entry. Returns 0 or -1 with err. */
 int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err, size_t errlen);
 
+/* librdkafka's log callback: its syslog levels mapped onto ours, one line per event. */
+void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
 /* Creates a producer (client.id delayq-<role>) whose messages time out after timeout_ms,
  * with dr called for every delivery report from whichever thread polls it.
  * Returns NULL with err set on failure. */

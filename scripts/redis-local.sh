@@ -29,40 +29,16 @@ STOP_TIMEOUT="${REDIS_LOCAL_STOP_TIMEOUT:-15}"
 DEFAULT_PORT=6379
 
 me="redis-local"
-die() { echo "$me: error: $*" >&2; exit 1; }
-info() { echo "$me: $*"; }
-
-usage() {
-  cat <<EOF
-usage: $(basename -- "$0") start|stop|status [--port N] [--dir D]
-  defaults: --port <recorded in dir, else $DEFAULT_PORT>  --dir $REPO_ROOT/run/redis
-EOF
-}
-
-# ---------------------------------------------------------------- arguments
-verb="" opt_port="" opt_dir=""
-while (($#)); do
-  case "$1" in
-    --port) (($# >= 2)) || die "--port needs a value"; opt_port="$2"; shift 2 ;;
-    --port=*) opt_port="${1#--port=}"; shift ;;
-    --dir) (($# >= 2)) || die "--dir needs a value"; opt_dir="$2"; shift 2 ;;
-    --dir=*) opt_dir="${1#--dir=}"; shift ;;
-    -h|--help|help) usage; exit 0 ;;
-    start|stop|status)
-      [ -z "$verb" ] || die "more than one command given ('$verb' and '$1')"
-      verb="$1"; shift ;;
-    *) usage >&2; die "unknown argument '$1'" ;;
-  esac
-done
-[ -n "$verb" ] || { usage >&2; exit 2; }
+DEFAULT_DIR="$REPO_ROOT/run/redis"
+# shellcheck source-path=SCRIPTDIR source=lib/service.sh
+. "$SCRIPT_DIR/lib/service.sh"
+service_parse_args "$@"
 
 if [ -n "$opt_port" ]; then
-  if ! [[ "$opt_port" =~ ^[0-9]{1,5}$ ]] || ((10#$opt_port < 1 || 10#$opt_port > 65535)); then
-    die "invalid --port '$opt_port' (want 1-65535)"
-  fi
+  valid_port "$opt_port" || die "invalid --port '$opt_port' (want 1-65535)"
   opt_port=$((10#$opt_port))
 fi
-[ -n "$opt_dir" ] || opt_dir="$REPO_ROOT/run/redis"
+[ -n "$opt_dir" ] || opt_dir="$DEFAULT_DIR"
 DIR="$(realpath -m -- "$opt_dir")"
 
 CONF="$DIR/redis.conf"

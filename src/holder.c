@@ -65,12 +65,6 @@ static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    enum log_level l = level <= 3 ? LOG_ERROR : level <= 5 ? LOG_WARN : level <= 6 ? LOG_INFO : LOG_DEBUG;
-    log_at(l, 0, "%s %s: %s", rd_kafka_name(rk), fac, buf);
-}
-
 static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
 {
     const struct config *cfg = h->cfg;
@@ -93,7 +87,7 @@ static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, on_commit);
     rd_kafka_conf_set_opaque(conf, h);
     if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why)))) {

@@ -35,7 +35,7 @@ int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err,
     return 0;
 }
 
-static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     enum log_level l = level <= 3 ? LOG_ERROR : level <= 5 ? LOG_WARN : level <= 6 ? LOG_INFO : LOG_DEBUG;
     log_at(l, 0, "%s %s: %s", rd_kafka_name(rk), fac, buf);
@@ -62,7 +62,7 @@ rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t tim
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
-    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
     rd_kafka_conf_set_dr_msg_cb(conf, dr);
     rd_kafka_conf_set_opaque(conf, opaque);
     if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why)))) {
