@@ -21,6 +21,7 @@
 #define IDLE_WAIT_MS 200         /* longest sleep: bounds how late a stop request is noticed */
 #define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown */
 #define NOMEM_RETRY_MS 1000
+#define COMMITTED_TIMEOUT_MS 15000  /* start-up: the group coordinator may be loading */
 
 enum hold { HOLD_NONE, HOLD_HEAD, HOLD_FULL };
 
@@ -388,6 +389,25 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
     finish(h);
 }
 
+/* Looks the committed offsets up before assigning (a partition never committed starts at its
+ * beginning), so the wait for the group coordinator happens at start-up, before the HTTP
+ * server opens, and not while the first due jobs wait. On failure the consumer looks them up
+ * itself after the assign. */
+static void start_offsets(struct holder *h, rd_kafka_topic_partition_list_t *l)
+{
+    rd_kafka_resp_err_t e = rd_kafka_committed(h->rk, l, COMMITTED_TIMEOUT_MS);
+
+    for (int i = 0; i < l->cnt; i++) {
+        if (e)
+            l->elems[i].offset = RD_KAFKA_OFFSET_STORED;
+        else if (l->elems[i].offset < 0)
+            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+    if (e)
+        log_warn("reading committed offsets: %s; the consumer reads them after the assign",
+                 rd_kafka_err2str(e));
+}
+
 static int assign_all(struct holder *h, const int partitions[LEVELS_MAX], char *err, size_t errlen)
 {
     const struct levels *lv = &h->cfg->delay.levels;
@@ -413,6 +433,7 @@ static int assign_all(struct holder *h, const int partitions[LEVELS_MAX], char *
             rd_kafka_topic_partition_list_add(l, lv->topic[i], p)->offset = RD_KAFKA_OFFSET_STORED;
         }
     }
+    start_offsets(h, l);
     e = rd_kafka_assign(h->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {

@@ -1,6 +1,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
 
 #include "log.h"
 #include "topics.h"
@@ -11,6 +14,7 @@
  * job. The dead-letter topic keeps messages for the same week. */
 #define RETENTION_EXTRA_MS (7LL * 86400 * 1000)
 #define ADMIN_TIMEOUT_MS 30000
+#define METADATA_RETRY_MS 100   /* while new topics propagate */
 
 static rd_kafka_NewTopic_t *new_topic(const char *name, const struct config *cfg, int64_t delay_ms,
                                       char *err, size_t errlen)
@@ -71,27 +75,45 @@ out:
     return rc;
 }
 
+/* The partition count of topic in md, or 0 when it is not (yet) there. */
+static int partitions_of(const struct rd_kafka_metadata *md, const char *topic)
+{
+    for (int i = 0; i < md->topic_cnt; i++)
+        if (strcmp(md->topics[i].topic, topic) == 0 && !md->topics[i].err)
+            return md->topics[i].partition_cnt;
+    return 0;
+}
+
+/* Reads every delay topic's partition count. Right after CreateTopics the metadata may not list
+ * a new topic yet: asks again until it does. */
 static int read_partitions(rd_kafka_t *rk, const struct config *cfg, int partitions[LEVELS_MAX],
                            char *err, size_t errlen)
 {
     const struct levels *lv = &cfg->delay.levels;
+    int64_t deadline = clock_mono_ms() + ADMIN_TIMEOUT_MS;
     const struct rd_kafka_metadata *md;
-    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 1, NULL, &md, ADMIN_TIMEOUT_MS);
+    rd_kafka_resp_err_t e;
+    int missing;
 
-    if (e) {
-        snprintf(err, errlen, "reading topic metadata: %s", rd_kafka_err2str(e));
-        return -1;
-    }
-    for (int l = 0; l < lv->n; l++) {
-        partitions[l] = 0;
-        for (int i = 0; i < md->topic_cnt; i++)
-            if (strcmp(md->topics[i].topic, lv->topic[l]) == 0 && !md->topics[i].err)
-                partitions[l] = md->topics[i].partition_cnt;
-        if (partitions[l] == 0) {
-            snprintf(err, errlen, "topic %s has no partitions in the metadata", lv->topic[l]);
-            rd_kafka_metadata_destroy(md);
+    for (;;) {
+        if ((e = rd_kafka_metadata(rk, 1, NULL, &md, ADMIN_TIMEOUT_MS))) {
+            snprintf(err, errlen, "reading topic metadata: %s", rd_kafka_err2str(e));
             return -1;
         }
+        missing = -1;
+        for (int l = 0; l < lv->n; l++)
+            if (!(partitions[l] = partitions_of(md, lv->topic[l])) && missing < 0)
+                missing = l;
+        rd_kafka_metadata_destroy(md);
+        if (missing < 0)
+            break;
+        if (clock_mono_ms() > deadline) {
+            snprintf(err, errlen, "topic %s has no partitions in the metadata", lv->topic[missing]);
+            return -1;
+        }
+        usleep(METADATA_RETRY_MS * 1000);
+    }
+    for (int l = 0; l < lv->n; l++) {
         if (partitions[l] != cfg->delay.partitions)
             log_warn("topic=%s has %d partitions, the config says %lld; using %d", lv->topic[l],
                      partitions[l], (long long)cfg->delay.partitions,
@@ -99,7 +121,6 @@ static int read_partitions(rd_kafka_t *rk, const struct config *cfg, int partiti
         if (partitions[l] > cfg->delay.partitions)
             partitions[l] = (int)cfg->delay.partitions;
     }
-    rd_kafka_metadata_destroy(md);
     return 0;
 }
 
