@@ -52,6 +52,8 @@ struct config {
     struct {
         int64_t retention_s;               /* records stay this long after due */
         int64_t max_delay_s;
+        int64_t refused_retry_s;           /* a delivery the business topic refuses is retried
+                                              this long, then dead-lettered */
     } job;
     struct {
         enum log_level level;

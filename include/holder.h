@@ -37,6 +37,10 @@ struct held {
     char env_err[160];          /* why the envelope is bad, when !env_ok */
     int attempts;               /* failed tries so far (Redis or Kafka) */
     int stage;                  /* the forwarder's */
+    int mark;                   /* the forwarder's: state to mark the record once sent */
+    int last_err;               /* the last Kafka error (rd_kafka_resp_err_t), for dq-error */
+    int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */
+    int dead_bare;              /* the dead-letter topic refused the body: send it without */
 };
 
 /* Creates the consumer and the forwarder, and assigns every delay-topic partition.

@@ -13,7 +13,9 @@
 #define JOB_HEADERS_MAX 64      /* headers on one delivered message */
 #define JOB_HEADER_NAME_MAX 256
 
-enum job_state { JOB_PENDING = 0, JOB_DELIVERING, JOB_DELIVERED, JOB_CANCELLED };
+/* pending -> delivering -> delivered; pending -> cancelled (remove);
+ * delivering -> failed (the business topic refused it; the job went to the dead-letter topic). */
+enum job_state { JOB_PENDING = 0, JOB_DELIVERING, JOB_DELIVERED, JOB_CANCELLED, JOB_FAILED };
 
 struct job_header {
     char *name;     /* owned, NUL-terminated */

@@ -28,6 +28,8 @@ enum store_remove_result {
 /* One claim answer of store_claim_batch. */
 struct store_claim {
     int found;              /* 0: no record (removed or expired) */
+    int stale;              /* the record is another job's with the same id: skip the message */
+    int busy;               /* another copy of this job's message is in flight here: skip */
     enum job_state before;  /* state before the claim */
     int claimed;            /* 1: was pending or delivering, now delivering; data is set */
     char *data;             /* msgpack record (malloc'd, caller frees), when claimed */
@@ -53,17 +55,21 @@ int store_drop_pending(struct store *st, const char *id, char *err, size_t errle
 int store_get(struct store *st, const char *id, int *found, char **data, size_t *len,
               enum job_state *state, int64_t *delivered_ms, char *err, size_t errlen);
 
-/* Cancels a pending job. */
-int store_remove(struct store *st, const char *id, int64_t now_ms, enum store_remove_result *res,
-                 enum job_state *state, char *err, size_t errlen);
+/* Cancels a pending job; the record stays queryable for retention_ms. */
+int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
+                 enum store_remove_result *res, enum job_state *state, char *err, size_t errlen);
 
-/* Claims n records for delivery in one pipeline: pending or delivering -> delivering. */
-int store_claim_batch(struct store *st, size_t n, const char *const *ids, struct store_claim *out,
-                      char *err, size_t errlen);
+/* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
+ * args holds three strings per record: the due time its message carries (decimal text, or ""),
+ * the message's claim token "<instance>:<topic>/<partition>/<offset>", and "<instance>:". */
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *const *args,
+                      struct store_claim *out, char *err, size_t errlen);
 
-/* Marks n claimed records delivered at now_ms, expiring retention_ms later, in one pipeline. */
-int store_mark_batch(struct store *st, size_t n, const char *const *ids, int64_t now_ms,
-                     int64_t retention_ms, char *err, size_t errlen);
+/* Moves n claimed records to states[i] (delivered or failed) at now_ms, expiring retention_ms
+ * later, in one pipeline. */
+int store_mark_batch(struct store *st, size_t n, const char *const *ids,
+                     const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
+                     size_t errlen);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

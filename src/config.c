@@ -62,6 +62,7 @@ static const struct key keys[] = {
     INT(delay, max_held, delay.max_held, 100, 10000000),
     INT(job, retention_s, job.retention_s, 1, 365LL * 86400),
     INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
+    INT(job, refused_retry_s, job.refused_retry_s, 0, 7LL * 86400),
     FN(log, level, set_log_level),
 };
 
@@ -98,6 +99,7 @@ void config_defaults(struct config *cfg)
     cfg->delay.max_held = 100000;
     cfg->job.retention_s = 86400;
     cfg->job.max_delay_s = 2592000;
+    cfg->job.refused_retry_s = 60;
     cfg->log.level = LOG_INFO;
 }
 

@@ -13,13 +13,17 @@
 #define BACKOFF_MIN_MS 100       /* first retry after a Redis or Kafka failure */
 #define BACKOFF_MAX_MS 5000      /* retries never wait longer than this */
 #define WARM_TIMEOUT_MS 5000     /* start-up metadata fetch */
-#define DELIVERY_TIMEOUT_MS 30000   /* a forward that Kafka has not acknowledged is retried */
+#define DELIVERY_TIMEOUT_MS 30000
+/* When the dead-letter topic refuses a job's body too, the letter goes without it: the record
+ * (state failed) keeps the body for job.retention_s. */
+#define BODY_OMITTED "omitted: refused by the dead-letter topic; get the job by its dq-id"   /* a forward that Kafka has not acknowledged is retried */
 
 enum stage {
     ST_NEW = 0,        /* to be acted on */
     ST_SEND_JOB,       /* produced a job's body; the record is marked delivered after the report */
+    ST_SEND_DEAD_JOB,  /* produced a job's body to the dead-letter topic; marked failed after */
     ST_SEND_OTHER,     /* produced a direct message, a move down a level, or a dead letter */
-    ST_MARK,           /* delivered; marking the record failed and is retried */
+    ST_MARK,           /* sent; marking the record (m->mark) is pending or retried */
 };
 
 struct vec {
@@ -32,6 +36,7 @@ struct forwarder {
     struct holder *h;
     struct store *st;
     rd_kafka_t *rk;
+    char instance[JOB_ID_GEN_LEN + 2];   /* random, per process: "<uuid>:" prefixes claim tokens */
     struct vec batch;        /* submitted since the last flush */
     struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
     struct vec marks;        /* delivered jobs whose records are to be marked */
@@ -69,6 +74,49 @@ static void retry(struct forwarder *fw, struct held *m)
     holder_retry(fw->h, m, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
 }
 
+/* Errors by which the broker (or librdkafka, for a message it will never accept) refuses a
+ * message for good. Every other error, such as a timeout while Kafka is unreachable, is retried
+ * for as long as it lasts. */
+static int is_refusal(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void note_failure(struct held *m, rd_kafka_resp_err_t e)
+{
+    m->last_err = e;
+    if (is_refusal(e) && !m->refused_since_ms)
+        m->refused_since_ms = clock_now_ms();
+}
+
+/* 1 when the business topic has refused m for job.refused_retry_s: it goes to the dead letters. */
+static int refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now)
+{
+    return m->refused_since_ms && now - m->refused_since_ms >= fw->cfg->job.refused_retry_s * 1000;
+}
+
+static void refusal_reason(const struct held *m, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "delivery to topic %.*s refused for %lld s: %s", (int)m->env.topic_len,
+             m->env.topic, (long long)((clock_now_ms() - m->refused_since_ms) / 1000),
+             rd_kafka_err2str((rd_kafka_resp_err_t)m->last_err));
+}
+
 static const char *topic_of(const struct forwarder *fw, const struct held *m)
 {
     return fw->cfg->delay.levels.topic[m->level];
@@ -88,6 +136,7 @@ static int produce(struct forwarder *fw, struct held *m, const char *topic, cons
     if (e) {
         rd_kafka_headers_destroy(hdrs);
         log_warn("produce to topic=%s failed (retried): %s", topic, rd_kafka_err2str(e));
+        note_failure(m, e);
         return -1;
     }
     return 0;
@@ -120,6 +169,28 @@ static void dead_letter(struct forwarder *fw, struct held *m, const char *reason
     m->stage = ST_SEND_OTHER;
     if (produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len, m->value, m->value_len, hdrs,
                 clock_now_ms()) < 0)
+        retry(fw, m);
+}
+
+/* The job's own body and headers go to the dead-letter topic, so nothing accepted is lost. */
+static void dead_letter_job(struct forwarder *fw, struct held *m, const struct job *job,
+                            const char *reason)
+{
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 5);
+    const char *key = job->key ? job->key : job->id;
+
+    log_warn("dead letter job=%s: %s", job->id, reason);
+    for (size_t i = 0; i < job->nheaders; i++)
+        headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
+    headers_add(hdrs, HDR_TOPIC, job->topic, strlen(job->topic));
+    headers_add(hdrs, HDR_ID, job->id, strlen(job->id));
+    headers_add_int(hdrs, HDR_DUE, job->due_ms);
+    headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
+    if (m->dead_bare)
+        headers_add(hdrs, "dq-body", BODY_OMITTED, strlen(BODY_OMITTED));
+    m->stage = ST_SEND_DEAD_JOB;
+    if (produce(fw, m, fw->cfg->delay.dlq_topic, key, strlen(key), m->dead_bare ? NULL : job->body,
+                m->dead_bare ? 0 : job->body_len, hdrs, clock_now_ms()) < 0)
         retry(fw, m);
 }
 
@@ -188,13 +259,19 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
 
     id_of(m, id);
     if (!c->found || !c->claimed) {
-        log_info("skip job=%s: %s", id, c->found ? job_state_name(c->before) : "no record (removed or expired)");
+        log_info("skip job=%s: %s", id, !c->found ? "no record (removed or expired)"
+                                        : c->stale ? "message of an earlier job with this id"
+                                        : c->busy  ? "another copy of its message is in flight"
+                                                   : job_state_name(c->before));
         done(fw, m);
         return;
     }
     if (job_unpack(c->data, c->len, &job, err, sizeof(err)) < 0) {
         snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
         dead_letter(fw, m, reason);
+    } else if (refused_for_good(fw, m, now)) {
+        refusal_reason(m, reason, sizeof(reason));
+        dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         /* The record is the authority on the due time; never early. */
         fw->in_flight--;
@@ -209,21 +286,32 @@ static void run_claims(struct forwarder *fw, int64_t now)
 {
     size_t n = fw->claims.n;
     char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
-    const char **idp = calloc(n + 1, sizeof(*idp));
+    char (*dues)[24] = malloc(n * sizeof(*dues) + 1);
+    char (*tokens)[sizeof(fw->instance) + TOPIC_NAME_MAX + 48] = malloc(n * sizeof(*tokens) + 1);
+    const char **idp = calloc(n + 1, sizeof(*idp)), **args = calloc(3 * n + 1, sizeof(*args));
     struct store_claim *c = malloc(n * sizeof(*c) + 1);
     char err[256];
 
-    if (!ids || !idp || !c) {
+    if (!ids || !dues || !tokens || !idp || !args || !c) {
         log_error("out of memory claiming %zu records; retrying", n);
         for (size_t i = 0; i < n; i++)
             retry(fw, fw->claims.v[i]);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        id_of(fw->claims.v[i], ids[i]);
+        const struct held *m = fw->claims.v[i];
+        id_of(m, ids[i]);
         idp[i] = ids[i];
+        dues[i][0] = '\0';
+        if (m->env.has_due)
+            snprintf(dues[i], sizeof(dues[i]), "%lld", (long long)m->env.due_ms);
+        snprintf(tokens[i], sizeof(tokens[i]), "%s%s/%d/%lld", fw->instance, topic_of(fw, m),
+                 m->partition, (long long)m->offset);
+        args[3 * i] = dues[i];
+        args[3 * i + 1] = tokens[i];
+        args[3 * i + 2] = fw->instance;
     }
-    if (store_claim_batch(fw->st, n, idp, c, err, sizeof(err)) < 0) {
+    if (store_claim_batch(fw->st, n, idp, args, c, err, sizeof(err)) < 0) {
         log_warn("claiming %zu records failed (partition held, retried): %s", n, err);
         for (size_t i = 0; i < n; i++)
             retry(fw, fw->claims.v[i]);
@@ -236,7 +324,10 @@ static void run_claims(struct forwarder *fw, int64_t now)
 out:
     fw->claims.n = 0;
     free(ids);
+    free(dues);
+    free(tokens);
     free(idp);
+    free(args);
     free(c);
 }
 
@@ -245,16 +336,18 @@ static void run_marks(struct forwarder *fw)
     size_t n = fw->marks.n;
     char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
     const char **idp = calloc(n + 1, sizeof(*idp));
+    enum job_state *states = malloc(n * sizeof(*states) + 1);
     char err[256] = "";
     int rc = -1;
 
-    if (ids && idp) {
+    if (ids && idp && states) {
         for (size_t i = 0; i < n; i++) {
             id_of(fw->marks.v[i], ids[i]);
             idp[i] = ids[i];
+            states[i] = (enum job_state)fw->marks.v[i]->mark;
         }
-        rc = store_mark_batch(fw->st, n, idp, clock_now_ms(), fw->cfg->job.retention_s * 1000, err,
-                              sizeof(err));
+        rc = store_mark_batch(fw->st, n, idp, states, clock_now_ms(),
+                              fw->cfg->job.retention_s * 1000, err, sizeof(err));
     } else {
         snprintf(err, sizeof(err), "out of memory");
     }
@@ -262,7 +355,6 @@ static void run_marks(struct forwarder *fw)
         log_warn("marking %zu records delivered failed (retried): %s", n, err);
     for (size_t i = 0; i < n; i++) {
         struct held *m = fw->marks.v[i];
-        m->stage = ST_MARK;
         if (rc < 0)
             retry(fw, m);
         else
@@ -271,6 +363,7 @@ static void run_marks(struct forwarder *fw)
     fw->marks.n = 0;
     free(ids);
     free(idp);
+    free(states);
 }
 
 /* Sorts one message of a flush: at once, or into the claim and mark pipelines. */
@@ -293,6 +386,9 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
     } else if (levels_find_topic(&fw->cfg->delay.levels, topic) >= 0) {
         snprintf(reason, sizeof(reason), "header %s names a delay topic (%s): it would loop",
                  HDR_TOPIC, topic);
+        dead_letter(fw, m, reason);
+    } else if (!m->env.id && refused_for_good(fw, m, now)) {
+        refusal_reason(m, reason, sizeof(reason));
         dead_letter(fw, m, reason);
     } else if (m->due_ms > now) {
         move_down(fw, m, now);
@@ -334,9 +430,14 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
     if (rkm->err) {
         log_warn("delivery to topic=%s failed (retried): %s", rd_kafka_topic_name(rkm->rkt),
                  rd_kafka_err2str(rkm->err));
+        note_failure(m, rkm->err);
+        if (m->stage == ST_SEND_DEAD_JOB && is_refusal(rkm->err))
+            m->dead_bare = 1;
         m->stage = ST_NEW;
         retry(fw, m);
-    } else if (m->stage == ST_SEND_JOB) {
+    } else if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DEAD_JOB) {
+        m->mark = m->stage == ST_SEND_JOB ? JOB_DELIVERED : JOB_FAILED;
+        m->stage = ST_MARK;
         vec_push(&fw->marks, m);
     } else {
         done(fw, m);
@@ -363,6 +464,7 @@ rd_kafka_t *forwarder_producer(struct forwarder *fw)
 struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char *err, size_t errlen)
 {
     struct forwarder *fw = calloc(1, sizeof(*fw));
+    char uuid[JOB_ID_GEN_LEN + 1];
 
     if (!fw || !(fw->st = store_new(cfg))) {
         snprintf(err, errlen, "out of memory");
@@ -371,6 +473,8 @@ struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char
     }
     fw->cfg = cfg;
     fw->h = h;
+    job_new_id(uuid);
+    snprintf(fw->instance, sizeof(fw->instance), "%s:", uuid);
     if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, dr_cb, fw, err, errlen))) {
         store_free(fw->st);
         free(fw);

@@ -5,7 +5,7 @@
 
 #include "job.h"
 
-static const char *const state_names[] = { "pending", "delivering", "delivered", "cancelled" };
+static const char *const state_names[] = { "pending", "delivering", "delivered", "cancelled", "failed" };
 
 const char *job_state_name(enum job_state state)
 {

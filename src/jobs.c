@@ -269,7 +269,8 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     enum store_remove_result res;
     enum job_state state = JOB_PENDING;
     char err[256], msg[512];
-    int rc = store_remove(st, id, clock_now_ms(), &res, &state, err, sizeof(err));
+    int rc = store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res, &state,
+                          err, sizeof(err));
 
     pool_put(jobs, st);
     *status = 200;

@@ -13,11 +13,13 @@ struct store {
     redisContext *c;
 };
 
-/* KEYS[1] job key. ARGV: data, ttl ms, topic, body. Returns {result, state}. */
+/* KEYS[1] job key. ARGV: data, ttl ms, topic, body, due ms. Returns {result, state}.
+ * due_ms is kept beside the data so that a claim can tell a stale delay-topic message (of an
+ * earlier job with the same id) from the one of this job without decoding the record. */
 static const char add_lua[] =
     "local st = redis.call('HGET', KEYS[1], 'state')\n"
     "if not st then\n"
-    "  redis.call('HSET', KEYS[1], 'data', ARGV[1], 'state', 'pending')\n"
+    "  redis.call('HSET', KEYS[1], 'data', ARGV[1], 'state', 'pending', 'due_ms', ARGV[5])\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return {0, 'pending'}\n"
     "end\n"
@@ -35,31 +37,39 @@ static const char drop_lua[] =
     "end\n"
     "return 0\n";
 
-/* ARGV: now ms. Returns {result, state}: 0 removed, 1 no job, 2 too late. */
+/* ARGV: now ms, ttl ms. Returns {result, state}: 0 removed, 1 no job, 2 too late. */
 static const char remove_lua[] =
     "local st = redis.call('HGET', KEYS[1], 'state')\n"
     "if not st then return {1, ''} end\n"
     "if st == 'pending' then\n"
     "  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'cancelled_ms', ARGV[1])\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return {0, 'cancelled'}\n"
     "end\n"
     "return {2, st}\n";
 
-/* Returns {} when no record, {state} when not claimable, {state, data} when claimed. */
+/* ARGV: the message's due ms or "", its claim token "<instance>:<topic>/<partition>/<offset>",
+ * and "<instance>:". Returns {} when no record, {'stale'} when the message is not this record's,
+ * {'busy'} when another message of the job (a copy left by a crash in the middle of a move down
+ * the levels) is being delivered by this instance, {state} when not claimable, {state, data}
+ * when claimed. A delivering record claimed by another instance (which crashed) is taken over. */
 static const char claim_lua[] =
-    "local v = redis.call('HMGET', KEYS[1], 'state', 'data')\n"
+    "local v = redis.call('HMGET', KEYS[1], 'state', 'data', 'due_ms', 'claim')\n"
     "if not v[1] then return {} end\n"
+    "if ARGV[1] ~= '' and v[3] and v[3] ~= ARGV[1] then return {'stale'} end\n"
+    "if v[1] == 'delivering' and v[4] and v[4] ~= ARGV[2] and\n"
+    "   string.sub(v[4], 1, #ARGV[3]) == ARGV[3] then return {'busy'} end\n"
     "if (v[1] == 'pending' or v[1] == 'delivering') and v[2] then\n"
-    "  redis.call('HSET', KEYS[1], 'state', 'delivering')\n"
+    "  redis.call('HSET', KEYS[1], 'state', 'delivering', 'claim', ARGV[2])\n"
     "  return {v[1], v[2]}\n"
     "end\n"
     "return {v[1]}\n";
 
-/* ARGV: now ms, ttl ms. */
+/* ARGV: final state (delivered or failed), now ms, ttl ms. */
 static const char mark_lua[] =
     "if redis.call('HGET', KEYS[1], 'state') == 'delivering' then\n"
-    "  redis.call('HSET', KEYS[1], 'state', 'delivered', 'delivered_ms', ARGV[1])\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  redis.call('HSET', KEYS[1], 'state', ARGV[1], ARGV[1] .. '_ms', ARGV[2])\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
     "  return 1\n"
     "end\n"
     "return 0\n";
@@ -134,18 +144,20 @@ static void job_key(const struct store *st, const char *id, char *out, size_t ou
     snprintf(out, outlen, "%sjob:%s", st->cfg->redis.prefix, id);
 }
 
-/* Queues EVAL script 1 key argv... on the connection. */
+#define EVAL_ARGS_MAX 8   /* script arguments; the most any script here takes is 5 */
+
+/* Queues EVAL script 1 key argv... on the connection. argc <= EVAL_ARGS_MAX. */
 static void append_eval(struct store *st, const char *script, const char *key, int argc,
                         const char *const *argv, const size_t *argvlen)
 {
-    const char *a[8] = { "EVAL", script, "1", key };
-    size_t l[8] = { 4, strlen(script), 1, strlen(key) };
+    const char *a[4 + EVAL_ARGS_MAX] = { "EVAL", script, "1", key };
+    size_t l[4 + EVAL_ARGS_MAX] = { 4, strlen(script), 1, strlen(key) };
 
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < argc && i < EVAL_ARGS_MAX; i++) {
         a[4 + i] = argv[i];
         l[4 + i] = argvlen ? argvlen[i] : strlen(argv[i]);
     }
-    redisAppendCommandArgv(st->c, 4 + argc, a, l);
+    redisAppendCommandArgv(st->c, 4 + (argc < EVAL_ARGS_MAX ? argc : EVAL_ARGS_MAX), a, l);
 }
 
 /* Reads one reply; on a connection error drops the connection and returns NULL with err set.
@@ -191,20 +203,22 @@ int store_add(struct store *st, const struct job *job, int64_t retention_ms,
               enum store_add_result *res, enum job_state *state, char *err, size_t errlen)
 {
     msgpack_sbuffer buf;
-    char ttl[32];
-    const char *argv[4];
-    size_t argvlen[4];
+    char ttl[32], due[32];
+    const char *argv[5];
+    size_t argvlen[5];
     redisReply *r;
     int rc = -1;
 
     msgpack_sbuffer_init(&buf);
     job_pack(job, &buf);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
+    snprintf(due, sizeof(due), "%lld", (long long)job->due_ms);
     argv[0] = buf.data;   argvlen[0] = buf.size;
     argv[1] = ttl;        argvlen[1] = strlen(ttl);
     argv[2] = job->topic; argvlen[2] = strlen(job->topic);
     argv[3] = job->body;  argvlen[3] = job->body_len;
-    r = eval1(st, add_lua, job->id, 4, argv, argvlen, err, errlen);
+    argv[4] = due;        argvlen[4] = strlen(due);
+    r = eval1(st, add_lua, job->id, 5, argv, argvlen, err, errlen);
     msgpack_sbuffer_destroy(&buf);
     if (!r)
         return -1;
@@ -273,16 +287,17 @@ out:
     return rc;
 }
 
-int store_remove(struct store *st, const char *id, int64_t now_ms, enum store_remove_result *res,
-                 enum job_state *state, char *err, size_t errlen)
+int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
+                 enum store_remove_result *res, enum job_state *state, char *err, size_t errlen)
 {
-    char now[32];
-    const char *argv[1] = { now };
+    char now[32], ttl[32];
+    const char *argv[2] = { now, ttl };
     redisReply *r;
     int rc = -1;
 
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    if (!(r = eval1(st, remove_lua, id, 1, argv, NULL, err, errlen)))
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
+    if (!(r = eval1(st, remove_lua, id, 2, argv, NULL, err, errlen)))
         return -1;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER) {
         *res = (enum store_remove_result)r->element[0]->integer;
@@ -302,9 +317,16 @@ static void read_claim(const redisReply *r, struct store_claim *out)
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0)
         return;
     out->found = 1;
-    if (parse_state(r->element[0], &out->before) < 0) {
-        out->before = JOB_DELIVERING;   /* unknown state text: treat as claimable, data decides */
+    if (r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "stale") == 0) {
+        out->stale = 1;
+        return;
     }
+    if (r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "busy") == 0) {
+        out->busy = 1;
+        return;
+    }
+    if (parse_state(r->element[0], &out->before) < 0)
+        out->before = JOB_DELIVERING;   /* unknown state text: treat as claimable, data decides */
     if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
         (out->data = malloc(r->element[1]->len + 1))) {
         memcpy(out->data, r->element[1]->str, r->element[1]->len);
@@ -313,8 +335,9 @@ static void read_claim(const redisReply *r, struct store_claim *out)
     }
 }
 
-/* Sends n single-key EVALs in one pipeline and hands each reply to fn. A Redis error reply to
- * one script fails the batch, as does a connection error. */
+/* Sends n single-key EVALs in one pipeline, item i with the argc arguments argv[i * argc ...],
+ * and hands each reply to fn. A Redis error reply to one script fails the batch, as does a
+ * connection error. */
 static int pipeline(struct store *st, const char *script, size_t n, const char *const *ids,
                     int argc, const char *const *argv, void (*fn)(const redisReply *, void *, size_t),
                     void *opaque, char *err, size_t errlen)
@@ -326,7 +349,7 @@ static int pipeline(struct store *st, const char *script, size_t n, const char *
         return -1;
     for (size_t i = 0; i < n; i++) {
         job_key(st, ids[i], key, sizeof(key));
-        append_eval(st, script, key, argc, argv, NULL);
+        append_eval(st, script, key, argc, argv + i * (size_t)argc, NULL);
     }
     for (size_t i = 0; i < n; i++) {
         redisReply *r = read_reply(st, err, errlen);
@@ -348,11 +371,11 @@ static void claim_reply(const redisReply *r, void *opaque, size_t i)
     read_claim(r, &((struct store_claim *)opaque)[i]);
 }
 
-int store_claim_batch(struct store *st, size_t n, const char *const *ids, struct store_claim *out,
-                      char *err, size_t errlen)
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *const *args,
+                      struct store_claim *out, char *err, size_t errlen)
 {
     memset(out, 0, n * sizeof(*out));
-    if (pipeline(st, claim_lua, n, ids, 0, NULL, claim_reply, out, err, errlen) == 0)
+    if (pipeline(st, claim_lua, n, ids, 3, args, claim_reply, out, err, errlen) == 0)
         return 0;
     for (size_t i = 0; i < n; i++) {
         free(out[i].data);
@@ -361,15 +384,28 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, struct
     return -1;
 }
 
-int store_mark_batch(struct store *st, size_t n, const char *const *ids, int64_t now_ms,
-                     int64_t retention_ms, char *err, size_t errlen)
+int store_mark_batch(struct store *st, size_t n, const char *const *ids,
+                     const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
+                     size_t errlen)
 {
     char now[32], ttl[32];
-    const char *argv[2] = { now, ttl };
+    const char **argv = malloc(3 * n * sizeof(*argv) + 1);
+    int rc;
 
+    if (!argv) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-    return pipeline(st, mark_lua, n, ids, 2, argv, NULL, NULL, err, errlen);
+    for (size_t i = 0; i < n; i++) {
+        argv[3 * i] = job_state_name(states[i]);
+        argv[3 * i + 1] = now;
+        argv[3 * i + 2] = ttl;
+    }
+    rc = pipeline(st, mark_lua, n, ids, 3, argv, NULL, NULL, err, errlen);
+    free(argv);
+    return rc;
 }
 
 int store_ping(struct store *st, char *err, size_t errlen)
