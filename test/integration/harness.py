@@ -2,8 +2,10 @@
 scripts on free ports in temp dirs, the real delayqd binary, curl for HTTP and kcat for Kafka.
 Standard library only."""
 
+import http.client
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -154,6 +156,13 @@ class Reader:
             out.setdefault(m["headers"].get("dq-id"), []).append(m)
         return out
 
+    def wait_ids(self, ids, timeout):
+        """Waits until every job id in ids has arrived at least once."""
+        want = set(ids)
+        wait_until(lambda: want <= set(self.by_id()), timeout,
+                   f"{len(want)} jobs on {self.topic}", step=0.2)
+        return self.by_id()
+
     def wait_count(self, n, timeout):
         wait_until(lambda: len(self.all()) >= n, timeout, f"{n} messages on {self.topic}")
         return self.all()
@@ -200,18 +209,21 @@ class Delayqd:
     def write_config(self):
         x = self.extra
         groups = ", ".join(str(p) for p in range(self.partitions))
+        props = ", ".join('"%s"' % p for p in x.get("properties", ["security.protocol=plaintext"]))
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
-         auth_token = "{x.get('auth_token', '')}"; }};
+         auth_token = "{x.get('auth_token', '')}";
+         connection_timeout_s = {x.get('connection_timeout_s', 30)}; }};
 redis: {{ host = "127.0.0.1"; port = {self.stack.redis_port}; prefix = "{self.prefix}";
          timeout_ms = {x.get('redis_timeout_ms', 1000)}; }};
-kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}";
+kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
          produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};
 delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
          partitions = {self.partitions}; partition_groups = ( [{groups}] );
          dlq_topic = "{self.dlq}"; }};
-job:   {{ retention_s = 3600; max_delay_s = {x.get('max_delay_s', 86400)}; }};
+job:   {{ retention_s = 3600; max_delay_s = {x.get('max_delay_s', 86400)};
+         refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 """
         with open(self.conf_path, "w") as f:
@@ -286,6 +298,47 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
 
     def remove(self, job_id):
         return self.http("GET", f"/delay-queue/api/jobs/remove?job_id={job_id}")
+
+    def bulk(self, requests, threads=4):
+        """Sends many (method, path, body) requests over keep-alive connections from several
+        threads. Returns [(status, doc)] in the order given; a failed connection gives
+        (0, error text)."""
+        work = queue.Queue()
+        for i, r in enumerate(requests):
+            work.put((i, r))
+        out = [None] * len(requests)
+
+        def worker():
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            while True:
+                try:
+                    i, (method, path, body) = work.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    conn.request(method, path, json.dumps(body) if body is not None else None,
+                                 {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    out[i] = (resp.status, json.loads(resp.read()))
+                except (OSError, http.client.HTTPException, ValueError) as e:
+                    out[i] = (0, str(e))
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+            conn.close()
+
+        ts = [threading.Thread(target=worker) for _ in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    def bulk_add(self, jobs, threads=4):
+        """Adds every job (a dict); asserts all were accepted; returns their ids in order."""
+        res = self.bulk([("POST", "/delay-queue/api/jobs/add", j) for j in jobs], threads)
+        bad = [r for r in res if r[0] != 200 or r[1]["code"] != 0]
+        assert not bad, bad[:5]
+        return [r[1]["data"]["job_id"] for r in res]
 
 
 def lateness(m):

@@ -1,0 +1,229 @@
+"""Never lost, never early, never twice from Redis: crashes at random instants, remove racing
+delivery, Redis and Kafka outages, poison input, refused deliveries, HTTP abuse."""
+
+import os
+import random
+import signal
+import socket
+import time
+
+from harness import Delayqd, Reader, lateness, now_ms, wait_until
+
+ADD = "/delay-queue/api/jobs/add"
+
+
+def assert_never_early(messages):
+    for m in messages:
+        sent_late, recv_late = lateness(m)
+        assert sent_late >= 0 and recv_late >= 0, ("early", m)
+
+
+def assert_no_delivered_record_resent(d, by_id):
+    """A job delivered twice is allowed only while its record was not yet marked delivered:
+    every send must come before the mark."""
+    dups = {j: ms for j, ms in by_id.items() if len(ms) > 1}
+    for job_id, ms in dups.items():
+        job = d.get(job_id)
+        assert job["state"] == "delivered", job
+        last_sent = max(int(m["headers"]["dq-sent-ms"]) for m in ms)
+        assert last_sent <= job["delivered_ms"], (job_id, last_sent, job["delivered_ms"])
+    return len(dups)
+
+
+def test_bearer_token(stack):
+    d = Delayqd(stack, extra={"auth_token": "s3cret-token"}).start()
+    st, doc = d.add(topic="orders", delay=5, body="x")
+    assert st == 401 and doc["code"] == 401, doc
+    st, doc = d.http("POST", ADD, {"topic": "orders", "delay": 5},
+                     headers={"Authorization": "Bearer s3cret-tokeN"})
+    assert st == 401, doc
+    st, doc = d.http("POST", ADD, {"topic": "orders", "delay": 5},
+                     headers={"Authorization": "Bearer s3cret"})
+    assert st == 401, doc
+    st, doc = d.http("POST", ADD, {"topic": "orders", "delay": 5, "body": "x"},
+                     headers={"Authorization": "Bearer s3cret-token"})
+    assert st == 200 and doc["code"] == 0, doc
+    st, doc = d.http("GET", f"/delay-queue/api/jobs/get?job_id={doc['data']['job_id']}",
+                     headers={"Authorization": "Bearer s3cret-token"})
+    assert st == 200 and doc["data"]["state"] == "pending", doc
+    st, doc = d.http("GET", "/healthz")
+    assert st == 200, doc
+
+
+def test_slow_clients_do_not_starve_others(stack):
+    d = Delayqd(stack, extra={"connection_timeout_s": 2}).start()
+    stalled = []
+    for _ in range(200):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(b"POST /delay-queue/api/jobs/add HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{")
+        stalled.append(s)
+    for i in range(20):   # others are served while 200 clients stall mid-request
+        assert d.add_ok(topic="orders", delay=60, body=str(i))
+    # The stalled connections are closed by the server once connection_timeout_s has passed.
+    for s in stalled:
+        s.settimeout(10)
+        try:
+            assert s.recv(100) == b"", "a stalled client got an answer instead of being closed"
+        except ConnectionResetError:
+            pass
+        s.close()
+    assert d.alive()
+
+
+def test_record_that_does_not_decode_goes_to_dead_letter(stack):
+    d = Delayqd(stack, partitions=1).start()
+    good = Reader(stack, f"{d.name}_good")
+    bad_id = d.add_ok(topic=good.topic, delay=2, body="will be corrupted")
+    ok_id = d.add_ok(topic=good.topic, delay=2, body="fine")
+    stack.redis("HSET", f"{d.prefix}job:{bad_id}", "data", "\x01not msgpack")
+    dlq = Reader(stack, d.dlq)
+    (dead,) = dlq.wait_count(1, 15)
+    assert "does not decode" in dead["headers"]["dq-error"], dead
+    assert dead["headers"]["dq-id"] == bad_id, dead
+    (m,) = good.wait_count(1, 10)
+    assert m["headers"]["dq-id"] == ok_id and m["payload"] == "fine", m
+    assert_never_early([m])
+    good.close()
+    dlq.close()
+
+
+def test_refused_delivery_is_retried_then_dead_lettered(stack):
+    # The broker refuses messages over 1 MB (its default); the client is allowed to send 3 MB.
+    d = Delayqd(stack, partitions=1, extra={
+        "max_body_bytes": 3 << 20, "refused_retry_s": 2,
+        "properties": ["message.max.bytes=3000000"]}).start()
+    good = Reader(stack, f"{d.name}_biz")
+    big_id = d.add_ok(topic=good.topic, delay=1, body="b" * 1500000, headers={"h": "v"})
+    ok_id = d.add_ok(topic=good.topic, delay=2, body="small")
+    (m,) = good.wait_count(1, 15)   # the partition moves on while the big one is retried
+    assert m["headers"]["dq-id"] == ok_id, m
+    assert_never_early([m])
+    dlq = Reader(stack, d.dlq)
+    (dead,) = dlq.wait_count(1, 30)
+    assert dead["headers"]["dq-id"] == big_id and dead["headers"]["dq-topic"] == good.topic, dead
+    assert "refused" in dead["headers"]["dq-error"] and "too large" in dead["headers"]["dq-error"], dead
+    assert dead["headers"]["h"] == "v", dead
+    # The dead-letter topic has the same 1 MB limit: the letter comes without the body, which
+    # the record keeps.
+    assert dead["payload"] is None and "omitted" in dead["headers"]["dq-body"], dead["headers"]
+    wait_until(lambda: d.get(big_id)["state"] == "failed", 10, "state failed")
+    assert len(d.get(big_id)["body"]) == 1500000
+    st, doc = d.remove(big_id)
+    assert st == 409 and "failed" in doc["message"], doc
+    good.close()
+    dlq.close()
+
+
+def test_remove_racing_delivery_has_one_winner(stack):
+    d = Delayqd(stack, partitions=2).start()
+    reader = Reader(stack, f"{d.name}_race")
+    due = now_ms() + 4000
+    ids = d.bulk_add([{"topic": reader.topic, "deliver_at_ms": due, "body": str(i)}
+                      for i in range(1000)])
+    time.sleep(max(0, (due - now_ms() - 150) / 1000))   # removes straddle the due instant
+    res = d.bulk([("GET", f"/delay-queue/api/jobs/remove?job_id={j}", None) for j in ids], threads=8)
+    time.sleep(3)
+    delivered = reader.by_id()
+    removed = conflicts = 0
+    for job_id, (st, doc) in zip(ids, res):
+        if st == 200 and doc["code"] == 0:
+            removed += 1
+            assert job_id not in delivered, ("removed and delivered", job_id)
+        else:
+            conflicts += 1
+            assert st == 409 and doc["code"] == 409, (st, doc)
+            assert job_id in delivered, ("remove refused and not delivered", job_id)
+    print(f"    race: {removed} removed, {conflicts} delivered first")
+    assert removed + conflicts == 1000
+    assert_never_early(reader.all())
+    reader.close()
+
+
+def test_kill9_three_times_loses_nothing(stack):
+    d = Delayqd(stack, partitions=4).start()
+    reader = Reader(stack, f"{d.name}_kill")
+    rnd = random.Random(7)
+    jobs = [{"topic": reader.topic, "delay_ms": rnd.randint(2000, 20000), "body": str(i)}
+            for i in range(5000)]
+    t0 = time.time()
+    ids = d.bulk_add(jobs, threads=4)
+    kills = sorted(rnd.uniform(1, 17) for _ in range(3))
+    for at in kills:
+        time.sleep(max(0, t0 + at - time.time()))
+        d.kill()
+        d.start()
+    try:
+        reader.wait_ids(ids, 90)
+    except AssertionError:
+        raise AssertionError(f"{len(set(ids) - set(reader.by_id()))} jobs lost")
+    time.sleep(1)
+    by_id = reader.by_id()
+    assert_never_early(reader.all())
+    dups = assert_no_delivered_record_resent(d, by_id)
+    print(f"    kill -9 at {['%.1fs' % k for k in kills]}: 5000 delivered, {dups} duplicates")
+    reader.close()
+
+
+def outage(stack, d, stop, start, seconds):
+    """Pending jobs due before, during and after an outage of `seconds`; an add during it gets
+    503 within its timeout; once the server is back every accepted job arrives, none early and
+    none skipped as "removed". The business topic is read from the beginning afterwards."""
+    topic = f"{d.name}_outage"
+    stack.ensure_topic(topic)
+    ids = d.bulk_add([{"topic": topic, "delay_ms": 500 + i * ((seconds + 8) * 1000 // 60),
+                       "body": str(i)} for i in range(60)])
+    time.sleep(1)
+    stop()
+    try:
+        t_end = time.time() + seconds
+        t0 = time.time()
+        st, doc = d.add(topic=topic, delay=1, body="during")
+        assert st == 503 and doc["code"] == 10002, (st, doc)
+        assert time.time() - t0 < 10, "an add hung past its timeout"
+        time.sleep(max(0, t_end - time.time()))
+    finally:
+        start()
+    reader = Reader(stack, topic)
+    try:
+        reader.wait_ids(ids, 90)
+    except AssertionError:
+        raise AssertionError(f"{len(set(ids) - set(reader.by_id()))} jobs skipped or lost")
+    time.sleep(1)
+    assert "during" not in [m["payload"] for m in reader.all()]
+    assert_never_early(reader.all())
+    assert all(d.get(j)["state"] == "delivered" for j in ids)
+    reader.close()
+
+
+def test_redis_stopped_10s(stack):
+    d = Delayqd(stack, extra={"redis_timeout_ms": 500}).start()
+    outage(stack, d, stack.stop_redis, stack.start_redis, 10)
+
+
+def test_redis_frozen_10s(stack):
+    d = Delayqd(stack, extra={"redis_timeout_ms": 500}).start()
+    with open(os.path.join(stack.redis_dir, "redis.pid")) as f:
+        pid = int(f.read())
+    outage(stack, d, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT), 10)
+
+
+def test_kafka_stopped_20s(stack):
+    d = Delayqd(stack, extra={"produce_timeout_ms": 3000}).start()
+    outage(stack, d, stack.stop_kafka, stack.start_kafka, 20)
+
+
+def test_copies_of_a_job_message_deliver_it_once(stack):
+    """A crash between moving a message down a level and committing leaves two copies of it in
+    the lower level; both fall due together and must deliver the job once."""
+    d = Delayqd(stack, partitions=1).start()
+    reader = Reader(stack, f"{d.name}_copies")
+    job_id = d.add_ok(topic=reader.topic, delay=3, body="once")
+    due = d.get(job_id)["exec_time_ms"]
+    copy = {"dq-topic": reader.topic, "dq-id": job_id, "dq-due-ms": str(due), "dq-hops": "1"}
+    for _ in range(2):
+        stack.produce(d.delay_topic("1s"), "copy", key=job_id, headers=copy)
+    reader.wait_ids([job_id], 15)
+    time.sleep(2)
+    assert len(reader.by_id()[job_id]) == 1, reader.by_id()[job_id]
+    assert "another copy" in d.log_text()
+    reader.close()
