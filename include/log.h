@@ -3,6 +3,7 @@
 #define DQ_LOG_H
 
 #include <errno.h>
+#include <stdint.h>
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR };
 
@@ -16,6 +17,15 @@ int log_parse_level(const char *name, enum log_level *out);
 /* Writes one line: time, level, module, message and, when errnum != 0, its strerror text. */
 void log_write(enum log_level level, const char *module, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* A gate for a warning that may repeat many times a second (a retry per message during an
+ * outage): log_gate_open is 1 at most once every interval_ms; *suppressed then tells how many
+ * were held back since the last time. */
+struct log_gate {
+    int64_t last_ms;        /* monotonic ms of the last line let through; 0: never */
+    unsigned long held;     /* held back since */
+};
+int log_gate_open(struct log_gate *g, int64_t now_ms, int64_t interval_ms, unsigned long *suppressed);
 
 /* Each .c file defines LOG_MODULE before including this header. */
 #define log_at(lvl, errnum, ...) \

@@ -12,6 +12,7 @@
 #define LOG_MODULE "forwarder"
 #define BACKOFF_MIN_MS 100       /* first retry after a Redis or Kafka failure */
 #define BACKOFF_MAX_MS 5000      /* retries never wait longer than this */
+#define WARN_INTERVAL_MS 5000    /* a repeating failure is logged once per interval, with a count */
 #define WARM_TIMEOUT_MS 5000     /* start-up metadata fetch */
 #define DELIVERY_TIMEOUT_MS 30000
 /* When the dead-letter topic refuses a job's body too, the letter goes without it: the record
@@ -37,6 +38,7 @@ struct forwarder {
     struct store *st;
     rd_kafka_t *rk;
     char instance[JOB_ID_GEN_LEN + 2];   /* random, per process: "<uuid>:" prefixes claim tokens */
+    struct log_gate redis_gate, kafka_gate;
     struct vec batch;        /* submitted since the last flush */
     struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
     struct vec marks;        /* delivered jobs whose records are to be marked */
@@ -105,6 +107,17 @@ static void note_failure(struct held *m, rd_kafka_resp_err_t e)
 }
 
 /* 1 when the business topic has refused m for job.refused_retry_s: it goes to the dead letters. */
+/* Logs a failure that is retried, at most once per WARN_INTERVAL_MS for each gate. */
+#define warn_retried(gate, ...)                                                              \
+    do {                                                                                     \
+        unsigned long held_;                                                                 \
+        if (log_gate_open((gate), clock_mono_ms(), WARN_INTERVAL_MS, &held_)) {              \
+            log_warn(__VA_ARGS__);                                                           \
+            if (held_)                                                                       \
+                log_warn("%lu more such failures in the last %d s", held_, WARN_INTERVAL_MS / 1000); \
+        }                                                                                    \
+    } while (0)
+
 static int refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now)
 {
     return m->refused_since_ms && now - m->refused_since_ms >= fw->cfg->job.refused_retry_s * 1000;
@@ -135,7 +148,8 @@ static int produce(struct forwarder *fw, struct held *m, const char *topic, cons
 
     if (e) {
         rd_kafka_headers_destroy(hdrs);
-        log_warn("produce to topic=%s failed (retried): %s", topic, rd_kafka_err2str(e));
+        warn_retried(&fw->kafka_gate, "produce to topic=%s failed (retried): %s", topic,
+                     rd_kafka_err2str(e));
         note_failure(m, e);
         return -1;
     }
@@ -312,7 +326,7 @@ static void run_claims(struct forwarder *fw, int64_t now)
         args[3 * i + 2] = fw->instance;
     }
     if (store_claim_batch(fw->st, n, idp, args, c, err, sizeof(err)) < 0) {
-        log_warn("claiming %zu records failed (partition held, retried): %s", n, err);
+        warn_retried(&fw->redis_gate, "claiming %zu records failed (held, retried): %s", n, err);
         for (size_t i = 0; i < n; i++)
             retry(fw, fw->claims.v[i]);
         goto out;
@@ -352,7 +366,7 @@ static void run_marks(struct forwarder *fw)
         snprintf(err, sizeof(err), "out of memory");
     }
     if (rc < 0)
-        log_warn("marking %zu records delivered failed (retried): %s", n, err);
+        warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
     for (size_t i = 0; i < n; i++) {
         struct held *m = fw->marks.v[i];
         if (rc < 0)
@@ -428,8 +442,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 
     (void)rk;
     if (rkm->err) {
-        log_warn("delivery to topic=%s failed (retried): %s", rd_kafka_topic_name(rkm->rkt),
-                 rd_kafka_err2str(rkm->err));
+        warn_retried(&fw->kafka_gate, "delivery to topic=%s failed (retried): %s",
+                     rd_kafka_topic_name(rkm->rkt), rd_kafka_err2str(rkm->err));
         note_failure(m, rkm->err);
         if (m->stage == ST_SEND_DEAD_JOB && is_refusal(rkm->err))
             m->dead_bare = 1;

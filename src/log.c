@@ -57,3 +57,15 @@ void log_write(enum log_level level, const char *module, int errnum, const char 
     /* One fprintf per line keeps lines whole when several threads log. */
     fprintf(stderr, "%s\n", line);
 }
+
+int log_gate_open(struct log_gate *g, int64_t now_ms, int64_t interval_ms, unsigned long *suppressed)
+{
+    if (g->last_ms && now_ms - g->last_ms < interval_ms) {
+        g->held++;
+        return 0;
+    }
+    *suppressed = g->held;
+    g->held = 0;
+    g->last_ms = now_ms;
+    return 1;
+}

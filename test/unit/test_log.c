@@ -45,8 +45,27 @@ static void log_enabled_follows_level(void)
     CHECK(!log_enabled(LOG_DEBUG));
 }
 
+/* A repeating warning: the first passes, the next ones within the interval are counted, and
+ * the first after it passes with that count. */
+static void log_gate_limits_and_counts(void)
+{
+    struct log_gate g = { 0, 0 };
+    unsigned long held = 99;
+
+    CHECK(log_gate_open(&g, 1000, 5000, &held));
+    CHECK_EQ_INT(held, 0);
+    CHECK(!log_gate_open(&g, 2000, 5000, &held));
+    CHECK(!log_gate_open(&g, 5999, 5000, &held));
+    CHECK(log_gate_open(&g, 6000, 5000, &held));
+    CHECK_EQ_INT(held, 2);
+    CHECK(!log_gate_open(&g, 6001, 5000, &held));
+    CHECK(log_gate_open(&g, 20000, 5000, &held));
+    CHECK_EQ_INT(held, 1);
+}
+
 void unit_log(void)
 {
+    RUN(log_gate_limits_and_counts);
     RUN(log_parse_level_known_names);
     RUN(log_parse_level_ignores_case);
     RUN(log_parse_level_rejects_unknown);
