@@ -173,6 +173,10 @@ class Reader:
 
 
 _running = []
+_started = []
+
+# What AddressSanitizer, LeakSanitizer and UBSan write when they find something.
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 
 def stop_all():
@@ -181,6 +185,20 @@ def stop_all():
         d = _running.pop()
         if d.alive():
             d.kill()
+
+
+def sanitizer_reports():
+    """Sanitizer findings in the logs of every delayqd started since the last call."""
+    found = []
+    while _started:
+        d = _started.pop()
+        text = d.log_text()
+        for mark in SANITIZER_MARKS:
+            at = text.find(mark)
+            if at >= 0:
+                found.append(f"{d.name}: {text[max(0, at - 200):at + 1500]}")
+                break
+    return found
 
 
 class Delayqd:
@@ -234,6 +252,8 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
         self.proc = subprocess.Popen([DELAYQD, "-c", self.conf_path], stdout=self.log,
                                      stderr=subprocess.STDOUT)
         _running.append(self)
+        if self not in _started:
+            _started.append(self)
         wait_until(self._ready, 60, f"delayqd {self.name} to listen")
         return self
 

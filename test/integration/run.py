@@ -44,7 +44,12 @@ def main(argv):
         for full, fn in tests:
             t0 = time.time()
             try:
-                fn(stack)
+                try:
+                    fn(stack)
+                finally:
+                    harness.stop_all()
+                reports = harness.sanitizer_reports()
+                assert not reports, "sanitizer report in a delayqd log:\n" + "\n".join(reports)
                 passed += 1
                 print(f"PASS {full} ({time.time() - t0:.1f}s)", flush=True)
             except Exception:
