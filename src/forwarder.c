@@ -401,6 +401,10 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         snprintf(reason, sizeof(reason), "header %s names a delay topic (%s): it would loop",
                  HDR_TOPIC, topic);
         dead_letter(fw, m, reason);
+    } else if (m->due_ms - now > fw->cfg->job.max_delay_s * 1000) {
+        snprintf(reason, sizeof(reason), "header %s is more than job.max_delay_s (%lld s) away",
+                 HDR_DUE, (long long)fw->cfg->job.max_delay_s);
+        dead_letter(fw, m, reason);
     } else if (!m->env.id && refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter(fw, m, reason);

@@ -124,14 +124,17 @@ def test_poison_goes_to_dead_letter_and_partition_moves_on(stack):
     stack.produce(topic, "bad due", headers={"dq-topic": good.topic, "dq-due-ms": "soon"})
     stack.produce(topic, "loop", headers={"dq-topic": d.delay_topic("5s")})
     stack.produce(topic, "bad name", headers={"dq-topic": "no spaces allowed"})
+    stack.produce(topic, "too far", headers={"dq-topic": good.topic,
+                                             "dq-due-ms": str(t0 + 400 * 86400 * 1000)})
     stack.produce(topic, "fine", key="good", headers={"dq-topic": good.topic})
     dlq = Reader(stack, d.dlq)
-    dead = dlq.wait_count(4, 20)
+    dead = dlq.wait_count(5, 20)
     reasons = {m["payload"]: m["headers"]["dq-error"] for m in dead}
     assert "dq-topic is missing" in reasons["no target"], reasons
     assert "dq-due-ms" in reasons["bad due"], reasons
     assert "delay topic" in reasons["loop"], reasons
     assert "not a valid topic" in reasons["bad name"], reasons
+    assert "job.max_delay_s" in reasons["too far"], reasons
     assert all(m["headers"]["dq-source"].startswith(topic + "/0/") for m in dead), dead
     (m,) = good.wait_count(1, 10)
     assert m["payload"] == "fine" and int(m["headers"]["dq-due-ms"]) - t0 >= 1000, m
