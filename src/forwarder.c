@@ -32,6 +32,25 @@ struct vec {
     size_t n, cap;
 };
 
+#define CLAIM_TOKEN_MAX (JOB_ID_GEN_LEN + 2 + TOPIC_NAME_MAX + 48)   /* instance:topic/part/off */
+
+/* The text arguments of one record's claim or mark. */
+struct rec_args {
+    char id[JOB_ID_MAX + 1];
+    char due[24];
+    char token[CLAIM_TOKEN_MAX];
+};
+
+/* Per-batch arrays for the Redis pipelines, kept and grown across flushes. */
+struct scratch {
+    struct rec_args *a;
+    const char **ids;           /* n */
+    const char **args;          /* 3 * n */
+    struct store_claim *claims; /* n */
+    enum job_state *states;     /* n */
+    size_t cap;
+};
+
 struct forwarder {
     const struct config *cfg;
     struct holder *h;
@@ -39,10 +58,10 @@ struct forwarder {
     rd_kafka_t *rk;
     char instance[JOB_ID_GEN_LEN + 2];   /* random, per process: "<uuid>:" prefixes claim tokens */
     struct log_gate redis_gate, kafka_gate;
+    struct scratch sc;
     struct vec batch;        /* submitted since the last flush */
     struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
     struct vec marks;        /* delivered jobs whose records are to be marked */
-    struct vec reports;      /* delivery reports served by the last poll */
     size_t in_flight;
 };
 
@@ -296,88 +315,116 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     job_release(&job);
 }
 
+/* Makes room for n records in the scratch arrays. Returns 0 or -1 (out of memory). */
+static int scratch_reserve(struct scratch *sc, size_t n)
+{
+    size_t cap = sc->cap ? sc->cap : 256;
+    void *p;
+
+    if (n <= sc->cap)
+        return 0;
+    while (cap < n)
+        cap *= 2;
+    if (!(p = realloc(sc->a, cap * sizeof(*sc->a))))
+        return -1;
+    sc->a = p;
+    if (!(p = realloc(sc->ids, cap * sizeof(*sc->ids))))
+        return -1;
+    sc->ids = p;
+    if (!(p = realloc(sc->args, 3 * cap * sizeof(*sc->args))))
+        return -1;
+    sc->args = p;
+    if (!(p = realloc(sc->claims, cap * sizeof(*sc->claims))))
+        return -1;
+    sc->claims = p;
+    if (!(p = realloc(sc->states, cap * sizeof(*sc->states))))
+        return -1;
+    sc->states = p;
+    sc->cap = cap;
+    return 0;
+}
+
+static void scratch_release(struct scratch *sc)
+{
+    free(sc->a);
+    free(sc->ids);
+    free(sc->args);
+    free(sc->claims);
+    free(sc->states);
+}
+
+/* Fills the claim arguments of m into slot i: its due time, its token, this instance. */
+static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
+{
+    struct rec_args *a = &fw->sc.a[i];
+
+    id_of(m, a->id);
+    a->due[0] = '\0';
+    if (m->env.has_due)
+        snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
+    snprintf(a->token, sizeof(a->token), "%s%s/%d/%lld", fw->instance, topic_of(fw, m),
+             m->partition, (long long)m->offset);
+    fw->sc.ids[i] = a->id;
+    fw->sc.args[3 * i] = a->due;
+    fw->sc.args[3 * i + 1] = a->token;
+    fw->sc.args[3 * i + 2] = fw->instance;
+}
+
+static void retry_all(struct forwarder *fw, struct vec *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        retry(fw, v->v[i]);
+    v->n = 0;
+}
+
 static void run_claims(struct forwarder *fw, int64_t now)
 {
     size_t n = fw->claims.n;
-    char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
-    char (*dues)[24] = malloc(n * sizeof(*dues) + 1);
-    char (*tokens)[sizeof(fw->instance) + TOPIC_NAME_MAX + 48] = malloc(n * sizeof(*tokens) + 1);
-    const char **idp = calloc(n + 1, sizeof(*idp)), **args = calloc(3 * n + 1, sizeof(*args));
-    struct store_claim *c = malloc(n * sizeof(*c) + 1);
     char err[256];
 
-    if (!ids || !dues || !tokens || !idp || !args || !c) {
+    if (scratch_reserve(&fw->sc, n) < 0) {
         log_error("out of memory claiming %zu records; retrying", n);
-        for (size_t i = 0; i < n; i++)
-            retry(fw, fw->claims.v[i]);
-        goto out;
+        retry_all(fw, &fw->claims);
+        return;
     }
-    for (size_t i = 0; i < n; i++) {
-        const struct held *m = fw->claims.v[i];
-        id_of(m, ids[i]);
-        idp[i] = ids[i];
-        dues[i][0] = '\0';
-        if (m->env.has_due)
-            snprintf(dues[i], sizeof(dues[i]), "%lld", (long long)m->env.due_ms);
-        snprintf(tokens[i], sizeof(tokens[i]), "%s%s/%d/%lld", fw->instance, topic_of(fw, m),
-                 m->partition, (long long)m->offset);
-        args[3 * i] = dues[i];
-        args[3 * i + 1] = tokens[i];
-        args[3 * i + 2] = fw->instance;
-    }
-    if (store_claim_batch(fw->st, n, idp, args, c, err, sizeof(err)) < 0) {
+    for (size_t i = 0; i < n; i++)
+        claim_args(fw, fw->claims.v[i], i);
+    if (store_claim_batch(fw->st, n, fw->sc.ids, fw->sc.args, fw->sc.claims, err, sizeof(err)) < 0) {
         warn_retried(&fw->redis_gate, "claiming %zu records failed (held, retried): %s", n, err);
-        for (size_t i = 0; i < n; i++)
-            retry(fw, fw->claims.v[i]);
-        goto out;
+        retry_all(fw, &fw->claims);
+        return;
     }
     for (size_t i = 0; i < n; i++) {
-        act_on_claim(fw, fw->claims.v[i], &c[i], now);
-        free(c[i].data);
+        act_on_claim(fw, fw->claims.v[i], &fw->sc.claims[i], now);
+        free(fw->sc.claims[i].data);
     }
-out:
     fw->claims.n = 0;
-    free(ids);
-    free(dues);
-    free(tokens);
-    free(idp);
-    free(args);
-    free(c);
 }
 
 static void run_marks(struct forwarder *fw)
 {
     size_t n = fw->marks.n;
-    char (*ids)[JOB_ID_MAX + 1] = malloc(n * sizeof(*ids) + 1);
-    const char **idp = calloc(n + 1, sizeof(*idp));
-    enum job_state *states = malloc(n * sizeof(*states) + 1);
-    char err[256] = "";
-    int rc = -1;
+    char err[256];
 
-    if (ids && idp && states) {
-        for (size_t i = 0; i < n; i++) {
-            id_of(fw->marks.v[i], ids[i]);
-            idp[i] = ids[i];
-            states[i] = (enum job_state)fw->marks.v[i]->mark;
-        }
-        rc = store_mark_batch(fw->st, n, idp, states, clock_now_ms(),
-                              fw->cfg->job.retention_s * 1000, err, sizeof(err));
-    } else {
-        snprintf(err, sizeof(err), "out of memory");
+    if (scratch_reserve(&fw->sc, n) < 0) {
+        log_error("out of memory marking %zu records; retrying", n);
+        retry_all(fw, &fw->marks);
+        return;
     }
-    if (rc < 0)
-        warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
     for (size_t i = 0; i < n; i++) {
-        struct held *m = fw->marks.v[i];
-        if (rc < 0)
-            retry(fw, m);
-        else
-            done(fw, m);
+        id_of(fw->marks.v[i], fw->sc.a[i].id);
+        fw->sc.ids[i] = fw->sc.a[i].id;
+        fw->sc.states[i] = (enum job_state)fw->marks.v[i]->mark;
     }
+    if (store_mark_batch(fw->st, n, fw->sc.ids, fw->sc.states, clock_now_ms(),
+                         fw->cfg->job.retention_s * 1000, err, sizeof(err)) < 0) {
+        warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
+        retry_all(fw, &fw->marks);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        done(fw, fw->marks.v[i]);
     fw->marks.n = 0;
-    free(ids);
-    free(idp);
-    free(states);
 }
 
 /* Sorts one message of a flush: at once, or into the claim and mark pipelines. */
@@ -511,9 +558,9 @@ void forwarder_free(struct forwarder *fw)
         run_marks(fw);
     rd_kafka_destroy(fw->rk);
     store_free(fw->st);
+    scratch_release(&fw->sc);
     free(fw->batch.v);
     free(fw->claims.v);
     free(fw->marks.v);
-    free(fw->reports.v);
     free(fw);
 }
