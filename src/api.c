@@ -11,32 +11,43 @@
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 #define HEADER_VALUE_MAX 4096
 
-/* Cuts a UTF-8 sequence left incomplete at the end of s (by a truncating snprintf). */
-static void utf8_trim_tail(char *s)
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one. */
+static size_t utf8_seq_len(const unsigned char *s)
 {
-    size_t len = strlen(s), i = len, need;
+    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
 
-    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && len - i < 3)
-        i--;
-    if (i == 0 || ((unsigned char)s[i - 1] & 0x80) == 0)
-        return;   /* ends in ASCII, or no lead byte found */
-    need = ((unsigned char)s[i - 1] & 0xE0) == 0xC0 ? 2 : ((unsigned char)s[i - 1] & 0xF0) == 0xE0 ? 3 : 4;
-    if (len - (i - 1) < need)
-        s[i - 1] = '\0';
+    if (n == 2 && s[0] < 0xC2)
+        return 0;   /* overlong */
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* Replaces every byte that is not part of valid UTF-8 with '?': a message may quote client text
+ * or a library's, cut by snprintf anywhere, and must stay a JSON string. */
+static void utf8_sanitize(char *s)
+{
+    while (*s) {
+        size_t n = utf8_seq_len((const unsigned char *)s);
+        if (n == 0)
+            *s++ = '?';
+        else
+            s += n;
+    }
 }
 
 int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
 {
     va_list ap;
-    int n;
 
     e->status = status;
     e->code = code;
     va_start(ap, fmt);
-    n = vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    vsnprintf(e->message, sizeof(e->message), fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof(e->message))
-        utf8_trim_tail(e->message);
+    utf8_sanitize(e->message);
     return -1;
 }
 
@@ -263,17 +274,18 @@ int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], str
 
 char *api_response(int code, const char *message, void *data)
 {
-    json_t *root = json_object(), *msg = json_string(message);
-    char *text;
+    json_t *root = json_object();
+    char *text, *msg = strdup(message);
 
-    /* A message is ours, but may quote client text: never let it drop out of the answer. */
-    if (!msg)
-        msg = json_string("(unprintable message)");
+    /* A message may quote client or library text: keep it a JSON string whatever it holds. */
+    if (msg)
+        utf8_sanitize(msg);
     json_object_set_new(root, "code", json_integer(code));
-    json_object_set_new(root, "message", msg);
+    json_object_set_new(root, "message", json_string(msg ? msg : "out of memory"));
     json_object_set_new(root, "data", data ? (json_t *)data : json_null());
     text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
+    free(msg);
     return text;
 }
 

@@ -87,10 +87,14 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
 void envelope_times(const struct envelope *env, int64_t timestamp_ms, int64_t level_ms,
                     int64_t *act_ms, int64_t *due_ms)
 {
-    int64_t hop = timestamp_ms + level_ms;
+    int64_t hop;
     int routed = env->id != NULL || env->hops > 0;
-    int64_t due = hop;
+    int64_t due;
 
+    /* A producer may set any CreateTime: saturate rather than overflow. */
+    if (__builtin_add_overflow(timestamp_ms, level_ms, &hop))
+        hop = INT64_MAX;
+    due = hop;
     if (env->has_due)
         due = routed || env->due_ms > hop ? env->due_ms : hop;
     *due_ms = due;

@@ -173,7 +173,9 @@ static int unpack_field(const msgpack_object *k, const msgpack_object *v, struct
     char *s;
 
     if (key_is(k, "id")) {
-        if (v->type != MSGPACK_OBJECT_STR || v->via.str.size == 0 || v->via.str.size > JOB_ID_MAX)
+        char why[128];
+        if (v->type != MSGPACK_OBJECT_STR ||
+            job_id_valid(v->via.str.ptr, v->via.str.size, why, sizeof(why)) < 0)
             return -1;
         memcpy(out->id, v->via.str.ptr, v->via.str.size);
         out->id[v->via.str.size] = '\0';

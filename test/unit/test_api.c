@@ -240,6 +240,18 @@ static void add_topic_invalid(void)
 
 /* An escaped NUL is valid JSON: a body keeps it (bytes with a length); a topic, id, key or
  * header refuses it. */
+/* Found by fuzzing: jansson's error text may end inside a UTF-8 sequence; the message must
+ * still be readable text, not "(unprintable message)". */
+static void add_malformed_utf8_error_text_kept(void)
+{
+    char *resp;
+
+    CHECK(add_fails("\"\\u0\xc3\xa9", 400, API_BAD_REQUEST, "malformed JSON"));
+    resp = api_response(400, "bad \xc3 byte", NULL);
+    CHECK(resp && strstr(resp, "bad ? byte"));
+    free(resp);
+}
+
 static void add_nul_in_strings(void)
 {
     struct job j;
@@ -620,6 +632,7 @@ void unit_api(void)
     RUN(add_topic_missing_or_wrong_type);
     RUN(add_topic_invalid);
     RUN(add_nul_in_strings);
+    RUN(add_malformed_utf8_error_text_kept);
     RUN(add_topic_is_delay_topic);
     RUN(add_topic_like_delay_topic_is_fine);
     RUN(add_body_object_and_array);

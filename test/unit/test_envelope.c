@@ -286,6 +286,21 @@ static void times_from_parsed_headers(void)
     CHECK_EQ_INT(due, 105000);
 }
 
+/* Found by fuzzing: a producer may set any CreateTime; timestamp + level must not overflow. */
+static void times_saturate_at_int64_max(void)
+{
+    struct hdr h[] = { { "dq-topic", "a", 1 } };
+    struct envelope env;
+    char err[128];
+    int64_t act, due;
+
+    CHECK(envelope_parse(h, 1, &env, err, sizeof(err)) == 0);
+    envelope_times(&env, INT64_MAX, 1000, &act, &due);
+    CHECK(act == INT64_MAX && due == INT64_MAX);
+    envelope_times(&env, INT64_MAX - 10, 1000, &act, &due);
+    CHECK(act == INT64_MAX && due == INT64_MAX);
+}
+
 void unit_envelope(void)
 {
     RUN(parse_all_headers);
@@ -304,6 +319,7 @@ void unit_envelope(void)
     RUN(times_direct_earlier_due_waits_its_delay);
     RUN(times_direct_later_due);
     RUN(times_routed_by_id);
+    RUN(times_saturate_at_int64_max);
     RUN(times_routed_by_hops);
     RUN(times_routed_without_due);
     RUN(times_from_parsed_headers);

@@ -296,9 +296,20 @@ static void unpack_optional_fields_checked(void)
     CHECK(extra_field_result("created_ms", add_nil, "field created_ms"));
 }
 
+static void add_nul_id(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "\0", 1); }
+static void add_space_id(msgpack_packer *pk) { msgpack_pack_str_with_body(pk, "a b", 3); }
+
 static void unpack_long_id_refused(void)
 {
     CHECK(extra_field_result("id", add_long_id, "field id"));
+}
+
+/* Found by fuzzing: a record's id must follow the same rules as an added one, or a record
+ * decodes with an id that job_pack writes and job_unpack refuses. */
+static void unpack_invalid_id_refused(void)
+{
+    CHECK(extra_field_result("id", add_nul_id, "field id"));
+    CHECK(extra_field_result("id", add_space_id, "field id"));
 }
 
 static void unpack_ignores_unknown_fields(void)
@@ -407,6 +418,7 @@ void unit_job(void)
     RUN(unpack_minimal_record);
     RUN(unpack_optional_fields_checked);
     RUN(unpack_long_id_refused);
+    RUN(unpack_invalid_id_refused);
     RUN(unpack_ignores_unknown_fields);
     RUN(id_valid_rules);
     RUN(id_refuses_invisible);
