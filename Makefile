@@ -5,6 +5,7 @@
 #   make stop            stop the local stack
 #   make SANITIZE=address,undefined test
 #   make WERROR=0        build without -Werror
+#   make fuzz            libFuzzer targets, FUZZ_SECONDS (default 300) each
 
 PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
 CC       ?= cc
@@ -35,7 +36,7 @@ PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
 ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
 UNIT_SRC  := $(wildcard test/unit/*.c)
 
-.PHONY: all clean test unit integration run stop deps check-deps
+.PHONY: all clean test unit integration run stop deps check-deps fuzz
 all: $(BUILD)/delayqd
 
 # make V=1 shows the full commands.
@@ -78,5 +79,12 @@ stop:
 	-bash scripts/kafka-local.sh stop
 	-bash scripts/redis-local.sh stop
 
+# libFuzzer targets (clang, installed by scripts/fuzz.sh); FUZZ_SECONDS per target.
+fuzz:
+	bash scripts/fuzz.sh
+
 clean:
 	rm -rf $(BUILD)
+
+# Last, so that nothing in it becomes the default goal.
+-include test/fuzz/fuzz.mk
