@@ -87,6 +87,10 @@ def test_removed_job_is_not_delivered(stack):
     time.sleep(0.5)
     assert set(reader.by_id()) == {keep, later}, reader.by_id().keys()
     assert [d.get(j)["state"] for j in gone] == ["cancelled", "cancelled"]
+    # Cancelled and delivered records stay queryable for job.retention_s (3600 here), then expire.
+    for job_id in gone + [keep]:
+        ttl = int(stack.redis("PTTL", f"{d.prefix}job:{job_id}"))
+        assert 3600000 - 15000 < ttl <= 3600000, (job_id, ttl)
     st, doc = d.remove(keep)
     assert st == 409 and doc["code"] == 409 and "delivered" in doc["message"], doc
     reader.close()
