@@ -27,9 +27,9 @@ LIBS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Pure modules: no network library, unit-tested alone.
-PURE     := log levels envelope job heap api offsets config
+PURE     := log levels envelope job heap api offsets config metrics share
 # Adapters and wings.
-ADAPT    := store producer topics http jobs holder forwarder
+ADAPT    := store claims producer topics http jobs holder groups forwarder
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

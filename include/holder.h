@@ -17,9 +17,16 @@
 struct holder;
 struct part;
 
+/* One partition's line in the status an owner publishes (claims.h). */
+struct part_status {
+    char field[TOPIC_NAME_MAX + 16];   /* "<topic>/<partition>" */
+    char value[64];                    /* "<committed> <end> <head due ms, or -1>" */
+};
+
 /* A delay-topic message taken by the holder: an owned copy, freed by holder_done. */
 struct held {
     struct part *part;
+    uint32_t gen;               /* the partition's generation when taken: stale once it moves on */
     int level;                  /* index of its delay topic's level */
     int32_t partition;
     int64_t offset;
@@ -39,12 +46,14 @@ struct held {
     int stage;                  /* the forwarder's */
     int mark;                   /* the forwarder's: state to mark the record once sent */
     int last_err;               /* the last Kafka error (rd_kafka_resp_err_t), for dq-error */
+    int64_t sent_ms;            /* the forwarder's: when its delivery was sent */
     int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */
     int dead_bare;              /* the dead-letter topic refused the body: send it without */
 };
 
-/* Creates the consumer and the forwarder, and assigns every delay-topic partition.
- * partitions[level] is each delay topic's partition count. NULL with err set on failure. */
+/* Creates the consumer, the forwarder and the group leases. Partitions are assigned group by
+ * group as their leases are won. partitions[level] is each delay topic's partition count.
+ * NULL with err set on failure. */
 struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_MAX], char *err,
                           size_t errlen);
 
@@ -60,5 +69,23 @@ void holder_done(struct holder *h, struct held *m);
 
 /* For the forwarder: try the message again at at_ms. */
 void holder_retry(struct holder *h, struct held *m, int64_t at_ms);
+
+/* For the forwarder, right before it sends m: 1 when m's group is still surely ours. */
+int holder_may_forward(struct holder *h, const struct held *m);
+
+/* For groups.c: the partitions of one group (the same numbers in every delay topic). */
+/* Assigns the group's partitions from their committed offsets. 0, or -1 with err set. */
+int holder_group_acquire(struct holder *h, int group, char *err, size_t errlen);
+/* Unassigns them and forgets every message of them (handed back, or fenced). */
+void holder_group_drop(struct holder *h, int group);
+/* Stops taking messages of the group and forgets those not yet with the forwarder (they are
+ * read again by the next owner); those with the forwarder finish. */
+void holder_group_quiesce(struct holder *h, int group);
+/* Messages of the group taken and not finished. */
+size_t holder_group_in_flight(struct holder *h, int group);
+/* Commits the group's partitions now, synchronously. */
+void holder_group_commit(struct holder *h, int group);
+/* Fills up to max lines of the group's status. Returns how many. */
+size_t holder_group_status(struct holder *h, int group, struct part_status *out, size_t max);
 
 #endif

@@ -28,6 +28,12 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
 char *jobs_get(struct jobs *jobs, const char *id, int *status);
 char *jobs_remove(struct jobs *jobs, const char *id, int *status);
 
+/* 0 when Redis answers a PING and Kafka a metadata request; -1 with the reason in err. */
+int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
+
+/* The lease view of GET /delay-queue/api/claims (caller frees) and its HTTP status. */
+char *jobs_claims(struct jobs *jobs, int *status);
+
 /* Adds that are waiting for Kafka. */
 size_t jobs_in_flight(struct jobs *jobs);
 

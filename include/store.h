@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hiredis.h>
+
 #include "config.h"
 #include "job.h"
 
@@ -70,6 +72,14 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
 int store_mark_batch(struct store *st, size_t n, const char *const *ids,
                      const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
                      size_t errlen);
+
+/* For the other Redis users of a thread (claims): EVAL script with one key, or any command,
+ * on this store's connection, reconnecting first when needed. Return the reply (caller frees it
+ * with freeReplyObject), or NULL with err set on a connection or Redis error. */
+redisReply *store_eval(struct store *st, const char *script, const char *key, int argc,
+                       const char *const *argv, const size_t *argvlen, char *err, size_t errlen);
+redisReply *store_command(struct store *st, char *err, size_t errlen, const char *fmt, ...);
+redisReply *store_argv(struct store *st, int argc, const char **argv, char *err, size_t errlen);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

@@ -6,6 +6,7 @@
 #include "forwarder.h"
 #include "job.h"
 #include "log.h"
+#include "metrics.h"
 #include "producer.h"
 #include "store.h"
 
@@ -23,7 +24,8 @@ enum stage {
     ST_NEW = 0,        /* to be acted on */
     ST_SEND_JOB,       /* produced a job's body; the record is marked delivered after the report */
     ST_SEND_DEAD_JOB,  /* produced a job's body to the dead-letter topic; marked failed after */
-    ST_SEND_OTHER,     /* produced a direct message, a move down a level, or a dead letter */
+    ST_SEND_DIRECT,    /* produced a direct message to its business topic */
+    ST_SEND_OTHER,     /* produced a move down a level, or a dead letter */
     ST_MARK,           /* sent; marking the record (m->mark) is pending or retried */
 };
 
@@ -120,6 +122,7 @@ static int is_refusal(rd_kafka_resp_err_t e)
 
 static void note_failure(struct held *m, rd_kafka_resp_err_t e)
 {
+    metrics_inc(M_KAFKA_ERRORS);
     m->last_err = e;
     if (is_refusal(e) && !m->refused_since_ms)
         m->refused_since_ms = clock_now_ms();
@@ -154,12 +157,23 @@ static const char *topic_of(const struct forwarder *fw, const struct held *m)
     return fw->cfg->delay.levels.topic[m->level];
 }
 
-/* Produces with a copy of every buffer; takes hdrs. Returns 0, or -1 (hdrs destroyed). */
+/* Produces with a copy of every buffer; takes hdrs. Returns 0 (sent), -1 (failed: the caller
+ * retries) or 1 (m's group is no longer surely ours: m was dropped, nothing was sent). */
 static int produce(struct forwarder *fw, struct held *m, const char *topic, const void *key,
                    size_t key_len, const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
                    int64_t timestamp_ms)
 {
-    rd_kafka_resp_err_t e = rd_kafka_producev(
+    rd_kafka_resp_err_t e;
+
+    /* Checked at the last moment: a lease that ran out while this instance was stopped must
+     * not let it send anything of a group another instance took over. */
+    if (!holder_may_forward(fw->h, m)) {
+        rd_kafka_headers_destroy(hdrs);
+        log_debug("drop topic=%s offset=%lld: group no longer ours", topic_of(fw, m), (long long)m->offset);
+        done(fw, m);
+        return 1;
+    }
+    e = rd_kafka_producev(
         fw->rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)(uintptr_t)value, value_len),
         RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_TIMESTAMP(timestamp_ms), RD_KAFKA_V_OPAQUE(m),
@@ -189,13 +203,14 @@ static rd_kafka_headers_t *copy_headers(const struct held *m, int drop_control, 
     return hdrs;
 }
 
-static void dead_letter(struct forwarder *fw, struct held *m, const char *reason)
+static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, const char *reason)
 {
     rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
     char source[TOPIC_NAME_MAX + 48];
 
     log_warn("dead letter topic=%s partition=%d offset=%lld: %s", topic_of(fw, m), m->partition,
              (long long)m->offset, reason);
+    metrics_dead_letter(why);
     snprintf(source, sizeof(source), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     headers_add(hdrs, "dq-source", source, strlen(source));
@@ -213,6 +228,7 @@ static void dead_letter_job(struct forwarder *fw, struct held *m, const struct j
     const char *key = job->key ? job->key : job->id;
 
     log_warn("dead letter job=%s: %s", job->id, reason);
+    metrics_dead_letter(DLQ_REFUSED);
     for (size_t i = 0; i < job->nheaders; i++)
         headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
     headers_add(hdrs, HDR_TOPIC, job->topic, strlen(job->topic));
@@ -233,7 +249,7 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
     const struct levels *lv = &fw->cfg->delay.levels;
     int level = levels_route(lv, m->due_ms - now);
     rd_kafka_headers_t *hdrs = copy_headers(m, 0, HDR_HOPS);
-    int i;
+    int i, rc;
 
     /* dq-due-ms is kept, or added when the due time came from the level. */
     for (i = 0; i < (int)m->nhdrs && strcmp(m->hdrs[i].name, HDR_DUE) != 0; i++)
@@ -244,25 +260,34 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
     log_debug("move topic=%s offset=%lld to=%s due=%lld", topic_of(fw, m), (long long)m->offset,
               lv->topic[level], (long long)m->due_ms);
     m->stage = ST_SEND_OTHER;
-    if (produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now) < 0)
+    rc = produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now);
+    if (rc < 0)
         retry(fw, m);
+    else if (rc == 0)
+        metrics_inc(M_MOVES);
 }
 
 static void deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
 {
     rd_kafka_headers_t *hdrs = copy_headers(m, 1, NULL);
+    int rc;
 
+    m->sent_ms = now;
     headers_add_int(hdrs, HDR_DUE, m->due_ms);
     headers_add_int(hdrs, HDR_SENT, now);
-    m->stage = ST_SEND_OTHER;
-    if (produce(fw, m, topic, m->key, m->key_len, m->value, m->value_len, hdrs, now) < 0)
+    m->stage = ST_SEND_DIRECT;
+    rc = produce(fw, m, topic, m->key, m->key_len, m->value, m->value_len, hdrs, now);
+    if (rc < 0)
         retry(fw, m);
+    else if (rc == 0)
+        metrics_inc(M_FORWARDS);
 }
 
 static void deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 3);
     const char *key = job->key ? job->key : job->id;
+    int rc;
 
     for (size_t i = 0; i < job->nheaders; i++)
         headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
@@ -270,8 +295,13 @@ static void deliver_job(struct forwarder *fw, struct held *m, const struct job *
     headers_add_int(hdrs, HDR_DUE, job->due_ms);
     headers_add_int(hdrs, HDR_SENT, now);
     m->stage = ST_SEND_JOB;
-    if (produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now) < 0)
+    m->due_ms = job->due_ms;   /* for the lateness of the delivery */
+    m->sent_ms = now;
+    rc = produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
+    if (rc < 0)
         retry(fw, m);
+    else if (rc == 0)
+        metrics_inc(M_FORWARDS);
 }
 
 /* Copies the message's job id into out; the envelope checked it is present. */
@@ -292,6 +322,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
 
     id_of(m, id);
     if (!c->found || !c->claimed) {
+        metrics_inc(M_JOBS_SKIPPED);
         log_info("skip job=%s: %s", id, !c->found ? "no record (removed or expired)"
                                         : c->stale ? "message of an earlier job with this id"
                                         : c->busy  ? "another copy of its message is in flight"
@@ -301,7 +332,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     }
     if (job_unpack(c->data, c->len, &job, err, sizeof(err)) < 0) {
         snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_RECORD, reason);
     } else if (refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter_job(fw, m, &job, reason);
@@ -390,6 +421,7 @@ static void run_claims(struct forwarder *fw, int64_t now)
     for (size_t i = 0; i < n; i++)
         claim_args(fw, fw->claims.v[i], i);
     if (store_claim_batch(fw->st, n, fw->sc.ids, fw->sc.args, fw->sc.claims, err, sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "claiming %zu records failed (held, retried): %s", n, err);
         retry_all(fw, &fw->claims);
         return;
@@ -418,6 +450,7 @@ static void run_marks(struct forwarder *fw)
     }
     if (store_mark_batch(fw->st, n, fw->sc.ids, fw->sc.states, clock_now_ms(),
                          fw->cfg->job.retention_s * 1000, err, sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
         retry_all(fw, &fw->marks);
         return;
@@ -437,29 +470,29 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         return;
     }
     if (!m->env_ok) {
-        dead_letter(fw, m, m->env_err);
+        dead_letter(fw, m, DLQ_ENVELOPE, m->env_err);
         return;
     }
     snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
     if (m->env.topic_len > TOPIC_NAME_MAX || topic_name_valid(topic, why, sizeof(why)) < 0) {
         snprintf(reason, sizeof(reason), "header %s is not a valid topic: %s", HDR_TOPIC, why);
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_TOPIC, reason);
     } else if (levels_find_topic(&fw->cfg->delay.levels, topic) >= 0) {
         snprintf(reason, sizeof(reason), "header %s names a delay topic (%s): it would loop",
                  HDR_TOPIC, topic);
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_LOOP, reason);
     } else if (m->due_ms - now > fw->cfg->job.max_delay_s * 1000) {
         snprintf(reason, sizeof(reason), "header %s is more than job.max_delay_s (%lld s) away",
                  HDR_DUE, (long long)fw->cfg->job.max_delay_s);
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_TOO_FAR, reason);
     } else if (!m->env.id && refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_REFUSED, reason);
     } else if (m->due_ms > now) {
         move_down(fw, m, now);
     } else if (m->env.id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) < 0) {
         snprintf(reason, sizeof(reason), "header %s is not a valid job id: %s", HDR_ID, why);
-        dead_letter(fw, m, reason);
+        dead_letter(fw, m, DLQ_ID, reason);
     } else if (m->env.id) {
         vec_push(&fw->claims, m);
     } else {
@@ -500,7 +533,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
             m->dead_bare = 1;
         m->stage = ST_NEW;
         retry(fw, m);
-    } else if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DEAD_JOB) {
+        return;
+    }
+    if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DIRECT) {
+        metrics_inc(M_JOBS_DELIVERED);
+        metrics_lateness(m->sent_ms - m->due_ms);
+    }
+    if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DEAD_JOB) {
         m->mark = m->stage == ST_SEND_JOB ? JOB_DELIVERED : JOB_FAILED;
         m->stage = ST_MARK;
         vec_push(&fw->marks, m);

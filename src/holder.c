@@ -9,9 +9,11 @@
 
 #include "clock.h"
 #include "forwarder.h"
+#include "groups.h"
 #include "heap.h"
 #include "holder.h"
 #include "log.h"
+#include "metrics.h"
 #include "offsets.h"
 #include "producer.h"
 
@@ -33,12 +35,15 @@ struct part {
     int64_t resume_at;       /* HOLD_HEAD: epoch ms of the resume timer */
     size_t in_memory;        /* taken and not finished */
     int64_t committed;       /* last offset sent in a commit, -1 none */
+    int group;               /* its partition group */
+    uint32_t gen;            /* bumped whenever its state is forgotten */
 };
 
 struct holder {
     const struct config *cfg;
     rd_kafka_t *rk;
     struct forwarder *fw;
+    struct groups *groups;
     rd_kafka_queue_t *cq, *pq;
     rd_kafka_topic_t *rkt[LEVELS_MAX];
     int first[LEVELS_MAX];   /* parts index of each level's partition 0 */
@@ -51,6 +56,8 @@ struct holder {
     size_t per_part_cap;     /* in-memory messages per partition before it is paused */
     int64_t last_commit_ms;  /* monotonic */
 };
+
+static void update_gauges(struct holder *h);
 
 static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                       rd_kafka_topic_partition_list_t *offsets, void *opaque)
@@ -176,6 +183,7 @@ static struct held *held_new(struct part *p, const rd_kafka_message_t *rkm)
     if (!(m = calloc(1, size)))
         return NULL;
     m->part = p;
+    m->gen = p->gen;
     m->level = p->level;
     m->partition = p->partition;
     m->offset = rkm->offset;
@@ -230,8 +238,10 @@ static void take(struct holder *h, rd_kafka_message_t *rkm)
         return;
     }
     p = find_part(h, rkm);
-    /* A paused partition's stale messages, and those before the offset sought, are read again. */
-    if (!p || p->hold != HOLD_NONE || (p->offs.next >= 0 && rkm->offset < p->offs.next))
+    /* A paused partition's stale messages, and those before the offset sought, are read again;
+     * those of a group not (or no longer) ours are not ours to act on. */
+    if (!p || !groups_usable(h->groups, p->group) || p->hold != HOLD_NONE ||
+        (p->offs.next >= 0 && rkm->offset < p->offs.next))
         return;
     if (!(m = held_new(p, rkm))) {
         log_error("out of memory holding topic=%s partition=%d offset=%lld; retrying",
@@ -259,10 +269,29 @@ static void take(struct holder *h, rd_kafka_message_t *rkm)
         forwarder_submit(h->fw, m);   /* the forwarder holds it back if it is not due */
 }
 
+/* A message is stale when its partition's state was forgotten since it was taken. */
+static int stale(const struct held *m)
+{
+    return m->gen != m->part->gen;
+}
+
+/* Forgets a message of a group being handed back: its offset stays unfinished, so the commit
+ * stops before it and the next owner reads it again. */
+static void forget(struct held *m)
+{
+    if (!stale(m))
+        m->part->in_memory--;
+    free(m);
+}
+
 void holder_done(struct holder *h, struct held *m)
 {
     struct part *p = m->part;
 
+    if (stale(m)) {
+        free(m);
+        return;
+    }
     offsets_finish(&p->offs, m->offset);
     p->in_memory--;
     free(m);
@@ -270,8 +299,17 @@ void holder_done(struct holder *h, struct held *m)
         resume_part(h, p);
 }
 
+int holder_may_forward(struct holder *h, const struct held *m)
+{
+    return !stale(m) && groups_may_forward(h->groups, m->part->group, clock_mono_ms());
+}
+
 void holder_retry(struct holder *h, struct held *m, int64_t at_ms)
 {
+    if (stale(m) || !groups_usable(h->groups, m->part->group)) {
+        forget(m);
+        return;
+    }
     m->act_ms = at_ms;
     if (heap_push(&h->due, at_ms, m) < 0)
         forwarder_submit(h->fw, m);
@@ -284,7 +322,7 @@ static void fire_timers(struct holder *h, int64_t now)
 
     while ((p = heap_peek(&h->timers, &at)) && at <= now) {
         heap_pop(&h->timers, NULL);
-        if (p->hold == HOLD_HEAD && p->resume_at == at)
+        if (p->hold == HOLD_HEAD && p->resume_at == at && groups_usable(h->groups, p->group))
             resume_part(h, p);
     }
 }
@@ -294,14 +332,21 @@ static void release_due(struct holder *h, int64_t now)
     int64_t at;
     struct held *m;
 
-    while ((m = heap_peek(&h->due, &at)) && at <= now)
-        forwarder_submit(h->fw, heap_pop(&h->due, NULL));
+    while ((m = heap_peek(&h->due, &at)) && at <= now) {
+        heap_pop(&h->due, NULL);
+        if (stale(m) || !groups_usable(h->groups, m->part->group))
+            forget(m);
+        else
+            forwarder_submit(h->fw, m);
+    }
 }
 
 static int wait_ms(struct holder *h, int64_t now)
 {
-    int64_t wait = IDLE_WAIT_MS, at;
+    int64_t wait = groups_next_ms(h->groups) - clock_mono_ms(), at;
 
+    if (wait > IDLE_WAIT_MS)
+        wait = IDLE_WAIT_MS;
     if (heap_peek(&h->timers, &at) && at - now < wait)
         wait = at - now;
     if (heap_peek(&h->due, &at) && at - now < wait)
@@ -322,14 +367,18 @@ static int take_batch(struct holder *h)
     return 1;
 }
 
-static void commit(struct holder *h, int sync)
+/* Commits the partitions of `group` (-1: of every group) whose lease is surely still ours. */
+static void commit(struct holder *h, int group, int sync)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)h->nparts);
+    int64_t now = clock_mono_ms();
     rd_kafka_resp_err_t e;
 
     for (size_t i = 0; i < h->nparts; i++) {
         struct part *p = &h->parts[i];
         int64_t cp = offsets_commit_point(&p->offs);
+        if ((group >= 0 && p->group != group) || !groups_may_forward(h->groups, p->group, now))
+            continue;
         if (cp >= 0 && cp != p->committed) {
             rd_kafka_topic_partition_list_add(l, h->cfg->delay.levels.topic[p->level], p->partition)
                 ->offset = cp;
@@ -364,7 +413,8 @@ static void finish(struct holder *h)
     if (forwarder_in_flight(h->fw) > 0)
         log_warn("%zu forwards unfinished at shutdown; they are read again on restart",
                  forwarder_in_flight(h->fw));
-    commit(h, 1);
+    commit(h, -1, 1);
+    groups_release_all(h->groups);
 }
 
 void holder_run(struct holder *h, volatile sig_atomic_t *stop)
@@ -374,6 +424,7 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
     while (!*stop) {
         int64_t now = clock_now_ms();
 
+        groups_run(h->groups, clock_mono_ms());
         fire_timers(h, now);
         release_due(h, now);
         forwarder_flush(h->fw);
@@ -382,7 +433,8 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
         forwarder_poll(h->fw);
         forwarder_flush(h->fw);
         if (clock_mono_ms() - h->last_commit_ms >= COMMIT_INTERVAL_MS) {
-            commit(h, 0);
+            commit(h, -1, 0);
+            update_gauges(h);
             h->last_commit_ms = clock_mono_ms();
         }
     }
@@ -408,18 +460,18 @@ static void start_offsets(struct holder *h, rd_kafka_topic_partition_list_t *l)
                  rd_kafka_err2str(e));
 }
 
-static int assign_all(struct holder *h, const int partitions[LEVELS_MAX], char *err, size_t errlen)
+/* One part per partition of every delay topic; none is assigned until its group is won. */
+static int init_parts(struct holder *h, const int partitions[LEVELS_MAX], char *err, size_t errlen)
 {
     const struct levels *lv = &h->cfg->delay.levels;
-    rd_kafka_topic_partition_list_t *l;
-    rd_kafka_resp_err_t e;
     size_t n = 0;
 
     for (int i = 0; i < lv->n; i++)
         n += (size_t)partitions[i];
-    if (!(h->parts = calloc(n, sizeof(*h->parts))))
+    if (!(h->parts = calloc(n, sizeof(*h->parts)))) {
+        snprintf(err, errlen, "out of memory");
         return -1;
-    l = rd_kafka_topic_partition_list_new((int)n);
+    }
     for (int i = 0; i < lv->n; i++) {
         h->first[i] = (int)h->nparts;
         h->count[i] = partitions[i];
@@ -429,19 +481,130 @@ static int assign_all(struct holder *h, const int partitions[LEVELS_MAX], char *
             pt->level = i;
             pt->partition = p;
             pt->committed = -1;
+            pt->group = h->cfg->delay.group_of[p];
             offsets_init(&pt->offs);
-            rd_kafka_topic_partition_list_add(l, lv->topic[i], p)->offset = RD_KAFKA_OFFSET_STORED;
         }
     }
+    return 0;
+}
+
+/* The topic-partition list of a group's partitions, and each part's state forgotten. */
+static rd_kafka_topic_partition_list_t *group_list(struct holder *h, int group, int forget_state)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+
+    for (size_t i = 0; i < h->nparts; i++) {
+        struct part *p = &h->parts[i];
+        if (p->group != group)
+            continue;
+        rd_kafka_topic_partition_list_add(l, h->cfg->delay.levels.topic[p->level], p->partition);
+        if (forget_state) {
+            p->gen++;
+            offsets_reset(&p->offs);
+            p->in_memory = 0;
+            p->hold = HOLD_NONE;
+            p->committed = -1;
+        }
+    }
+    return l;
+}
+
+int holder_group_acquire(struct holder *h, int group, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(h, group, 1);
+    rd_kafka_error_t *e;
+
     start_offsets(h, l);
-    e = rd_kafka_assign(h->rk, l);
-    rd_kafka_topic_partition_list_destroy(l);
-    if (e) {
-        snprintf(err, errlen, "assign: %s", rd_kafka_err2str(e));
+    if ((e = rd_kafka_incremental_assign(h->rk, l))) {
+        snprintf(err, errlen, "assign: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        rd_kafka_topic_partition_list_destroy(l);
         return -1;
     }
-    log_info("assigned %zu partitions of %d delay topics", n, lv->n);
+    rd_kafka_resume_partitions(h->rk, l);   /* a pause from an earlier ownership must not stay */
+    log_info("assigned group=%d: %d partitions", group, l->cnt);
+    rd_kafka_topic_partition_list_destroy(l);
     return 0;
+}
+
+void holder_group_drop(struct holder *h, int group)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(h, group, 1);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(h->rk, l);
+
+    if (e) {
+        log_warn("unassign group=%d: %s", group, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void holder_group_quiesce(struct holder *h, int group)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(h, group, 0);
+    struct heap keep;
+    struct held *m;
+    int64_t at;
+
+    rd_kafka_pause_partitions(h->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    /* The messages still waiting here are forgotten; the next owner reads them again. */
+    heap_init(&keep);
+    while ((m = heap_pop(&h->due, &at))) {
+        if (!stale(m) && m->part->group == group)
+            forget(m);
+        else if (heap_push(&keep, at, m) < 0)
+            forwarder_submit(h->fw, m);
+    }
+    heap_release(&h->due);
+    h->due = keep;
+}
+
+size_t holder_group_in_flight(struct holder *h, int group)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->nparts; i++)
+        if (h->parts[i].group == group)
+            n += h->parts[i].in_memory;
+    return n;
+}
+
+void holder_group_commit(struct holder *h, int group)
+{
+    commit(h, group, 1);
+}
+
+size_t holder_group_status(struct holder *h, int group, struct part_status *out, size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->nparts && n < max; i++) {
+        struct part *p = &h->parts[i];
+        const char *topic = h->cfg->delay.levels.topic[p->level];
+        int64_t lo = -1, hi = -1;
+        if (p->group != group)
+            continue;
+        rd_kafka_get_watermark_offsets(h->rk, topic, p->partition, &lo, &hi);
+        snprintf(out[n].field, sizeof(out[n].field), "%s/%d", topic, p->partition);
+        snprintf(out[n].value, sizeof(out[n].value), "%lld %lld %lld",
+                 (long long)offsets_commit_point(&p->offs), (long long)(hi >= 0 ? hi : -1),
+                 (long long)(p->hold == HOLD_HEAD ? p->resume_at : -1));
+        n++;
+    }
+    return n;
+}
+
+static void update_gauges(struct holder *h)
+{
+    int64_t held = 0, in_memory = 0;
+
+    for (size_t i = 0; i < h->nparts; i++) {
+        held += h->parts[i].hold != HOLD_NONE;
+        in_memory += (int64_t)h->parts[i].in_memory;
+    }
+    metrics_set(M_HELD_PARTITIONS, held);
+    metrics_set(M_IN_MEMORY, in_memory);
 }
 
 static int wake_init(struct holder *h, char *err, size_t errlen)
@@ -471,7 +634,8 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
     heap_init(&h->due);
     heap_init(&h->timers);
     if (!(h->rk = consumer_new(h, err, errlen)) || !(h->fw = forwarder_new(cfg, h, err, errlen)) ||
-        assign_all(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0) {
+        init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0 ||
+        !(h->groups = groups_new(cfg, h))) {
         holder_free(h);
         return NULL;
     }
@@ -488,6 +652,7 @@ void holder_free(struct holder *h)
     if (!h)
         return;
     forwarder_free(h->fw);   /* flushes: its last reports still finish messages here */
+    groups_free(h->groups);
     while ((m = heap_pop(&h->due, NULL)))
         free(m);
     heap_release(&h->due);

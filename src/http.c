@@ -11,12 +11,13 @@
 
 #include "api.h"
 #include "http.h"
+#include "clock.h"
 #include "log.h"
+#include "metrics.h"
 
 #define LOG_MODULE "http"
 #define API_PREFIX "/delay-queue/api/jobs/"
 
-enum route { R_NONE, R_ADD, R_GET, R_REMOVE, R_HEALTH };
 enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
 
 struct http {
@@ -31,36 +32,47 @@ struct http {
 struct request {
     struct http *http;
     struct MHD_Connection *conn;
-    enum route route;
+    enum http_route route;
+    int64_t start_us;       /* monotonic, for the latency metric */
+    int status;             /* of the answer queued */
     char *body;             /* read so far, at most max_body_bytes */
     size_t len, cap;
     int too_large;
     pthread_mutex_t mu;     /* guards the add answer, which arrives on another thread */
     enum add_state state;
-    int status;
+    int add_status;
     char *response;
 };
 
-static enum MHD_Result send_json(struct MHD_Connection *conn, int status, char *text)
+/* Queues text (taken, freed by MHD) as the answer of req. */
+static enum MHD_Result send_text(struct request *req, int status, char *text, const char *type)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
 
-    if (!text)
+    if (!text) {
         text = strdup("{\"code\":500,\"message\":\"out of memory\",\"data\":null}");
+        status = 500;
+    }
+    req->status = status;
     r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    ret = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    ret = MHD_queue_response(req->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *conn, int status, int code, const char *msg)
+static enum MHD_Result send_json(struct request *req, int status, char *text)
 {
-    return send_json(conn, status, api_response(code, msg, NULL));
+    return send_text(req, status, text, "application/json");
 }
 
-static enum route match(const char *url)
+static enum MHD_Result send_error(struct request *req, int status, int code, const char *msg)
+{
+    return send_json(req, status, api_response(code, msg, NULL));
+}
+
+static enum http_route match(const char *url)
 {
     if (strncmp(url, API_PREFIX, sizeof(API_PREFIX) - 1) == 0) {
         const char *verb = url + sizeof(API_PREFIX) - 1;
@@ -71,9 +83,15 @@ static enum route match(const char *url)
         if (strcmp(verb, "remove") == 0)
             return R_REMOVE;
     }
+    if (strcmp(url, "/delay-queue/api/claims") == 0)
+        return R_CLAIMS;
     if (strcmp(url, "/healthz") == 0)
         return R_HEALTH;
-    return R_NONE;
+    if (strcmp(url, "/readyz") == 0)
+        return R_READY;
+    if (strcmp(url, "/metrics") == 0)
+        return R_METRICS;
+    return R_OTHER;
 }
 
 /* Compares in time independent of where the first difference is. */
@@ -103,25 +121,27 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
     struct MHD_Connection *conn = req->conn;
     const char *cl;
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+    int open = req->route == R_HEALTH || req->route == R_READY || req->route == R_METRICS;
 
-    if (req->route == R_NONE) {
-        *ret = send_error(conn, 404, API_NOT_FOUND, "no such path");
+    if (req->route == R_OTHER) {
+        *ret = send_error(req, 404, API_NOT_FOUND, "no such path");
         return -1;
     }
-    if (req->route == R_HEALTH)
-        return 0;
-    if (!authorized(req->http, conn)) {
-        *ret = send_error(conn, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
+    if (!open && !authorized(req->http, conn)) {
+        *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
-    if (!(is_post || (is_get && req->route != R_ADD))) {
-        *ret = send_error(conn, 405, API_BAD_REQUEST,
-                          req->route == R_ADD ? "add takes POST" : "get and remove take GET or POST");
+    if (req->route == R_ADD ? !is_post : req->route == R_GET || req->route == R_REMOVE
+                                             ? !(is_get || is_post) : !is_get) {
+        *ret = send_error(req, 405, API_BAD_REQUEST,
+                          req->route == R_ADD ? "add takes POST"
+                          : req->route == R_GET || req->route == R_REMOVE ? "get and remove take GET or POST"
+                                                                         : "this path takes GET");
         return -1;
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)req->http->cfg->http.max_body_bytes) {
-        *ret = send_error(conn, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
+        *ret = send_error(req, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
         return -1;
     }
     return 0;
@@ -158,7 +178,7 @@ static void add_done(void *opaque, int status, char *response)
     struct request *req = opaque;
 
     pthread_mutex_lock(&req->mu);
-    req->status = status;
+    req->add_status = status;
     req->response = response;
     if (req->state == ADD_SUSPENDED)
         MHD_resume_connection(req->conn);
@@ -176,13 +196,13 @@ static enum MHD_Result serve_add(struct request *req)
         atomic_fetch_add(&http->busy, 1);
         if (atomic_load(&http->draining)) {
             atomic_fetch_sub(&http->busy, 1);
-            return send_error(req->conn, 503, API_UNAVAILABLE, "shutting down");
+            return send_error(req, 503, API_UNAVAILABLE, "shutting down");
         }
         jobs_add(http->jobs, req->body ? req->body : "", req->len, add_done, req);
     }
     pthread_mutex_lock(&req->mu);
     if (req->state == ADD_DONE) {
-        ret = send_json(req->conn, req->status, req->response);
+        ret = send_json(req, req->add_status, req->response);
         req->response = NULL;
         atomic_fetch_sub(&http->busy, 1);
     } else if (req->state == ADD_NEW) {
@@ -203,20 +223,30 @@ static enum MHD_Result serve_id(struct request *req)
 
     if (req->len > 0) {
         if (api_parse_job_id(req->body, req->len, id, &e) < 0)
-            return send_error(req->conn, e.status, e.code, e.message);
+            return send_error(req, e.status, e.code, e.message);
     } else if (api_check_job_id(MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "job_id"),
                                 id, &e) < 0) {
-        return send_error(req->conn, e.status, e.code, e.message);
+        return send_error(req, e.status, e.code, e.message);
     }
     resp = req->route == R_GET ? jobs_get(req->http->jobs, id, &status)
                                : jobs_remove(req->http->jobs, id, &status);
-    return send_json(req->conn, status, resp);
+    return send_json(req, status, resp);
+}
+
+static enum MHD_Result serve_ready(struct request *req)
+{
+    char err[256], msg[320];
+
+    if (jobs_ready(req->http->jobs, err, sizeof(err)) == 0)
+        return send_json(req, 200, api_response(API_OK, "ready", NULL));
+    snprintf(msg, sizeof(msg), "not ready: %s", err);
+    return send_error(req, 503, API_UNAVAILABLE, msg);
 }
 
 static enum MHD_Result serve(struct request *req)
 {
     if (req->too_large)
-        return send_error(req->conn, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
+        return send_error(req, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
     switch (req->route) {
     case R_ADD:
         return serve_add(req);
@@ -224,11 +254,21 @@ static enum MHD_Result serve(struct request *req)
     case R_REMOVE:
         return serve_id(req);
     case R_HEALTH:
-        return send_json(req->conn, 200, api_response(API_OK, "ok", NULL));
-    case R_NONE:
+        return send_json(req, 200, api_response(API_OK, "ok", NULL));
+    case R_READY:
+        return serve_ready(req);
+    case R_METRICS:
+        return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
+    case R_CLAIMS: {
+        int status;
+        char *text = jobs_claims(req->http->jobs, &status);
+        return send_json(req, status, text);
+    }
+    case R_OTHER:
+    case HTTP_ROUTES:
         break;
     }
-    return send_error(req->conn, 404, API_NOT_FOUND, "no such path");
+    return send_error(req, 404, API_NOT_FOUND, "no such path");
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -245,6 +285,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->http = cls;
         req->conn = conn;
         req->route = match(url);
+        req->start_us = clock_mono_us();
         pthread_mutex_init(&req->mu, NULL);
         *con_cls = req;
         admit(req, method, &ret);
@@ -268,6 +309,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)why;
     if (!req)
         return;
+    if (req->status)
+        metrics_http(req->route, req->status, (double)(clock_mono_us() - req->start_us) / 1e6);
     pthread_mutex_destroy(&req->mu);
     free(req->response);
     free(req->body);

@@ -6,16 +6,19 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "claims.h"
 #include "clock.h"
 #include "envelope.h"
 #include "jobs.h"
 #include "log.h"
+#include "metrics.h"
 #include "producer.h"
 #include "store.h"
 
 #define LOG_MODULE "jobs"
 #define WARM_TIMEOUT_MS 5000  /* start-up metadata fetch; Kafka down only delays start */
-#define POOL_MAX 64     /* Redis connections: one per HTTP thread and the intake thread at most */
+#define POOL_MAX 64
+#define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */     /* Redis connections: one per HTTP thread and the intake thread at most */
 
 struct jobs {
     const struct config *cfg;
@@ -74,6 +77,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
     (void)unused;
     if (m->err) {
         struct store *st = pool_get(jobs);
+        metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->id, rd_kafka_err2str(m->err));
         if (store_drop_pending(st, pa->id, err, sizeof(err)) < 0)
             log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s",
@@ -83,6 +87,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
         answer(pa->done, pa->opaque, 503, API_ADD_FAILED, msg, NULL);
     } else {
         log_debug("added job=%s partition=%d offset=%lld", pa->id, m->partition, (long long)m->offset);
+        metrics_inc(M_JOBS_ADDED);
         answer(pa->done, pa->opaque, 200, API_OK, "ok", api_job_id_data(pa->id));
     }
     free(pa);
@@ -214,6 +219,7 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
         job_new_id(job.id);
     st = pool_get(jobs);
     if (store_add(st, &job, jobs->cfg->job.retention_s * 1000, &res, &state, err, sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
         log_warn("add failed job=%s %s", job.id, err);
         snprintf(msg, sizeof(msg), "add failed: %s", err);
         answer(done, opaque, 503, API_ADD_FAILED, msg, NULL);
@@ -243,6 +249,7 @@ char *jobs_get(struct jobs *jobs, const char *id, int *status)
     rc = store_get(st, id, &found, &data, &len, &state, &delivered_ms, err, sizeof(err));
     pool_put(jobs, st);
     if (rc < 0) {
+        metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "get failed: %s", err);
         *status = rc == -1 ? 503 : 500;
         return api_response(API_GET_FAILED, msg, NULL);
@@ -275,12 +282,14 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     pool_put(jobs, st);
     *status = 200;
     if (rc < 0) {
+        metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "remove failed: %s", err);
         *status = 503;
         return api_response(API_REMOVE_FAILED, msg, NULL);
     }
     if (res == STORE_REMOVED) {
         log_info("removed job=%s", id);
+        metrics_inc(M_JOBS_CANCELLED);
         return api_response(API_OK, "ok", NULL);
     }
     if (res == STORE_NO_JOB)
@@ -290,4 +299,36 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id, job_state_name(state));
     *status = 409;
     return api_response(API_CONFLICT, msg, NULL);
+}
+
+int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
+{
+    struct store *st = pool_get(jobs);
+    const struct rd_kafka_metadata *md;
+    rd_kafka_topic_t *rkt;
+    rd_kafka_resp_err_t e;
+    int rc = store_ping(st, err, errlen);
+
+    pool_put(jobs, st);
+    if (rc < 0)
+        return -1;
+    /* A metadata request for one delay topic: Kafka answers, and knows the topic. */
+    rkt = rd_kafka_topic_new(jobs->rk, jobs->cfg->delay.levels.topic[0], NULL);
+    e = rd_kafka_metadata(jobs->rk, 0, rkt, &md, READY_TIMEOUT_MS);
+    rd_kafka_topic_destroy(rkt);
+    if (e) {
+        snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
+        return -1;
+    }
+    rd_kafka_metadata_destroy(md);
+    return 0;
+}
+
+char *jobs_claims(struct jobs *jobs, int *status)
+{
+    struct store *st = pool_get(jobs);
+    char *resp = claims_view(st, jobs->cfg, status);
+
+    pool_put(jobs, st);
+    return resp;
 }

@@ -1,3 +1,4 @@
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,24 +175,64 @@ static redisReply *read_reply(struct store *st, char *err, size_t errlen)
     return r;
 }
 
-static redisReply *eval1(struct store *st, const char *script, const char *id, int argc,
-                         const char *const *argv, const size_t *argvlen, char *err, size_t errlen)
+/* A reply as the store_* callers want it: NULL with err set for a connection error (the
+ * connection is dropped) or a Redis error reply. */
+static redisReply *checked(struct store *st, redisReply *r, char *err, size_t errlen)
 {
-    char key[KEY_MAX];
-    redisReply *r;
-
-    if (ensure_conn(st, err, errlen) < 0)
+    if (!r) {
+        snprintf(err, errlen, "redis: %s", st->c->errstr);
+        drop_conn(st);
         return NULL;
-    job_key(st, id, key, sizeof(key));
-    append_eval(st, script, key, argc, argv, argvlen);
-    if (!(r = read_reply(st, err, errlen)))
-        return NULL;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "redis: %s", r->str);
         freeReplyObject(r);
         return NULL;
     }
     return r;
+}
+
+redisReply *store_eval(struct store *st, const char *script, const char *key, int argc,
+                       const char *const *argv, const size_t *argvlen, char *err, size_t errlen)
+{
+    redisReply *r;
+
+    if (ensure_conn(st, err, errlen) < 0)
+        return NULL;
+    append_eval(st, script, key, argc, argv, argvlen);
+    if (!(r = read_reply(st, err, errlen)))
+        return NULL;
+    return checked(st, r, err, errlen);
+}
+
+redisReply *store_command(struct store *st, char *err, size_t errlen, const char *fmt, ...)
+{
+    redisReply *r;
+    va_list ap;
+
+    if (ensure_conn(st, err, errlen) < 0)
+        return NULL;
+    va_start(ap, fmt);
+    r = redisvCommand(st->c, fmt, ap);
+    va_end(ap);
+    return checked(st, r, err, errlen);
+}
+
+redisReply *store_argv(struct store *st, int argc, const char **argv, char *err, size_t errlen)
+{
+    if (ensure_conn(st, err, errlen) < 0)
+        return NULL;
+    return checked(st, redisCommandArgv(st->c, argc, argv, NULL), err, errlen);
+}
+
+/* EVAL of a script on the record of job id. */
+static redisReply *eval1(struct store *st, const char *script, const char *id, int argc,
+                         const char *const *argv, const size_t *argvlen, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+
+    job_key(st, id, key, sizeof(key));
+    return store_eval(st, script, key, argc, argv, argvlen, err, errlen);
 }
 
 static int parse_state(const redisReply *r, enum job_state *state)

@@ -38,6 +38,8 @@ void unit_run(const char *name, void (*fn)(void))
 int main(void)
 {
     unit_log();
+    unit_share();
+    unit_metrics();
     unit_levels();
     unit_envelope();
     unit_job();

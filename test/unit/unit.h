@@ -60,5 +60,7 @@ void unit_offsets(void);
 void unit_api(void);
 void unit_config(void);
 void unit_log(void);
+void unit_share(void);
+void unit_metrics(void);
 
 #endif

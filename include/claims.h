@@ -1,0 +1,55 @@
+/* claims: leases on partition groups in Redis, the heartbeat of live instances, hand-back
+ * requests from operators, and the status each owner publishes for them.
+ *   <prefix>claim:<group>    owner token, PX = delay.claim_ttl_ms
+ *   <prefix>instances        sorted set: token -> heartbeat expiry (epoch ms)
+ *   <prefix>load             hash: token -> groups it holds (for the fair share)
+ *   <prefix>release:<group>  an operator's request that the owner hand the group back
+ *   <prefix>status:<group>   hash: owner, updated_ms, and "<topic>/<partition>" ->
+ *                            "<committed> <end> <head due ms, or -1>"
+ * Nothing here overwrites or deletes another owner's lease: renew and release compare first,
+ * atomically. One struct claims is used from one thread. */
+#ifndef DQ_CLAIMS_H
+#define DQ_CLAIMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "store.h"
+
+#define CLAIMS_TOKEN_MAX 128
+
+struct claims;
+
+/* The token is "<host>:<pid>:<random>". NULL when out of memory. */
+struct claims *claims_new(const struct config *cfg);
+void claims_free(struct claims *c);
+const char *claims_token(const struct claims *c);
+
+/* Announces this instance, holding `held` groups, for two renew intervals. Returns
+ * how many instances are live (at least 1) and in *least the fewest groups a live instance
+ * holds, or -1 with err set. */
+int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, char *err,
+                     size_t errlen);
+/* Leaves the live set (at shutdown). */
+void claims_goodbye(struct claims *c);
+
+/* Each returns 1 (done), 0 (the lease is someone else's, or free for release) or -1 (Redis did
+ * not answer; err says why). */
+int claims_acquire(struct claims *c, int group, char *err, size_t errlen);
+int claims_renew(struct claims *c, int group, char *err, size_t errlen);
+int claims_release(struct claims *c, int group, char *err, size_t errlen);
+
+/* 1 when an operator asked for the group back (the request is consumed), 0 when not, -1. */
+int claims_release_requested(struct claims *c, int group, char *err, size_t errlen);
+
+/* Publishes the status of an owned group: n fields "<topic>/<partition>" with values
+ * "<committed> <end> <head due>". Expires after three lease times. */
+int claims_publish(struct claims *c, int group, size_t n, const char *const *fields,
+                   const char *const *values, char *err, size_t errlen);
+
+/* The view of every group (owner, TTL left, liveness, partition status) as the JSON data of
+ * GET /delay-queue/api/claims, read with st. Returns a malloc'd answer (caller frees). */
+char *claims_view(struct store *st, const struct config *cfg, int *status);
+
+#endif

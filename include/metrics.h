@@ -1,0 +1,52 @@
+/* metrics: process-wide counters, gauges and histograms, rendered in Prometheus text format.
+ * Every update is a relaxed atomic, safe from any thread. Pure logic. */
+#ifndef DQ_METRICS_H
+#define DQ_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum metric_counter {
+    M_JOBS_ADDED,           /* adds answered with success (new jobs) */
+    M_JOBS_DELIVERED,       /* business messages acknowledged by Kafka */
+    M_JOBS_CANCELLED,       /* removes of pending jobs */
+    M_JOBS_SKIPPED,         /* due messages skipped: removed, expired, stale, a copy */
+    M_FORWARDS,             /* produce calls to a business topic (counted when sent) */
+    M_MOVES,                /* messages moved down a level */
+    M_LEASE_RENEW_FAILURES, /* renewals that failed or found the lease gone */
+    M_GROUPS_FENCED,        /* groups dropped because their lease could not be renewed */
+    M_REDIS_ERRORS,
+    M_KAFKA_ERRORS,
+    M_COUNTERS
+};
+
+enum metric_gauge {
+    M_HELD_PARTITIONS,      /* partitions paused until their head is due */
+    M_GROUPS_OWNED,
+    M_IN_MEMORY,            /* messages held in memory (read ahead, retried) */
+    M_LIVE_INSTANCES,
+    M_GAUGES
+};
+
+enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_TOO_FAR, DLQ_ID, DLQ_RECORD, DLQ_REFUSED,
+                  DLQ_REASONS };
+
+enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_OTHER,
+                  HTTP_ROUTES };
+
+void metrics_inc(enum metric_counter c);
+void metrics_add(enum metric_counter c, uint64_t n);
+void metrics_set(enum metric_gauge g, int64_t v);
+void metrics_dead_letter(enum dlq_reason r);
+/* One HTTP request: its route, status and how long it took. */
+void metrics_http(enum http_route r, int status, double seconds);
+/* A delivery's lateness: sent minus due, milliseconds. */
+void metrics_lateness(int64_t ms);
+
+/* The Prometheus text of every metric; malloc'd (caller frees), NULL when out of memory. */
+char *metrics_render(void);
+
+/* Zeroes everything (tests). */
+void metrics_reset(void);
+
+#endif

@@ -1,0 +1,207 @@
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+
+/* Latency buckets in seconds: an add waits for Redis and a Kafka acknowledgement. */
+static const double http_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5 };
+#define HTTP_BUCKETS (sizeof(http_bounds) / sizeof(http_bounds[0]))
+/* Lateness buckets in milliseconds: a few ms is normal, seconds mean an outage or a backlog. */
+static const int64_t late_bounds[] = { 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 60000 };
+#define LATE_BUCKETS (sizeof(late_bounds) / sizeof(late_bounds[0]))
+/* HTTP statuses counted by label; any other is counted as "other". */
+static const int statuses[] = { 200, 400, 401, 404, 405, 409, 413, 500, 503 };
+#define STATUSES (sizeof(statuses) / sizeof(statuses[0]))
+
+static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
+    [M_JOBS_ADDED] = { "delayq_jobs_added_total", "Jobs added over HTTP." },
+    [M_JOBS_DELIVERED] = { "delayq_jobs_delivered_total", "Messages delivered to business topics." },
+    [M_JOBS_CANCELLED] = { "delayq_jobs_cancelled_total", "Pending jobs removed." },
+    [M_JOBS_SKIPPED] = { "delayq_jobs_skipped_total", "Due messages skipped (removed, expired, stale or a copy)." },
+    [M_FORWARDS] = { "delayq_forwards_total", "Sends to business topics, counted when sent." },
+    [M_MOVES] = { "delayq_moves_total", "Messages moved down a level." },
+    [M_LEASE_RENEW_FAILURES] = { "delayq_lease_renew_failures_total", "Lease renewals that failed or found the lease taken." },
+    [M_GROUPS_FENCED] = { "delayq_groups_fenced_total", "Groups dropped because their lease could not be renewed in time." },
+    [M_REDIS_ERRORS] = { "delayq_redis_errors_total", "Redis calls that failed." },
+    [M_KAFKA_ERRORS] = { "delayq_kafka_errors_total", "Kafka produce or delivery failures." },
+};
+
+static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
+    [M_HELD_PARTITIONS] = { "delayq_held_partitions", "Partitions paused until their head is due." },
+    [M_GROUPS_OWNED] = { "delayq_groups_owned", "Partition groups this instance holds the lease of." },
+    [M_IN_MEMORY] = { "delayq_messages_in_memory", "Messages held in memory (read ahead or retried)." },
+    [M_LIVE_INSTANCES] = { "delayq_live_instances", "Instances with a live heartbeat." },
+};
+
+static const char *const dlq_names[DLQ_REASONS] = {
+    [DLQ_ENVELOPE] = "envelope", [DLQ_TOPIC] = "bad_topic", [DLQ_LOOP] = "delay_topic",
+    [DLQ_TOO_FAR] = "too_far", [DLQ_ID] = "bad_id", [DLQ_RECORD] = "bad_record",
+    [DLQ_REFUSED] = "refused",
+};
+
+static const char *const route_names[HTTP_ROUTES] = {
+    [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
+    [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
+};
+
+static atomic_uint_fast64_t counters[M_COUNTERS];
+static atomic_int_fast64_t gauges[M_GAUGES];
+static atomic_uint_fast64_t dead[DLQ_REASONS];
+static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
+static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
+static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
+static atomic_uint_fast64_t late_bucket[LATE_BUCKETS];
+static atomic_uint_fast64_t late_count, late_sum_ms;
+
+#define ADD(a, n) atomic_fetch_add_explicit(&(a), (n), memory_order_relaxed)
+#define GET(a) atomic_load_explicit(&(a), memory_order_relaxed)
+
+void metrics_inc(enum metric_counter c) { ADD(counters[c], 1); }
+void metrics_add(enum metric_counter c, uint64_t n) { ADD(counters[c], n); }
+void metrics_set(enum metric_gauge g, int64_t v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
+void metrics_dead_letter(enum dlq_reason r) { ADD(dead[r], 1); }
+
+void metrics_http(enum http_route r, int status, double seconds)
+{
+    size_t s = 0;
+
+    while (s < STATUSES && statuses[s] != status)
+        s++;
+    ADD(http_count[r][s], 1);
+    for (size_t b = 0; b < HTTP_BUCKETS; b++)
+        if (seconds <= http_bounds[b])
+            ADD(http_bucket[r][b], 1);
+    ADD(http_sum_us[r], (uint64_t)(seconds * 1e6));
+}
+
+void metrics_lateness(int64_t ms)
+{
+    if (ms < 0)
+        ms = 0;
+    for (size_t b = 0; b < LATE_BUCKETS; b++)
+        if (ms <= late_bounds[b])
+            ADD(late_bucket[b], 1);
+    ADD(late_count, 1);
+    ADD(late_sum_ms, (uint64_t)ms);
+}
+
+void metrics_reset(void)
+{
+    memset((void *)counters, 0, sizeof(counters));
+    memset((void *)gauges, 0, sizeof(gauges));
+    memset((void *)dead, 0, sizeof(dead));
+    memset((void *)http_count, 0, sizeof(http_count));
+    memset((void *)http_bucket, 0, sizeof(http_bucket));
+    memset((void *)http_sum_us, 0, sizeof(http_sum_us));
+    memset((void *)late_bucket, 0, sizeof(late_bucket));
+    late_count = 0;
+    late_sum_ms = 0;
+}
+
+/* A growing text buffer; on out of memory it stops growing and buf_take returns NULL. */
+struct buf {
+    char *s;
+    size_t len, cap;
+    int oom;
+};
+
+__attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    for (;;) {
+        if (b->oom)
+            return;
+        va_start(ap, fmt);
+        n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < b->cap - b->len) {
+            b->len += (size_t)n;
+            return;
+        }
+        char *s = realloc(b->s, b->cap * 2);
+        if (!s) {
+            b->oom = 1;
+            return;
+        }
+        b->s = s;
+        b->cap *= 2;
+    }
+}
+
+static void render_http(struct buf *b)
+{
+    put(b, "# HELP delayq_http_requests_total HTTP requests by route and status.\n"
+           "# TYPE delayq_http_requests_total counter\n");
+    for (size_t r = 0; r < HTTP_ROUTES; r++)
+        for (size_t s = 0; s <= STATUSES; s++)
+            if (GET(http_count[r][s])) {
+                char st[16];
+                snprintf(st, sizeof(st), "%d", s < STATUSES ? statuses[s] : 0);
+                put(b, "delayq_http_requests_total{route=\"%s\",status=\"%s\"} %llu\n",
+                    route_names[r], s < STATUSES ? st : "other",
+                    (unsigned long long)GET(http_count[r][s]));
+            }
+    put(b, "# HELP delayq_http_request_seconds HTTP request latency by route.\n"
+           "# TYPE delayq_http_request_seconds histogram\n");
+    for (size_t r = 0; r < HTTP_ROUTES; r++) {
+        uint64_t total = 0;
+        for (size_t s = 0; s <= STATUSES; s++)
+            total += GET(http_count[r][s]);
+        if (!total)
+            continue;
+        for (size_t k = 0; k < HTTP_BUCKETS; k++)
+            put(b, "delayq_http_request_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", route_names[r],
+                http_bounds[k], (unsigned long long)GET(http_bucket[r][k]));
+        put(b, "delayq_http_request_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n"
+               "delayq_http_request_seconds_sum{route=\"%s\"} %.6f\n"
+               "delayq_http_request_seconds_count{route=\"%s\"} %llu\n",
+            route_names[r], (unsigned long long)total, route_names[r],
+            (double)GET(http_sum_us[r]) / 1e6, route_names[r], (unsigned long long)total);
+    }
+}
+
+static void render_lateness(struct buf *b)
+{
+    put(b, "# HELP delayq_delivery_lateness_ms Sent minus due time of deliveries, milliseconds.\n"
+           "# TYPE delayq_delivery_lateness_ms histogram\n");
+    for (size_t k = 0; k < LATE_BUCKETS; k++)
+        put(b, "delayq_delivery_lateness_ms_bucket{le=\"%lld\"} %llu\n", (long long)late_bounds[k],
+            (unsigned long long)GET(late_bucket[k]));
+    put(b, "delayq_delivery_lateness_ms_bucket{le=\"+Inf\"} %llu\n"
+           "delayq_delivery_lateness_ms_sum %llu\ndelayq_delivery_lateness_ms_count %llu\n",
+        (unsigned long long)GET(late_count), (unsigned long long)GET(late_sum_ms),
+        (unsigned long long)GET(late_count));
+}
+
+char *metrics_render(void)
+{
+    struct buf b = { .s = malloc(4096), .cap = 4096 };
+
+    if (!b.s)
+        return NULL;
+    b.s[0] = '\0';
+    for (int c = 0; c < M_COUNTERS; c++)
+        put(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[c].name,
+            counter_info[c].help, counter_info[c].name, counter_info[c].name,
+            (unsigned long long)GET(counters[c]));
+    for (int g = 0; g < M_GAUGES; g++)
+        put(&b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", gauge_info[g].name, gauge_info[g].help,
+            gauge_info[g].name, gauge_info[g].name, (long long)GET(gauges[g]));
+    put(&b, "# HELP delayq_dead_letters_total Messages sent to the dead-letter topic, by reason.\n"
+            "# TYPE delayq_dead_letters_total counter\n");
+    for (int r = 0; r < DLQ_REASONS; r++)
+        put(&b, "delayq_dead_letters_total{reason=\"%s\"} %llu\n", dlq_names[r],
+            (unsigned long long)GET(dead[r]));
+    render_http(&b);
+    render_lateness(&b);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
