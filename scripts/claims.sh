@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Partition-group leases of a delayq cluster, for operators. Needs only redis-cli and the
+# config file (its redis and delay sections are read from the usual `key = value;` lines).
+#
+#   scripts/claims.sh [-c CONF] list                      groups, owners, lease left, lag
+#   scripts/claims.sh [-c CONF] release GROUP             ask the owner to hand GROUP back
+#                                                         gracefully; wait until it has
+#   scripts/claims.sh [-c CONF] force-release GROUP [--force]
+#                                                         remove a dead owner's lease; refused
+#                                                         while the owner is alive unless --force
+# CONF defaults to conf/delayq.conf. Exit: 0 done, 1 error, 2 usage.
+set -euo pipefail
+ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
+me=claims
+die() { echo "$me: error: $*" >&2; exit 1; }
+usage() { sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+conf="$ROOT/conf/delayq.conf"
+if [ "${1:-}" = "-c" ]; then
+  (($# >= 2)) || usage
+  conf="$2"; shift 2
+fi
+cmd="${1:-}"; [ -n "$cmd" ] || usage; shift
+[ -r "$conf" ] || die "cannot read config file '$conf'"
+command -v redis-cli >/dev/null || die "redis-cli is not installed (scripts/deps.sh installs it)"
+
+# section.key=value for every scalar setting; lists are kept as their bracketed text.
+settings=$(awk '
+  { sub(/#.*/, ""); sub(/\/\/.*/, ""); text = text $0 " " }
+  END {
+    gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, "", text)
+    n = length(text); sect = ""; i = 1
+    while (i <= n) {
+      rest = substr(text, i)
+      if (match(rest, /^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*[:=][ \t]*\{/)) {
+        hdr = substr(rest, 1, RLENGTH); sub(/[ \t]*[:=].*/, "", hdr); gsub(/[ \t]/, "", hdr)
+        sect = hdr; i += RLENGTH; continue
+      }
+      if (match(rest, /^[ \t]*\}[ \t]*;?/)) { sect = ""; i += RLENGTH; continue }
+      if (match(rest, /^[ \t]*[A-Za-z_][A-Za-z0-9_-]*[ \t]*[:=][ \t]*/)) {
+        key = substr(rest, 1, RLENGTH); sub(/[ \t]*[:=].*/, "", key); gsub(/[ \t]/, "", key)
+        i += RLENGTH; rest = substr(text, i)
+        if (match(rest, /^"([^"\\]|\\.)*"/)) { val = substr(rest, 2, RLENGTH - 2) }
+        else if (match(rest, /^[(\[]/)) {
+          depth = 0; j = 1
+          do { c = substr(rest, j, 1); if (c ~ /[(\[]/) depth++; if (c ~ /[)\]]/) depth--; j++ } while (depth > 0 && j <= length(rest))
+          val = substr(rest, 1, j - 1); RLENGTH = j - 1
+        } else { match(rest, /^[^;,)]*/); val = substr(rest, 1, RLENGTH); gsub(/[ \t]+$/, "", val) }
+        i += RLENGTH
+        print (sect == "" ? "" : sect ".") key "=" val
+        continue
+      }
+      i++
+    }
+  }' "$conf") || die "cannot parse '$conf'"
+get() { printf '%s\n' "$settings" | sed -n "s/^$1=//p" | tail -n 1; }
+
+host=$(get redis.host); host=${host:-127.0.0.1}
+port=$(get redis.port); port=${port:-6379}
+password=$(get redis.password)
+db=$(get redis.db); db=${db:-0}
+prefix=$(get redis.prefix); prefix=${prefix-dq:}
+partitions=$(get delay.partitions); partitions=${partitions:-8}
+ttl=$(get delay.claim_ttl_ms); ttl=${ttl:-10000}
+groups_text=$(get delay.partition_groups)
+[[ "$port" =~ ^[0-9]+$ && "$partitions" =~ ^[0-9]+$ && "$ttl" =~ ^[0-9]+$ ]] ||
+  die "$conf: redis.port, delay.partitions and delay.claim_ttl_ms must be numbers"
+
+# One line per group: its partition numbers, space-separated.
+if [ -n "$groups_text" ]; then
+  group_lines=$(printf '%s' "$groups_text" | tr -d '( )' | sed 's/\],\[/\n/g; s/[][]//g' | tr ',' ' ')
+else
+  group_lines=$(seq -s ' ' 0 $((partitions - 1)))
+fi
+ngroups=$(printf '%s\n' "$group_lines" | grep -c .)
+
+rcli() {
+  local args=(-h "$host" -p "$port" -n "$db" --raw)
+  [ -z "$password" ] || args+=(-a "$password" --no-auth-warning)
+  redis-cli "${args[@]}" "$@"
+}
+pong=$(rcli PING 2>&1) || true
+[ "$pong" = PONG ] || die "Redis at $host:$port does not answer: $pong"
+
+check_group() {
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && (($1 < ngroups)) || die "unknown group '${1:-}' (groups are 0 to $((ngroups - 1)) in $conf)"
+}
+owner_of() { rcli GET "${prefix}claim:$1"; }
+alive() {   # the owner's heartbeat is in the live set and not past
+  local score now
+  score=$(rcli ZSCORE "${prefix}instances" "$1")
+  now=$(($(date +%s%3N)))
+  [ -n "$score" ] && (( ${score%.*} > now ))
+}
+
+list() {
+  local g=0 owner left state
+  printf '%-6s %-14s %-40s %-9s %s\n' GROUP PARTITIONS OWNER TTL_MS STATE
+  while read -r parts; do
+    owner=$(owner_of $g); left=$(rcli PTTL "${prefix}claim:$g")
+    if [ -z "$owner" ]; then state=free; owner=-; left=-
+    elif alive "$owner"; then state=alive; else state=dead; fi
+    printf '%-6s %-14s %-40s %-9s %s\n' "$g" "${parts// /,}" "$owner" "$left" "$state"
+    rcli HGETALL "${prefix}status:$g" | paste - - | while read -r field v1 v2 v3; do
+      case "$field" in ""|owner|updated_ms) continue ;; esac
+      local lag=-; ((v1 >= 0 && v2 >= v1)) && lag=$((v2 - v1))
+      local due=-; ((v3 >= 0)) && due=$(date -u -d "@$((v3 / 1000))" +%H:%M:%SZ)
+      printf '         %-32s committed=%-8s end=%-8s lag=%-6s head_due=%s\n' "$field" "$v1" "$v2" "$lag" "$due"
+    done
+    g=$((g + 1))
+  done <<<"$group_lines"
+}
+
+release() {
+  local g=$1 owner deadline
+  check_group "$g"
+  owner=$(owner_of "$g")
+  [ -n "$owner" ] || { echo "group $g is free"; return 0; }
+  rcli SET "${prefix}release:$g" "claims.sh" EX 60 >/dev/null
+  echo "asked $owner to hand back group $g; waiting..."
+  deadline=$(( $(date +%s) + ttl / 1000 * 3 + 10 ))
+  while [ "$(owner_of "$g")" = "$owner" ]; do
+    (( $(date +%s) < deadline )) || die "group $g is still held by $owner"
+    sleep 0.2
+  done
+  echo "group $g handed back by $owner (now: $(owner_of "$g" | sed 's/^$/free/'))"
+}
+
+force_release() {
+  local g=$1 force=${2:-} owner
+  check_group "$g"
+  owner=$(owner_of "$g")
+  [ -n "$owner" ] || { echo "group $g is free"; return 0; }
+  if alive "$owner" && [ "$force" != --force ]; then
+    die "owner $owner of group $g is alive; use 'release $g', or --force to remove its lease anyway"
+  fi
+  # Compare-and-delete: only the lease seen above is removed.
+  rcli EVAL "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0" \
+    1 "${prefix}claim:$g" "$owner" >/dev/null
+  echo "removed the lease of $owner on group $g"
+}
+
+case "$cmd" in
+  list) (($# == 0)) || usage; list ;;
+  release) (($# == 1)) || usage; release "$1" ;;
+  force-release) (($# >= 1 && $# <= 2)) || usage; force_release "$1" "${2:-}" ;;
+  -h|--help|help) usage ;;
+  *) usage ;;
+esac
