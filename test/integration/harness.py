@@ -206,8 +206,13 @@ class Delayqd:
 
     LEVELS = ["1s", "5s", "10s"]
 
-    def __init__(self, stack, name=None, extra=None, levels=None, partitions=2):
+    def __init__(self, stack, name=None, extra=None, levels=None, partitions=2, cluster=None):
+        """cluster: another Delayqd whose topics, group and keys this one shares (a second
+        instance of the same deployment), with its own port, config and log."""
         self.stack = stack
+        if cluster:
+            name, extra = cluster.name, dict(cluster.extra, **(extra or {}))
+            levels, partitions = cluster.levels, cluster.partitions
         self.name = name or "t" + uuid.uuid4().hex[:8]
         self.port = free_port()
         self.levels = levels or self.LEVELS
@@ -217,8 +222,9 @@ class Delayqd:
         self.prefix = f"{self.name}:"
         self.extra = extra or {}
         self.proc = None
-        self.log_path = os.path.join(stack.tmp, f"{self.name}.log")
-        self.conf_path = os.path.join(stack.tmp, f"{self.name}.conf")
+        tag = f"{self.name}-{self.port}" if cluster else self.name
+        self.log_path = os.path.join(stack.tmp, f"{tag}.log")
+        self.conf_path = os.path.join(stack.tmp, f"{tag}.conf")
         self.write_config()
 
     def delay_topic(self, level):
@@ -226,20 +232,21 @@ class Delayqd:
 
     def write_config(self):
         x = self.extra
-        groups = ", ".join(str(p) for p in range(self.partitions))
+        groups = ", ".join("[%s]" % ", ".join(str(p) for p in g)
+                           for g in x.get("groups", [range(self.partitions)]))
         props = ", ".join('"%s"' % p for p in x.get("properties", ["security.protocol=plaintext"]))
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; }};
-redis: {{ host = "127.0.0.1"; port = {self.stack.redis_port}; prefix = "{self.prefix}";
+redis: {{ host = "127.0.0.1"; port = {x.get('redis_port', self.stack.redis_port)}; prefix = "{self.prefix}";
          timeout_ms = {x.get('redis_timeout_ms', 1000)}; }};
 kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
          produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};
 delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
-         partitions = {self.partitions}; partition_groups = ( [{groups}] );
-         dlq_topic = "{self.dlq}"; }};
+         partitions = {self.partitions}; partition_groups = ( {groups} );
+         dlq_topic = "{self.dlq}"; claim_ttl_ms = {x.get('claim_ttl_ms', 4000)}; }};
 job:   {{ retention_s = 3600; max_delay_s = {x.get('max_delay_s', 86400)};
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
@@ -319,6 +326,27 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
     def remove(self, job_id):
         return self.http("GET", f"/delay-queue/api/jobs/remove?job_id={job_id}")
 
+    def claims(self):
+        """{group: owner or None} from GET /delay-queue/api/claims."""
+        st, doc = self.http("GET", "/delay-queue/api/claims")
+        assert st == 200 and doc["code"] == 0, (st, doc)
+        return {g["group"]: g["owner"] for g in doc["data"]["groups"]}
+
+    def metric(self, name):
+        """The value of an unlabelled metric from GET /metrics."""
+        p = run(["curl", "-sS", "-m", "10", f"http://127.0.0.1:{self.port}/metrics"])
+        for line in p.stdout.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(f"no metric {name}")
+
+    def token(self):
+        """This instance's lease token, from its log."""
+        for line in self.log_text().splitlines():
+            if "instance token=" in line:
+                return line.split("instance token=")[1].split()[0]
+        raise AssertionError("no token in the log")
+
     def bulk(self, requests, threads=4):
         """Sends many (method, path, body) requests over keep-alive connections from several
         threads. Returns [(status, doc)] in the order given; a failed connection gives
@@ -365,3 +393,67 @@ def lateness(m):
     """(sent - due, received - due) of a delivered message, in ms."""
     due = int(m["headers"]["dq-due-ms"])
     return int(m["headers"]["dq-sent-ms"]) - due, m["recv_ms"] - due
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to a target port, until cut: then every connection through it
+    is closed and new ones are refused (a network partition between one client and a server)."""
+
+    def __init__(self, target_port):
+        self.target = target_port
+        self.lsock = socket.socket()
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.cut_flag = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.cut_flag:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            if self.cut_flag:     # accepted while being cut: refuse it too
+                c.close()
+                return
+            try:
+                u = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                c.close()
+                continue
+            self.conns += [c, u]
+            threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        self.cut_flag = True
+        try:
+            self.lsock.shutdown(socket.SHUT_RDWR)   # wakes a blocked accept(); close alone does not
+        except OSError:
+            pass
+        self.lsock.close()
+        for s in self.conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass

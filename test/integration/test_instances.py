@@ -1,0 +1,214 @@
+"""Several delayqd processes share the work through partition-group leases in Redis: spread,
+failover, fencing, joins, the claims script, metrics and readiness."""
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+
+from harness import ROOT, Delayqd, Reader, TcpProxy, lateness, now_ms, run, wait_until
+
+TTL_MS = 4000   # the harness's delay.claim_ttl_ms
+
+
+def cluster(stack, n, groups, partitions, **extra):
+    first = Delayqd(stack, partitions=partitions, extra=dict(groups=groups, **extra)).start()
+    return [first] + [Delayqd(stack, cluster=first).start() for _ in range(n - 1)]
+
+
+def settled(d, want):
+    """Waits until every group has an owner and the owners' counts are `want` (sorted)."""
+    def ok():
+        owners = d.claims()
+        return None not in owners.values() and sorted(Counter(owners.values()).values()) == want
+    wait_until(ok, 30, f"groups spread as {want}", step=0.3)
+    return d.claims()
+
+
+def claims_sh(d, *args):
+    return run(["bash", os.path.join(ROOT, "scripts", "claims.sh"), "-c", d.conf_path, *args],
+               check=False, timeout=60)
+
+
+def test_three_instances_four_groups_spread_and_deliver_once(stack):
+    ds = cluster(stack, 3, [[0], [1], [2], [3]], 4)
+    owners = settled(ds[0], [1, 1, 2])
+    tokens = {d.token() for d in ds}
+    assert set(owners.values()) == tokens, (owners, tokens)
+    reader = Reader(stack, f"{ds[0].name}_spread")
+    ids = ds[0].bulk_add([{"topic": reader.topic, "delay_ms": 500 + i * 7, "body": str(i)}
+                          for i in range(400)])
+    reader.wait_ids(ids, 30)
+    time.sleep(1)
+    assert all(len(ms) == 1 for ms in reader.by_id().values()), "a job delivered twice"
+    assert sum(d.metric("delayq_jobs_delivered_total") for d in ds) == 400
+    assert all(d.metric("delayq_groups_owned") >= 1 for d in ds)
+    reader.close()
+
+
+def test_killed_instance_groups_are_taken_over(stack):
+    a, b = cluster(stack, 2, [[0], [1]], 2)
+    settled(a, [1, 1])
+    reader = Reader(stack, f"{a.name}_failover")
+    ids = a.bulk_add([{"topic": reader.topic, "delay_ms": 1000 + i * 50, "body": str(i)}
+                      for i in range(200)])
+    victim = b.token()
+    t_kill = time.time()
+    b.kill()
+    wait_until(lambda: set(a.claims().values()) == {a.token()}, TTL_MS / 1000 * 2 + 5,
+               "the survivor to take every group")
+    took = time.time() - t_kill
+    assert took <= (TTL_MS + TTL_MS / 3) / 1000 + 1.5, f"takeover after {took:.1f}s"
+    reader.wait_ids(ids, 40)
+    assert all(lateness(m)[0] >= 0 for m in reader.all())
+    assert victim not in a.claims().values()
+    reader.close()
+
+
+def test_stopped_owner_is_fenced_and_forwards_nothing_after(stack):
+    a = Delayqd(stack, partitions=2, extra=dict(groups=[[0, 1]])).start()
+    settled(a, [1])
+    b = Delayqd(stack, cluster=a).start()     # standby: no group is free
+    reader = Reader(stack, f"{a.name}_fence")
+    t0 = now_ms()
+    early = a.bulk_add([{"topic": reader.topic, "deliver_at_ms": t0 + 1500, "body": f"e{i}"}
+                        for i in range(20)])
+    late = a.bulk_add([{"topic": reader.topic, "deliver_at_ms": t0 + 6000 + i * 100, "body": f"l{i}"}
+                       for i in range(100)])          # due from 6 s to 16 s
+    reader.wait_ids(early, 10)
+    time.sleep(max(0, (t0 + 3500 - now_ms()) / 1000))
+    sent_before = a.metric("delayq_forwards_total")   # nothing is due between here and the stop
+    time.sleep(max(0, (t0 + 4000 - now_ms()) / 1000))
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: set(b.claims().values()) == {b.token()}, 15, "the standby to take over")
+        time.sleep(max(0, (t0 + 11000 - now_ms()) / 1000))
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    reader.wait_ids(early + late, 30)
+    time.sleep(2)
+    assert a.metric("delayq_forwards_total") == sent_before, "the fenced instance forwarded"
+    assert "fenced group=0" in a.log_text()
+    assert all(lateness(m)[0] >= 0 for m in reader.all())
+    assert set(b.claims().values()) == {b.token()}
+    reader.close()
+
+
+def test_owner_cut_off_from_redis_stops_before_its_lease_can_expire(stack):
+    """The owner cannot renew (nor learn that it lost the lease) but still reaches Kafka: it
+    must stop forwarding by itself, before the standby can take the group over."""
+    proxy = TcpProxy(stack.redis_port)
+    a = Delayqd(stack, partitions=1, extra=dict(groups=[[0]], redis_port=proxy.port)).start()
+    settled(a, [1])
+    b = Delayqd(stack, cluster=a, extra=dict(redis_port=stack.redis_port)).start()
+    reader = Reader(stack, f"{a.name}_cut")
+    for i in range(5):
+        stack.produce(a.delay_topic("1s"), f"before {i}", key=f"k{i}",
+                      headers={"dq-topic": reader.topic})
+    reader.wait_count(5, 10)
+    proxy.cut()
+    wait_until(lambda: set(b.claims().values()) == {b.token()}, 20, "the standby to take over")
+    sent_at_takeover = a.metric("delayq_forwards_total")
+    for i in range(5, 25):      # direct messages need no Redis: only the lease stops the owner
+        stack.produce(a.delay_topic("1s"), f"after {i}", key=f"k{i}",
+                      headers={"dq-topic": reader.topic})
+        time.sleep(0.1)
+    time.sleep(3)
+    assert a.metric("delayq_forwards_total") == sent_at_takeover, "the cut-off owner forwarded"
+    assert "fenced group=0: its lease was not renewed in time" in a.log_text()
+    keys = Counter(m["key"] for m in reader.all())
+    assert all(keys[f"k{i}"] == 1 for i in range(5, 25)), keys
+    reader.close()
+
+
+def test_joining_instance_gets_its_share_gracefully(stack):
+    ds = cluster(stack, 3, [[0], [1], [2], [3]], 4)
+    settled(ds[0], [1, 1, 2])
+    reader = Reader(stack, f"{ds[0].name}_join")
+    ids = ds[0].bulk_add([{"topic": reader.topic, "delay_ms": 1000 + i * 40, "body": str(i)}
+                          for i in range(400)])          # due over 16 s, joining in between
+    time.sleep(4)
+    ds.append(Delayqd(stack, cluster=ds[0]).start())
+    owners = settled(ds[0], [1, 1, 1, 1])
+    assert ds[3].token() in owners.values()
+    reader.wait_ids(ids, 40)
+    time.sleep(1)
+    dups = sum(len(ms) - 1 for ms in reader.by_id().values())
+    worst = max(lateness(m)[0] for m in reader.all())
+    print(f"    join: {dups} duplicates, latest delivery {worst} ms after due")
+    assert dups <= 20, dups                  # at most the messages in flight at the hand-back
+    assert worst < 8000, worst               # no group left unowned for long
+    assert all(lateness(m)[0] >= 0 for m in reader.all())
+    assert "handed back group=" in "".join(d.log_text() for d in ds[:3])
+    reader.close()
+
+
+def test_claims_script_list_release_force_release(stack):
+    a, b = cluster(stack, 2, [[0, 1], [2, 3]], 4)
+    owners = settled(a, [1, 1])
+    p = claims_sh(a, "list")
+    assert p.returncode == 0, p.stderr
+    for g, owner in owners.items():
+        assert f"{owner}" in p.stdout and "alive" in p.stdout, p.stdout
+    assert "0,1" in p.stdout and "2,3" in p.stdout and "committed=" in p.stdout, p.stdout
+
+    # release: the owner hands the group back gracefully and the script waits for it.
+    holder = owners[0]
+    p = claims_sh(a, "release", "0")
+    assert p.returncode == 0 and "handed back" in p.stdout, (p.stdout, p.stderr)
+    settled(a, [1, 1])
+
+    # force-release: refused while the owner is alive, done once it is dead.
+    victim = b if b.token() in a.claims().values() else a
+    survivor = a if victim is b else b
+    g = [g for g, o in survivor.claims().items() if o == victim.token()][0]
+    p = claims_sh(a, "force-release", str(g))
+    assert p.returncode == 1 and "alive" in p.stderr, (p.stdout, p.stderr)
+    victim.kill()
+    time.sleep(TTL_MS * 2 / 3 / 1000 + 0.5)     # its heartbeat is gone, its lease not yet
+    p = claims_sh(survivor, "force-release", str(g))
+    assert p.returncode == 0 and "removed the lease" in p.stdout, (p.stdout, p.stderr)
+    wait_until(lambda: survivor.claims()[g] == survivor.token(), 10, "the survivor to take it")
+
+    # Errors: unknown group, no Redis, unreadable config.
+    p = claims_sh(survivor, "release", "9")
+    assert p.returncode == 1 and "unknown group" in p.stderr, p.stderr
+    bad = os.path.join(stack.tmp, "noredis.conf")
+    with open(bad, "w") as f:
+        f.write('redis: { port = 1; };\n')
+    p = run(["bash", os.path.join(ROOT, "scripts", "claims.sh"), "-c", bad, "list"], check=False)
+    assert p.returncode == 1 and "does not answer" in p.stderr, p.stderr
+    p = run(["bash", os.path.join(ROOT, "scripts", "claims.sh"), "-c", "/nonexistent", "list"],
+            check=False)
+    assert p.returncode == 1 and "cannot read" in p.stderr, p.stderr
+    assert holder
+
+
+def test_metrics_move_and_readyz_follows_redis(stack):
+    d = Delayqd(stack).start()
+    reader = Reader(stack, f"{d.name}_metrics")
+    added = d.metric("delayq_jobs_added_total")
+    ids = [d.add_ok(topic=reader.topic, delay_ms=300, body=str(i)) for i in range(5)]
+    d.remove(d.add_ok(topic=reader.topic, delay=60, body="x"))
+    reader.wait_ids(ids, 10)
+    time.sleep(0.5)
+    assert d.metric("delayq_jobs_added_total") == added + 6
+    assert d.metric("delayq_jobs_delivered_total") >= 5
+    assert d.metric("delayq_jobs_cancelled_total") == 1
+    assert d.metric("delayq_delivery_lateness_ms_count") >= 5
+    assert d.metric("delayq_groups_owned") == 1
+    text = run(["curl", "-sS", f"http://127.0.0.1:{d.port}/metrics"]).stdout
+    assert 'delayq_http_requests_total{route="add",status="200"}' in text
+    assert 'delayq_http_request_seconds_bucket{route="add",le="+Inf"}' in text
+    st, doc = d.http("GET", "/readyz")
+    assert st == 200, doc
+    stack.stop_redis()
+    try:
+        st, doc = d.http("GET", "/readyz")
+        assert st == 503 and "redis" in doc["message"], doc
+        assert d.http("GET", "/healthz")[0] == 200
+    finally:
+        stack.start_redis()
+    wait_until(lambda: d.http("GET", "/readyz")[0] == 200, 10, "ready again")
+    reader.close()
