@@ -6,6 +6,7 @@
 #   make SANITIZE=address,undefined test
 #   make WERROR=0        build without -Werror
 #   make fuzz            libFuzzer targets, FUZZ_SECONDS (default 300) each
+#   make bench           the benchmark (BENCH_ARGS=--quick for a short try)
 
 PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
 CC       ?= cc
@@ -36,7 +37,7 @@ PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
 ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
 UNIT_SRC  := $(wildcard test/unit/*.c)
 
-.PHONY: all clean test unit integration run stop deps check-deps fuzz
+.PHONY: all clean test unit integration run stop deps check-deps fuzz bench
 all: $(BUILD)/delayqd
 
 # make V=1 shows the full commands.
@@ -78,6 +79,10 @@ run: deps
 stop:
 	-bash scripts/kafka-local.sh stop
 	-bash scripts/redis-local.sh stop
+
+# The benchmark (not part of make test): its own Kafka, Redis and delayqd; BENCH_ARGS=--quick.
+bench:
+	bash scripts/bench.sh $(BENCH_ARGS)
 
 # libFuzzer targets (clang, installed by scripts/fuzz.sh); FUZZ_SECONDS per target.
 fuzz:

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""make bench: measures delayqd on this machine, with Kafka and Redis on it too, started here
+on free ports in a temp dir. Phases:
+  add        concurrent keep-alive HTTP clients (wrk) add jobs with 200-byte bodies
+  backlog    ~200,000 jobs all due at one instant: from that instant to the last delivered
+  precision  2,000 jobs/s for 60 s, delays spread over 1-30 s: lateness of each delivery
+  memory     delayqd RSS idle and with 1,000,000 pending jobs; Redis bytes per pending job
+Prints a table and writes the figures as JSON (--json FILE, default run/bench.json).
+  scripts/bench.py [--quick] [--json FILE] [--phases add,backlog,precision,memory]"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
+import harness  # noqa: E402
+from harness import Delayqd, Reader, now_ms, run  # noqa: E402
+
+BODY = "x" * 200
+FAR_MS = 2 * 3600 * 1000     # pending jobs of the add and memory phases never fall due here
+
+
+def pct(values, p):
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
+
+
+def machine():
+    with open("/proc/meminfo") as f:
+        mem_kb = int(re.search(r"MemTotal:\s+(\d+)", f.read()).group(1))
+    ver = lambda cmd: run(cmd, check=False).stdout.strip().splitlines()[0]  # noqa: E731
+    return {
+        "cores": os.cpu_count(), "memory_gib": round(mem_kb / 2**20, 1),
+        "cpu": re.search(r"model name\s*:\s*(.*)", open("/proc/cpuinfo").read()).group(1),
+        "delayqd": ver([harness.DELAYQD, "--version"]),
+        "redis": ver(["redis-server", "--version"]),
+        "kafka": "Apache Kafka 3.7.1 (KRaft, single node, scripts/kafka-local.sh)",
+    }
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
+
+
+def redis_used(stack):
+    info = stack.redis("INFO", "memory")
+    return int(re.search(r"used_memory:(\d+)", info).group(1))
+
+
+def wrk_adds(d, topic, due_ms, seconds, conns=32, threads=2):
+    env = dict(os.environ, BENCH_DUE_MS=str(due_ms), BENCH_TOPIC=topic)
+    p = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s",
+                        "-s", os.path.join(ROOT, "scripts", "bench", "add.lua"),
+                        f"http://127.0.0.1:{d.port}/delay-queue/api/jobs/add"],
+                       capture_output=True, text=True, env=env, timeout=seconds + 120)
+    m = re.search(r"BENCH (.*)", p.stdout)
+    if not m:
+        raise RuntimeError(f"wrk: {p.stdout}{p.stderr}")
+    f = {k: int(v) for k, v in (kv.split("=") for kv in m.group(1).split())}
+    ok = f["requests"] - f["non2xx"] - f["errors"]
+    return {"adds": ok, "adds_per_s": round(ok / (f["duration_us"] / 1e6)),
+            "errors": f["errors"] + f["non2xx"], "p50_ms": f["p50_us"] / 1000,
+            "p99_ms": f["p99_us"] / 1000, "max_ms": f["max_us"] / 1000,
+            "connections": conns, "seconds": seconds}
+
+
+def phase_add(d, stack, seconds):
+    r = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds)
+    r["target"] = "adds >= 15000/s, p99 <= 20 ms"
+    return r
+
+
+def end_offset(stack, topic):
+    p = run(["kcat", "-b", stack.brokers, "-Q", "-t", f"{topic}:0:-1"], check=False)
+    m = re.search(r"offset (\d+)", p.stdout)
+    return int(m.group(1)) if m else 0
+
+
+def phase_backlog(d, stack, add_rate, n):
+    topic = f"{d.name}_backlog"
+    stack.ensure_topic(topic)
+    load_s = max(5, int(n / max(add_rate, 1) * 1.05) + 1)
+    due = now_ms() + load_s * 1000 + 15000
+    r = wrk_adds(d, topic, due, load_s)
+    count = r["adds"]
+    time.sleep(max(0, (due - now_ms()) / 1000))
+    deadline = time.time() + 600
+    while end_offset(stack, topic) < count and time.time() < deadline:
+        time.sleep(0.5)
+    p = run(["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+             "-f", "%T\n"], timeout=600)
+    stamps = [int(x) for x in p.stdout.split()]
+    last = max(stamps) if stamps else due
+    secs = max(last - due, 1) / 1000
+    return {"jobs": count, "delivered": len(stamps), "seconds": round(secs, 2),
+            "jobs_per_s": round(len(stamps) / secs), "target": ">= 30000 jobs/s"}
+
+
+def paced_adds(d, topic, rate, seconds, rnd):
+    """Adds `rate` jobs/s for `seconds` over keep-alive connections; returns how many."""
+    threads, sent = 8, [0] * 8
+
+    def worker(k):
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        per = rate / threads
+        t0 = time.time()
+        i = 0
+        while time.time() - t0 < seconds:
+            due_in = rnd.randint(1000, 30000)
+            body = json.dumps({"topic": topic, "delay_ms": due_in, "body": BODY})
+            conn.request("POST", "/delay-queue/api/jobs/add", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status == 200:
+                sent[k] += 1
+            i += 1
+            ahead = t0 + i / per - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
+        conn.close()
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(sent)
+
+
+def phase_precision(d, stack, rate, seconds):
+    topic = f"{d.name}_precision"
+    reader = Reader(stack, topic)
+    t0 = time.time()
+    n = paced_adds(d, topic, rate, seconds, random.Random(5))
+    took = time.time() - t0
+    deadline = time.time() + 60
+    while len(reader.all()) < n and time.time() < deadline:
+        time.sleep(1)
+    time.sleep(2)
+    msgs = reader.all()
+    reader.close()
+    sent = [int(m["headers"]["dq-sent-ms"]) - int(m["headers"]["dq-due-ms"]) for m in msgs]
+    recv = [m["recv_ms"] - int(m["headers"]["dq-due-ms"]) for m in msgs]
+    row = lambda v: {"p50": pct(v, 50), "p99": pct(v, 99), "p99.9": pct(v, 99.9), "max": max(v) if v else None}  # noqa: E731
+    return {"added": n, "add_rate": round(n / took), "delivered": len(msgs),
+            "lateness_ms": row(sent), "receive_minus_due_ms": row(recv),
+            "early": sum(1 for v in sent if v < 0) + sum(1 for v in recv if v < 0),
+            "target": "lateness p99 <= 20 ms, max <= 100 ms, 0 early"}
+
+
+def phase_memory(d, stack, idle_mib, add_rate, n):
+    before = redis_used(stack)
+    load_s = max(5, int(n / max(add_rate, 1) * 1.05) + 1)
+    r = wrk_adds(d, "bench_memory", now_ms() + FAR_MS, load_s)
+    time.sleep(3)
+    per_job = (redis_used(stack) - before) / max(r["adds"], 1)
+    return {"pending_added": r["adds"], "rss_idle_mib": round(idle_mib, 1),
+            "rss_pending_mib": round(rss_mib(d.proc.pid), 1),
+            "redis_bytes_per_job": round(per_job), "body_bytes": len(BODY),
+            "target": "RSS <= 64 MiB with 1,000,000 pending; Redis <= body + 150 B per job"}
+
+
+def table(res):
+    lines = []
+    if "add" in res:
+        a = res["add"]
+        lines.append(f"add        {a['adds_per_s']:>8} adds/s   p50 {a['p50_ms']:.1f} ms  p99 {a['p99_ms']:.1f} ms  "
+                     f"max {a['max_ms']:.1f} ms  ({a['connections']} conns, {a['errors']} errors)   target {a['target']}")
+    if "backlog" in res:
+        b = res["backlog"]
+        lines.append(f"backlog    {b['jobs_per_s']:>8} jobs/s   {b['delivered']} of {b['jobs']} in {b['seconds']} s"
+                     f"   target {b['target']}")
+    if "precision" in res:
+        p = res["precision"]
+        la, rv = p["lateness_ms"], p["receive_minus_due_ms"]
+        lines.append(f"precision  sent-due p50/p99/p99.9/max {la['p50']}/{la['p99']}/{la['p99.9']}/{la['max']} ms;"
+                     f" received-due {rv['p50']}/{rv['p99']}/{rv['p99.9']}/{rv['max']} ms; early {p['early']};"
+                     f" {p['delivered']} of {p['added']} at {p['add_rate']}/s   target {p['target']}")
+    if "memory" in res:
+        m = res["memory"]
+        lines.append(f"memory     delayqd RSS {m['rss_idle_mib']} MiB idle, {m['rss_pending_mib']} MiB with "
+                     f"{m['pending_added']} pending; Redis {m['redis_bytes_per_job']} B/job "
+                     f"({m['body_bytes']} B body)   target {m['target']}")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
+    ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
+    ap.add_argument("--phases", default="add,backlog,precision,memory")
+    a = ap.parse_args()
+    phases = a.phases.split(",")
+    q = a.quick
+    res = {"machine": machine(), "command": "make bench" + (" (quick)" if q else "")}
+    print("machine:", json.dumps(res["machine"]), flush=True)
+    stack = harness.Stack()
+    try:
+        stack.start()
+        d = Delayqd(stack, levels=["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h", "2h",
+                                   "6h", "12h", "1d"], partitions=8,
+                    extra={"max_delay_s": 86400, "log_level": "warn"}).start()
+        time.sleep(3)
+        idle = rss_mib(d.proc.pid)
+        rate = 5000
+        if "add" in phases:
+            res["add"] = phase_add(d, stack, 5 if q else 20)
+            rate = res["add"]["adds_per_s"]
+            print(table({"add": res["add"]}), flush=True)
+        if "backlog" in phases:
+            res["backlog"] = phase_backlog(d, stack, rate, 10000 if q else 200000)
+            print(table({"backlog": res["backlog"]}), flush=True)
+        if "precision" in phases:
+            res["precision"] = phase_precision(d, stack, 200 if q else 2000, 10 if q else 60)
+            print(table({"precision": res["precision"]}), flush=True)
+        if "memory" in phases:
+            res["memory"] = phase_memory(d, stack, idle, rate, 20000 if q else 1000000)
+            print(table({"memory": res["memory"]}), flush=True)
+    finally:
+        harness.stop_all()
+        stack.stop()
+    print("\n" + table(res))
+    os.makedirs(os.path.dirname(a.json), exist_ok=True)
+    with open(a.json, "w") as f:
+        json.dump(res, f, indent=2)
+    print(f"figures written to {a.json}")
+
+
+if __name__ == "__main__":
+    main()
