@@ -20,10 +20,12 @@ int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err,
 /* librdkafka's log callback: its syslog levels mapped onto ours, one line per event. */
 void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
-/* Creates a producer (client.id delayq-<role>) whose messages time out after timeout_ms,
- * with dr called for every delivery report from whichever thread polls it.
+/* Creates a producer (client.id delayq-<role>) whose messages time out after timeout_ms and
+ * wait up to linger_ms to travel in batches, with dr called for every delivery report from
+ * whichever thread polls it.
  * Returns NULL with err set on failure. */
 rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
+                         int linger_ms,
                          void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          void *opaque, char *err, size_t errlen);
 

@@ -45,9 +45,19 @@ void store_free(struct store *st);
 /* Every fallible call returns 0, or -1 when Redis could not answer (err says why); the
  * results are valid only on 0. */
 
-/* Writes a new pending record expiring retention_ms after the due time, unless the id exists. */
-int store_add(struct store *st, const struct job *job, int64_t retention_ms,
-              enum store_add_result *res, enum job_state *state, char *err, size_t errlen);
+/* The answer to one job of store_add_batch. */
+struct store_add_answer {
+    int ok;                     /* 0: Redis refused this one; err says why */
+    enum store_add_result res;
+    enum job_state state;       /* the record's state after the call */
+    char err[160];
+};
+
+/* Writes n new pending records, each expiring retention_ms after its due time unless its id
+ * exists, in one pipeline. Returns 0 with an answer per job, or -1 (err set) when the
+ * connection failed: then none is known to be written. */
+int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
+                    struct store_add_answer *out, char *err, size_t errlen);
 
 /* Deletes the record if it is still pending (an add whose Kafka message failed). */
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen);

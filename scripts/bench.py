@@ -58,7 +58,7 @@ def redis_used(stack):
     return int(re.search(r"used_memory:(\d+)", info).group(1))
 
 
-def wrk_adds(d, topic, due_ms, seconds, conns=32, threads=2):
+def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", "128")), threads=2):
     env = dict(os.environ, BENCH_DUE_MS=str(due_ms), BENCH_TOPIC=topic)
     p = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s",
                         "-s", os.path.join(ROOT, "scripts", "bench", "add.lua"),
@@ -210,7 +210,8 @@ def main():
         stack.start()
         d = Delayqd(stack, levels=["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h", "2h",
                                    "6h", "12h", "1d"], partitions=8,
-                    extra={"max_delay_s": 86400, "log_level": "warn"}).start()
+                    extra={"max_delay_s": 86400, "log_level": "warn",
+                           "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2"))}).start()
         time.sleep(3)
         idle = rss_mib(d.proc.pid)
         rate = 5000

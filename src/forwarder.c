@@ -16,6 +16,8 @@
 #define WARN_INTERVAL_MS 5000    /* a repeating failure is logged once per interval, with a count */
 #define WARM_TIMEOUT_MS 5000     /* start-up metadata fetch */
 #define DELIVERY_TIMEOUT_MS 30000
+/* A due job leaves within a millisecond, yet a burst still travels in batches. */
+#define FORWARD_LINGER_MS 1
 /* When the dead-letter topic refuses a job's body too, the letter goes without it: the record
  * (state failed) keeps the body for job.retention_s. */
 #define BODY_OMITTED "omitted: refused by the dead-letter topic; get the job by its dq-id"   /* a forward that Kafka has not acknowledged is retried */
@@ -579,7 +581,8 @@ struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char
     fw->h = h;
     job_new_id(uuid);
     snprintf(fw->instance, sizeof(fw->instance), "%s:", uuid);
-    if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, dr_cb, fw, err, errlen))) {
+    if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, FORWARD_LINGER_MS, dr_cb, fw,
+                                err, errlen))) {
         store_free(fw->st);
         free(fw);
         return NULL;

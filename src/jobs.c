@@ -1,3 +1,5 @@
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,9 +18,23 @@
 #include "store.h"
 
 #define LOG_MODULE "jobs"
-#define WARM_TIMEOUT_MS 5000  /* start-up metadata fetch; Kafka down only delays start */
-#define POOL_MAX 64
-#define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */     /* Redis connections: one per HTTP thread and the intake thread at most */
+#define WARM_TIMEOUT_MS 5000    /* start-up metadata fetch; Kafka down only delays start */
+#define POOL_MAX 64             /* Redis connections: one per HTTP thread, at most */
+/* Adds wait this long to travel to Kafka in batches: under load the broker handles one request
+ * per batch, not per add; an add is answered this much later at most. */
+#define INTAKE_LINGER_MS 5
+#define INTAKE_BATCH_MAX 1024   /* adds written to Redis in one pipeline */
+#define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
+#define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
+
+/* An add from the moment it is parsed until Kafka answered for it. */
+struct pending_add {
+    struct jobs *jobs;
+    struct job job;             /* owned */
+    jobs_done_fn done;
+    void *opaque;
+    struct pending_add *next;   /* in the intake queue */
+};
 
 struct jobs {
     const struct config *cfg;
@@ -30,14 +46,12 @@ struct jobs {
     pthread_mutex_t pool_mu;
     struct store *pool[POOL_MAX];
     int npool;
-};
-
-/* An add waiting for its delivery report. */
-struct pending_add {
-    struct jobs *jobs;
-    char id[JOB_ID_MAX + 1];
-    jobs_done_fn done;
-    void *opaque;
+    /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
+     * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
+    pthread_mutex_t q_mu;
+    struct pending_add *q_head, **q_tail;
+    int wake[2];                /* the queue and librdkafka's delivery reports write here */
+    struct store *st;           /* the intake thread's own connection */
 };
 
 static struct store *pool_get(struct jobs *jobs)
@@ -67,92 +81,50 @@ static void answer(jobs_done_fn done, void *opaque, int status, int code, const 
     done(opaque, status, api_response(code, msg, data));
 }
 
+/* Answers an add and frees it. */
+static void finish_add(struct pending_add *pa, int status, int code, const char *msg, void *data)
+{
+    answer(pa->done, pa->opaque, status, code, msg, data);
+    job_release(&pa->job);
+    free(pa);
+}
+
+/* Deletes the record of an add whose Kafka message failed: no message, no delivery, but a
+ * pending record would say otherwise. */
+static void undo(struct jobs *jobs, const char *id)
+{
+    char err[256];
+
+    if (store_drop_pending(jobs->st, id, err, sizeof(err)) < 0)
+        log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s", id, err);
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
 {
     struct pending_add *pa = m->_private;
     struct jobs *jobs = pa->jobs;
-    char err[256], msg[512];
+    char msg[512];
 
     (void)rk;
     (void)unused;
-    if (m->err) {
-        struct store *st = pool_get(jobs);
-        metrics_inc(M_KAFKA_ERRORS);
-        log_warn("add failed job=%s kafka: %s", pa->id, rd_kafka_err2str(m->err));
-        if (store_drop_pending(st, pa->id, err, sizeof(err)) < 0)
-            log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s",
-                      pa->id, err);
-        pool_put(jobs, st);
-        snprintf(msg, sizeof(msg), "add failed: kafka: %s", rd_kafka_err2str(m->err));
-        answer(pa->done, pa->opaque, 503, API_ADD_FAILED, msg, NULL);
-    } else {
-        log_debug("added job=%s partition=%d offset=%lld", pa->id, m->partition, (long long)m->offset);
-        metrics_inc(M_JOBS_ADDED);
-        answer(pa->done, pa->opaque, 200, API_OK, "ok", api_job_id_data(pa->id));
-    }
-    free(pa);
     atomic_fetch_sub(&jobs->in_flight, 1);
-}
-
-static void *intake_main(void *arg)
-{
-    struct jobs *jobs = arg;
-
-    while (!atomic_load(&jobs->stop))
-        rd_kafka_poll(jobs->rk, 100);
-    return NULL;
-}
-
-struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
-{
-    struct jobs *jobs = calloc(1, sizeof(*jobs));
-
-    if (!jobs) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
-    jobs->cfg = cfg;
-    jobs->limits.levels = &cfg->delay.levels;
-    jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
-    pthread_mutex_init(&jobs->pool_mu, NULL);
-    jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, dr_cb, jobs, err, errlen);
-    if (jobs->rk)
-        producer_warm(jobs->rk, cfg, WARM_TIMEOUT_MS);
-    if (!jobs->rk || pthread_create(&jobs->thread, NULL, intake_main, jobs) != 0) {
-        if (jobs->rk)
-            rd_kafka_destroy(jobs->rk);
-        pthread_mutex_destroy(&jobs->pool_mu);
-        free(jobs);
-        return NULL;
-    }
-    return jobs;
-}
-
-void jobs_free(struct jobs *jobs, int timeout_ms)
-{
-    if (!jobs)
+    if (m->err) {
+        metrics_inc(M_KAFKA_ERRORS);
+        log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
+        undo(jobs, pa->job.id);
+        snprintf(msg, sizeof(msg), "add failed: kafka: %s", rd_kafka_err2str(m->err));
+        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
         return;
-    if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        log_warn("%d delay-topic messages of adds still unacknowledged at shutdown",
-                 rd_kafka_outq_len(jobs->rk));
-    atomic_store(&jobs->stop, 1);
-    pthread_join(jobs->thread, NULL);
-    rd_kafka_destroy(jobs->rk);
-    for (int i = 0; i < jobs->npool; i++)
-        store_free(jobs->pool[i]);
-    pthread_mutex_destroy(&jobs->pool_mu);
-    free(jobs);
-}
-
-size_t jobs_in_flight(struct jobs *jobs)
-{
-    return atomic_load(&jobs->in_flight);
+    }
+    log_debug("added job=%s partition=%d offset=%lld", pa->job.id, m->partition, (long long)m->offset);
+    metrics_inc(M_JOBS_ADDED);
+    finish_add(pa, 200, API_OK, "ok", api_job_id_data(pa->job.id));
 }
 
 /* Produces the delay-topic message that references a stored job. 0, or -1 with err set. */
-static int produce_ref(struct jobs *jobs, const struct job *job, struct pending_add *pa, char *err,
-                       size_t errlen)
+static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, size_t errlen)
 {
+    const struct job *job = &pa->job;
     const struct levels *lv = &jobs->cfg->delay.levels;
     int level = levels_route(lv, job->delay_ms);
     rd_kafka_headers_t *h = rd_kafka_headers_new(3);
@@ -163,6 +135,7 @@ static int produce_ref(struct jobs *jobs, const struct job *job, struct pending_
     headers_add_int(h, HDR_DUE, job->due_ms);
     /* CreateTime = the instant the delay was measured from, so timestamp + level <= due. */
     e = rd_kafka_producev(jobs->rk, RD_KAFKA_V_TOPIC(lv->topic[level]),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                           RD_KAFKA_V_KEY(job->id, strlen(job->id)), RD_KAFKA_V_HEADERS(h),
                           RD_KAFKA_V_TIMESTAMP(job->created_ms), RD_KAFKA_V_OPAQUE(pa),
                           RD_KAFKA_V_END);
@@ -174,66 +147,190 @@ static int produce_ref(struct jobs *jobs, const struct job *job, struct pending_
     return 0;
 }
 
-static void add_stored(struct jobs *jobs, struct store *st, const struct job *job,
-                       jobs_done_fn done, void *opaque)
+/* What the record said: answer at once, or go on to Kafka. */
+static void after_record(struct jobs *jobs, struct pending_add *pa, const struct store_add_answer *a)
 {
-    struct pending_add *pa = calloc(1, sizeof(*pa));
     char err[256], msg[512];
 
-    if (!pa) {
-        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
-        store_drop_pending(st, job->id, err, sizeof(err));
+    if (!a->ok) {
+        metrics_inc(M_REDIS_ERRORS);
+        snprintf(msg, sizeof(msg), "add failed: %s", a->err);
+        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+    } else if (a->res == STORE_DUPLICATE) {
+        finish_add(pa, 200, API_OK, "ok (the same job was already added)", api_job_id_data(pa->job.id));
+    } else if (a->res == STORE_CONFLICT) {
+        snprintf(msg, sizeof(msg), "job id %s is already used by another job (state %s)", pa->job.id,
+                 job_state_name(a->state));
+        finish_add(pa, 409, API_CONFLICT, msg, NULL);
+    } else {
+        atomic_fetch_add(&jobs->in_flight, 1);
+        if (produce_ref(jobs, pa, err, sizeof(err)) == 0)
+            return;
+        atomic_fetch_sub(&jobs->in_flight, 1);
+        log_warn("add failed job=%s %s", pa->job.id, err);
+        undo(jobs, pa->job.id);
+        snprintf(msg, sizeof(msg), "add failed: %s", err);
+        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+    }
+}
+
+/* Writes up to INTAKE_BATCH_MAX queued adds to Redis in one pipeline, then produces them. */
+static void run_batch(struct jobs *jobs, struct pending_add **list)
+{
+    const struct job *js[INTAKE_BATCH_MAX] = { NULL };
+    struct pending_add *pa[INTAKE_BATCH_MAX];
+    static struct store_add_answer answers[INTAKE_BATCH_MAX];   /* intake thread only */
+    char err[256], msg[512];
+    size_t n = 0;
+
+    while (*list && n < INTAKE_BATCH_MAX) {
+        pa[n] = *list;
+        *list = (*list)->next;
+        js[n] = &pa[n]->job;
+        n++;
+    }
+    if (store_add_batch(jobs->st, n, js, jobs->cfg->job.retention_s * 1000, answers, err,
+                        sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
+        log_warn("%zu adds failed: %s", n, err);
+        snprintf(msg, sizeof(msg), "add failed: %s", err);
+        for (size_t i = 0; i < n; i++)
+            finish_add(pa[i], 503, API_ADD_FAILED, msg, NULL);
         return;
     }
-    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque };
-    memcpy(pa->id, job->id, sizeof(pa->id));
-    atomic_fetch_add(&jobs->in_flight, 1);
-    if (produce_ref(jobs, job, pa, err, sizeof(err)) == 0)
+    for (size_t i = 0; i < n; i++)
+        after_record(jobs, pa[i], &answers[i]);
+}
+
+static struct pending_add *take_queue(struct jobs *jobs)
+{
+    struct pending_add *list;
+
+    pthread_mutex_lock(&jobs->q_mu);
+    list = jobs->q_head;
+    jobs->q_head = NULL;
+    jobs->q_tail = &jobs->q_head;
+    pthread_mutex_unlock(&jobs->q_mu);
+    return list;
+}
+
+static void *intake_main(void *arg)
+{
+    struct jobs *jobs = arg;
+    struct pollfd pfd = { .fd = jobs->wake[0], .events = POLLIN };
+    char buf[256];
+
+    while (!atomic_load(&jobs->stop)) {
+        struct pending_add *list;
+        poll(&pfd, 1, INTAKE_IDLE_MS);
+        while (read(jobs->wake[0], buf, sizeof(buf)) > 0)
+            ;
+        list = take_queue(jobs);
+        while (list)
+            run_batch(jobs, &list);
+        rd_kafka_poll(jobs->rk, 0);
+    }
+    return NULL;
+}
+
+static void wake(struct jobs *jobs)
+{
+    ssize_t n = write(jobs->wake[1], "a", 1);
+
+    (void)n;   /* a full pipe already wakes the thread */
+}
+
+struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
+{
+    struct jobs *jobs = calloc(1, sizeof(*jobs));
+    rd_kafka_queue_t *q;
+
+    if (!jobs || !(jobs->st = store_new(cfg)) || pipe2(jobs->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "out of memory or file descriptors");
+        if (jobs)
+            store_free(jobs->st);
+        free(jobs);
+        return NULL;
+    }
+    jobs->cfg = cfg;
+    jobs->limits.levels = &cfg->delay.levels;
+    jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
+    jobs->q_tail = &jobs->q_head;
+    pthread_mutex_init(&jobs->pool_mu, NULL);
+    pthread_mutex_init(&jobs->q_mu, NULL);
+    jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, dr_cb,
+                            jobs, err, errlen);
+    if (jobs->rk) {
+        producer_warm(jobs->rk, cfg, WARM_TIMEOUT_MS);
+        q = rd_kafka_queue_get_main(jobs->rk);
+        rd_kafka_queue_io_event_enable(q, jobs->wake[1], "d", 1);
+        rd_kafka_queue_destroy(q);
+    }
+    if (!jobs->rk || pthread_create(&jobs->thread, NULL, intake_main, jobs) != 0) {
+        if (jobs->rk)
+            rd_kafka_destroy(jobs->rk);
+        pthread_mutex_destroy(&jobs->pool_mu);
+        pthread_mutex_destroy(&jobs->q_mu);
+        close(jobs->wake[0]);
+        close(jobs->wake[1]);
+        store_free(jobs->st);
+        free(jobs);
+        return NULL;
+    }
+    return jobs;
+}
+
+void jobs_free(struct jobs *jobs, int timeout_ms)
+{
+    if (!jobs)
         return;
-    atomic_fetch_sub(&jobs->in_flight, 1);
-    free(pa);
-    log_warn("add failed job=%s %s", job->id, err);
-    if (store_drop_pending(st, job->id, msg, sizeof(msg)) < 0)
-        log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s",
-                  job->id, msg);
-    snprintf(msg, sizeof(msg), "add failed: %s", err);
-    answer(done, opaque, 503, API_ADD_FAILED, msg, NULL);
+    /* The HTTP server is drained and stopped: the queue is empty and stays so. */
+    if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        log_warn("%d delay-topic messages of adds still unacknowledged at shutdown",
+                 rd_kafka_outq_len(jobs->rk));
+    atomic_store(&jobs->stop, 1);
+    wake(jobs);
+    pthread_join(jobs->thread, NULL);
+    rd_kafka_destroy(jobs->rk);
+    for (int i = 0; i < jobs->npool; i++)
+        store_free(jobs->pool[i]);
+    store_free(jobs->st);
+    close(jobs->wake[0]);
+    close(jobs->wake[1]);
+    pthread_mutex_destroy(&jobs->pool_mu);
+    pthread_mutex_destroy(&jobs->q_mu);
+    free(jobs);
+}
+
+size_t jobs_in_flight(struct jobs *jobs)
+{
+    return atomic_load(&jobs->in_flight);
 }
 
 void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
 {
+    struct pending_add *pa = calloc(1, sizeof(*pa));
     struct api_error e;
-    struct job job;
-    struct store *st;
-    enum store_add_result res;
-    enum job_state state;
-    char err[256], msg[512];
-    int id_given;
+    int id_given, first;
 
-    if (api_parse_add(body, len, &jobs->limits, clock_now_ms(), &job, &id_given, &e) < 0) {
-        answer(done, opaque, e.status, e.code, e.message, NULL);
-        job_release(&job);
+    if (!pa) {
+        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        return;
+    }
+    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque };
+    if (api_parse_add(body, len, &jobs->limits, clock_now_ms(), &pa->job, &id_given, &e) < 0) {
+        finish_add(pa, e.status, e.code, e.message, NULL);
         return;
     }
     if (!id_given)
-        job_new_id(job.id);
-    st = pool_get(jobs);
-    if (store_add(st, &job, jobs->cfg->job.retention_s * 1000, &res, &state, err, sizeof(err)) < 0) {
-        metrics_inc(M_REDIS_ERRORS);
-        log_warn("add failed job=%s %s", job.id, err);
-        snprintf(msg, sizeof(msg), "add failed: %s", err);
-        answer(done, opaque, 503, API_ADD_FAILED, msg, NULL);
-    } else if (res == STORE_DUPLICATE) {
-        answer(done, opaque, 200, API_OK, "ok (the same job was already added)", api_job_id_data(job.id));
-    } else if (res == STORE_CONFLICT) {
-        snprintf(msg, sizeof(msg), "job id %s is already used by another job (state %s)", job.id,
-                 job_state_name(state));
-        answer(done, opaque, 409, API_CONFLICT, msg, NULL);
-    } else {
-        add_stored(jobs, st, &job, done, opaque);
-    }
-    pool_put(jobs, st);
-    job_release(&job);
+        job_new_id(pa->job.id);
+    pthread_mutex_lock(&jobs->q_mu);
+    first = jobs->q_head == NULL;
+    *jobs->q_tail = pa;
+    jobs->q_tail = &pa->next;
+    pthread_mutex_unlock(&jobs->q_mu);
+    if (first)
+        wake(jobs);
 }
 
 char *jobs_get(struct jobs *jobs, const char *id, int *status)

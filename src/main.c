@@ -49,7 +49,7 @@ static int check_kafka_properties(const struct config *cfg, char *err, size_t er
 static int ensure_topics(const struct config *cfg, int partitions[LEVELS_MAX])
 {
     char err[512];
-    rd_kafka_t *admin = producer_new(cfg, "admin", 10000, NULL, NULL, err, sizeof(err));
+    rd_kafka_t *admin = producer_new(cfg, "admin", 10000, 0, NULL, NULL, err, sizeof(err));
     int rc;
 
     if (!admin) {

@@ -42,19 +42,20 @@ void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *
 }
 
 rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
+                         int linger_ms,
                          void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          void *opaque, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char id[64], timeout[32], why[512];
+    char id[64], timeout[32], linger[16], why[512];
     rd_kafka_t *rk;
 
     snprintf(id, sizeof(id), "delayq-%s", role);
     snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
-    /* linger 1 ms: a due job leaves at once, yet a burst still travels in batches.
-     * Idempotence keeps broker-side retries from writing a message twice. */
+    snprintf(linger, sizeof(linger), "%d", linger_ms);
+    /* Idempotence keeps broker-side retries from writing a message twice. */
     if (kafka_conf_set(conf, "client.id", id, err, errlen) < 0 ||
-        kafka_conf_set(conf, "linger.ms", "1", err, errlen) < 0 ||
+        kafka_conf_set(conf, "linger.ms", linger, err, errlen) < 0 ||
         kafka_conf_set(conf, "enable.idempotence", "true", err, errlen) < 0 ||
         kafka_conf_set(conf, "message.timeout.ms", timeout, err, errlen) < 0 ||
         kafka_conf_set(conf, "socket.nagle.disable", "true", err, errlen) < 0 ||

@@ -240,18 +240,17 @@ static int parse_state(const redisReply *r, enum job_state *state)
     return r->type == REDIS_REPLY_STRING ? job_state_parse(r->str, r->len, state) : -1;
 }
 
-int store_add(struct store *st, const struct job *job, int64_t retention_ms,
-              enum store_add_result *res, enum job_state *state, char *err, size_t errlen)
+/* Queues the add script of one job on the connection. */
+static void append_add(struct store *st, const struct job *job, int64_t retention_ms)
 {
     msgpack_sbuffer buf;
-    char ttl[32], due[32];
+    char key[KEY_MAX], ttl[32], due[32];
     const char *argv[5];
     size_t argvlen[5];
-    redisReply *r;
-    int rc = -1;
 
     msgpack_sbuffer_init(&buf);
     job_pack(job, &buf);
+    job_key(st, job->id, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
     snprintf(due, sizeof(due), "%lld", (long long)job->due_ms);
     argv[0] = buf.data;   argvlen[0] = buf.size;
@@ -259,19 +258,32 @@ int store_add(struct store *st, const struct job *job, int64_t retention_ms,
     argv[2] = job->topic; argvlen[2] = strlen(job->topic);
     argv[3] = job->body;  argvlen[3] = job->body_len;
     argv[4] = due;        argvlen[4] = strlen(due);
-    r = eval1(st, add_lua, job->id, 5, argv, argvlen, err, errlen);
+    append_eval(st, add_lua, key, 5, argv, argvlen);   /* copies the arguments */
     msgpack_sbuffer_destroy(&buf);
-    if (!r)
+}
+
+int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
+                    struct store_add_answer *out, char *err, size_t errlen)
+{
+    if (ensure_conn(st, err, errlen) < 0)
         return -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_INTEGER && parse_state(r->element[1], state) == 0) {
-        *res = (enum store_add_result)r->element[0]->integer;
-        rc = 0;
-    } else {
-        snprintf(err, errlen, "redis: unexpected reply to add");
+    for (size_t i = 0; i < n; i++)
+        append_add(st, jobs[i], retention_ms);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *r = read_reply(st, err, errlen);
+        if (!r)
+            return -1;
+        out[i].ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                    r->element[0]->type == REDIS_REPLY_INTEGER &&
+                    parse_state(r->element[1], &out[i].state) == 0;
+        if (out[i].ok)
+            out[i].res = (enum store_add_result)r->element[0]->integer;
+        else
+            snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
+                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to add");
+        freeReplyObject(r);
     }
-    freeReplyObject(r);
-    return rc;
+    return 0;
 }
 
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
