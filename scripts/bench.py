@@ -109,7 +109,8 @@ def phase_backlog(d, stack, add_rate, n):
 
 def paced_adds(d, topic, rate, seconds, rnd):
     """Adds `rate` jobs/s for `seconds` over keep-alive connections; returns how many."""
-    threads, sent = 8, [0] * 8
+    threads = 32
+    sent = [0] * threads
 
     def worker(k):
         conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
