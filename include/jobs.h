@@ -34,7 +34,5 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
 /* The lease view of GET /delay-queue/api/claims (caller frees) and its HTTP status. */
 char *jobs_claims(struct jobs *jobs, int *status);
 
-/* Adds that are waiting for Kafka. */
-size_t jobs_in_flight(struct jobs *jobs);
 
 #endif

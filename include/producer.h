@@ -17,6 +17,11 @@ int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, c
 /* Applies bootstrap.servers and every kafka.properties entry. Returns 0 or -1 with err. */
 int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err, size_t errlen);
 
+/* A configuration: the n name/value defaults, then bootstrap.servers and every kafka.properties
+ * entry (which may override them), and the log callback. NULL with err set on a bad property. */
+rd_kafka_conf_t *kafka_conf_build(const struct config *cfg, const char *const (*defaults)[2],
+                                  size_t n, char *err, size_t errlen);
+
 /* librdkafka's log callback: its syslog levels mapped onto ours, one line per event. */
 void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 

@@ -75,33 +75,32 @@ static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
 {
-    const struct config *cfg = h->cfg;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char why[512];
-    rd_kafka_t *rk;
-
     /* fetch.wait.max.ms 10: a resumed partition's head arrives within milliseconds.
      * Small pre-fetch: a paused partition's head is all the holder needs, and what was fetched
      * before the pause is dropped anyway. make bench, 1M pending jobs: RSS 15 MiB with 256 KiB
      * per partition fetch and 2 MiB queued, 98 MiB with 1 MiB and 4 MiB, 114 MiB with the
      * defaults; backlog forwarding (24-27k jobs/s) did not depend on it. */
-    if (kafka_conf_set(conf, "client.id", "delayq-holder", err, errlen) < 0 ||
-        kafka_conf_set(conf, "group.id", cfg->kafka.group_id, err, errlen) < 0 ||
-        kafka_conf_set(conf, "enable.auto.commit", "false", err, errlen) < 0 ||
-        kafka_conf_set(conf, "enable.auto.offset.store", "false", err, errlen) < 0 ||
-        kafka_conf_set(conf, "auto.offset.reset", "earliest", err, errlen) < 0 ||
-        kafka_conf_set(conf, "enable.partition.eof", "false", err, errlen) < 0 ||
-        kafka_conf_set(conf, "fetch.wait.max.ms", "10", err, errlen) < 0 ||
-        kafka_conf_set(conf, "fetch.error.backoff.ms", "100", err, errlen) < 0 ||
-        kafka_conf_set(conf, "queued.max.messages.kbytes", "2048", err, errlen) < 0 ||
-        kafka_conf_set(conf, "max.partition.fetch.bytes", "262144", err, errlen) < 0 ||
-        kafka_conf_set(conf, "fetch.max.bytes", "4194304", err, errlen) < 0 ||
-        kafka_conf_set(conf, "socket.nagle.disable", "true", err, errlen) < 0 ||
-        kafka_conf_apply(conf, cfg, err, errlen) < 0) {
-        rd_kafka_conf_destroy(conf);
+    const char *const defaults[][2] = {
+        { "client.id", "delayq-holder" },
+        { "group.id", h->cfg->kafka.group_id },
+        { "enable.auto.commit", "false" },
+        { "enable.auto.offset.store", "false" },
+        { "auto.offset.reset", "earliest" },
+        { "enable.partition.eof", "false" },
+        { "fetch.wait.max.ms", "10" },
+        { "fetch.error.backoff.ms", "100" },
+        { "queued.max.messages.kbytes", "2048" },
+        { "max.partition.fetch.bytes", "262144" },
+        { "fetch.max.bytes", "4194304" },
+        { "socket.nagle.disable", "true" },
+    };
+    rd_kafka_conf_t *conf;
+    char why[512];
+    rd_kafka_t *rk;
+
+    if (!(conf = kafka_conf_build(h->cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err,
+                                  errlen)))
         return NULL;
-    }
-    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, on_commit);
     rd_kafka_conf_set_opaque(conf, h);
     if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why)))) {

@@ -72,25 +72,21 @@ static enum MHD_Result send_error(struct request *req, int status, int code, con
     return send_json(req, status, api_response(code, msg, NULL));
 }
 
+static const struct { const char *path; enum http_route route; } routes[] = {
+    { API_PREFIX "add", R_ADD },
+    { API_PREFIX "get", R_GET },
+    { API_PREFIX "remove", R_REMOVE },
+    { "/delay-queue/api/claims", R_CLAIMS },
+    { "/healthz", R_HEALTH },
+    { "/readyz", R_READY },
+    { "/metrics", R_METRICS },
+};
+
 static enum http_route match(const char *url)
 {
-    if (strncmp(url, API_PREFIX, sizeof(API_PREFIX) - 1) == 0) {
-        const char *verb = url + sizeof(API_PREFIX) - 1;
-        if (strcmp(verb, "add") == 0)
-            return R_ADD;
-        if (strcmp(verb, "get") == 0)
-            return R_GET;
-        if (strcmp(verb, "remove") == 0)
-            return R_REMOVE;
-    }
-    if (strcmp(url, "/delay-queue/api/claims") == 0)
-        return R_CLAIMS;
-    if (strcmp(url, "/healthz") == 0)
-        return R_HEALTH;
-    if (strcmp(url, "/readyz") == 0)
-        return R_READY;
-    if (strcmp(url, "/metrics") == 0)
-        return R_METRICS;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (strcmp(url, routes[i].path) == 0)
+            return routes[i].route;
     return R_OTHER;
 }
 

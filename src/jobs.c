@@ -42,7 +42,6 @@ struct jobs {
     rd_kafka_t *rk;
     pthread_t thread;
     atomic_int stop;
-    atomic_size_t in_flight;
     pthread_mutex_t pool_mu;
     struct store *pool[POOL_MAX];
     int npool;
@@ -107,7 +106,6 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
 
     (void)rk;
     (void)unused;
-    atomic_fetch_sub(&jobs->in_flight, 1);
     if (m->err) {
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
@@ -163,10 +161,8 @@ static void after_record(struct jobs *jobs, struct pending_add *pa, const struct
                  job_state_name(a->state));
         finish_add(pa, 409, API_CONFLICT, msg, NULL);
     } else {
-        atomic_fetch_add(&jobs->in_flight, 1);
         if (produce_ref(jobs, pa, err, sizeof(err)) == 0)
             return;
-        atomic_fetch_sub(&jobs->in_flight, 1);
         log_warn("add failed job=%s %s", pa->job.id, err);
         undo(jobs, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: %s", err);
@@ -300,11 +296,6 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
     pthread_mutex_destroy(&jobs->pool_mu);
     pthread_mutex_destroy(&jobs->q_mu);
     free(jobs);
-}
-
-size_t jobs_in_flight(struct jobs *jobs)
-{
-    return atomic_load(&jobs->in_flight);
 }
 
 void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)

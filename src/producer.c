@@ -41,29 +41,47 @@ void kafka_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *
     log_at(l, 0, "%s %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
+rd_kafka_conf_t *kafka_conf_build(const struct config *cfg, const char *const (*defaults)[2],
+                                  size_t n, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+
+    for (size_t i = 0; i < n; i++) {
+        if (kafka_conf_set(conf, defaults[i][0], defaults[i][1], err, errlen) < 0) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    if (kafka_conf_apply(conf, cfg, err, errlen) < 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
+    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
+    return conf;
+}
+
 rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
                          int linger_ms,
                          void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          void *opaque, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char id[64], timeout[32], linger[16], why[512];
+    /* Idempotence keeps broker-side retries from writing a message twice. */
+    const char *const defaults[][2] = {
+        { "client.id", id },
+        { "linger.ms", linger },
+        { "enable.idempotence", "true" },
+        { "message.timeout.ms", timeout },
+        { "socket.nagle.disable", "true" },
+    };
+    rd_kafka_conf_t *conf;
     rd_kafka_t *rk;
 
     snprintf(id, sizeof(id), "delayq-%s", role);
     snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
     snprintf(linger, sizeof(linger), "%d", linger_ms);
-    /* Idempotence keeps broker-side retries from writing a message twice. */
-    if (kafka_conf_set(conf, "client.id", id, err, errlen) < 0 ||
-        kafka_conf_set(conf, "linger.ms", linger, err, errlen) < 0 ||
-        kafka_conf_set(conf, "enable.idempotence", "true", err, errlen) < 0 ||
-        kafka_conf_set(conf, "message.timeout.ms", timeout, err, errlen) < 0 ||
-        kafka_conf_set(conf, "socket.nagle.disable", "true", err, errlen) < 0 ||
-        kafka_conf_apply(conf, cfg, err, errlen) < 0) {
-        rd_kafka_conf_destroy(conf);
+    if (!(conf = kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen)))
         return NULL;
-    }
-    rd_kafka_conf_set_log_cb(conf, kafka_log_cb);
     rd_kafka_conf_set_dr_msg_cb(conf, dr);
     rd_kafka_conf_set_opaque(conf, opaque);
     if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why)))) {
