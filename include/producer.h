@@ -10,10 +10,6 @@
 
 #include "config.h"
 
-/* Sets name=value on conf. Returns 0, or -1 with librdkafka's reason (naming the property). */
-int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
-                   size_t errlen);
-
 /* Applies bootstrap.servers and every kafka.properties entry. Returns 0 or -1 with err. */
 int kafka_conf_apply(rd_kafka_conf_t *conf, const struct config *cfg, char *err, size_t errlen);
 

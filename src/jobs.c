@@ -51,6 +51,7 @@ struct jobs {
     struct pending_add *q_head, **q_tail;
     int wake[2];                /* the queue and librdkafka's delivery reports write here */
     struct store *st;           /* the intake thread's own connection */
+    struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
 };
 
 static struct store *pool_get(struct jobs *jobs)
@@ -175,7 +176,6 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
 {
     const struct job *js[INTAKE_BATCH_MAX] = { NULL };
     struct pending_add *pa[INTAKE_BATCH_MAX];
-    static struct store_add_answer answers[INTAKE_BATCH_MAX];   /* intake thread only */
     char err[256], msg[512];
     size_t n = 0;
 
@@ -185,7 +185,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         js[n] = &pa[n]->job;
         n++;
     }
-    if (store_add_batch(jobs->st, n, js, jobs->cfg->job.retention_s * 1000, answers, err,
+    if (store_add_batch(jobs->st, n, js, jobs->cfg->job.retention_s * 1000, jobs->answers, err,
                         sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         log_warn("%zu adds failed: %s", n, err);
@@ -195,7 +195,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         return;
     }
     for (size_t i = 0; i < n; i++)
-        after_record(jobs, pa[i], &answers[i]);
+        after_record(jobs, pa[i], &jobs->answers[i]);
 }
 
 static struct pending_add *take_queue(struct jobs *jobs)

@@ -7,8 +7,9 @@
 
 #define LOG_MODULE "kafka"
 
-int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
-                   size_t errlen)
+/* Sets name=value on conf. Returns 0, or -1 with librdkafka's reason (naming the property). */
+static int kafka_conf_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                          size_t errlen)
 {
     char why[512];
 
