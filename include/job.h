@@ -45,15 +45,36 @@ int job_id_valid(const char *id, size_t len, char *err, size_t errlen);
 /* Writes a random UUID v4 (JOB_ID_GEN_LEN characters and a NUL) into out. */
 void job_new_id(char out[JOB_ID_GEN_LEN + 1]);
 
-/* Appends the msgpack record of job (a map with string keys) to buf. Returns 0 or -1. */
-int job_pack(const struct job *job, msgpack_sbuffer *buf);
+/* The Redis value of a job (one string per job, to keep Redis small):
+ *   <state><due_ms>|<stamp_ms>|<claim>|<tail>
+ * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
+ * reached delivered, cancelled or failed (empty before); claim the token of the message being
+ * delivered (empty when none); tail the msgpack array [topic, body, key or nil, {headers},
+ * delay_ms], written once at add. The id is the key's, created_ms is due_ms - delay_ms.
+ * store.c's Lua scripts edit the head with the pattern JOB_RECORD_HEAD and never decode the
+ * tail, except add's duplicate check. */
+#define JOB_RECORD_HEAD "^(%l)(%d+)|(%d*)|([^|]*)|()"
 
-/* Decodes a record made by job_pack into out (which the caller releases with job_release, also
- * on error). Returns 0, or -1 with the field at fault in err. Unknown fields are ignored. */
-int job_unpack(const char *data, size_t len, struct job *out, char *err, size_t errlen);
+/* What the head of a record says besides the job. */
+struct job_record {
+    enum job_state state;
+    int64_t stamp_ms;            /* -1 when empty */
+};
+
+/* Appends the value of a new, pending record of job to buf. Returns 0 or -1. */
+int job_record_pack(const struct job *job, msgpack_sbuffer *buf);
+
+/* Decodes the record value v of job id into out (which the caller releases with job_release,
+ * also on error) and rec. Returns 0, or -1 with what is wrong in err. */
+int job_record_read(const char *id, const char *v, size_t len, struct job *out,
+                    struct job_record *rec, char *err, size_t errlen);
+
+/* The one-letter code of a state in a record: p pending, s delivering (sending), d delivered,
+ * c cancelled, f failed. */
+char job_state_letter(enum job_state state);
+/* Returns 0 and the state of a letter, or -1 when it is none. */
+int job_state_of_letter(char c, enum job_state *out);
 
 const char *job_state_name(enum job_state state);
-/* Returns 0 and the state for its name, or -1 when it is none. */
-int job_state_parse(const char *name, size_t len, enum job_state *out);
 
 #endif

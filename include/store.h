@@ -19,12 +19,14 @@ enum store_add_result {
     STORE_ADDED,        /* new record, state pending */
     STORE_DUPLICATE,    /* same id, topic and body already there: an idempotent retry */
     STORE_CONFLICT,     /* same id with other content, or a removed job */
+    STORE_ADD_NOT_A_RECORD,   /* the job's key holds something that is not a record */
 };
 
 enum store_remove_result {
     STORE_REMOVED,      /* was pending, now cancelled: it will not be delivered */
     STORE_NO_JOB,       /* no record */
     STORE_TOO_LATE,     /* already cancelled, delivering or delivered: *state says which */
+    STORE_REMOVE_NOT_A_RECORD,   /* the job's key holds something that is not a record */
 };
 
 /* One claim answer of store_claim_batch. */
@@ -34,7 +36,7 @@ struct store_claim {
     int busy;               /* another copy of this job's message is in flight here: skip */
     enum job_state before;  /* state before the claim */
     int claimed;            /* 1: was pending or delivering, now delivering; data is set */
-    char *data;             /* msgpack record (malloc'd, caller frees), when claimed */
+    char *data;             /* record value (malloc'd, caller frees), when claimed */
     size_t len;
 };
 
@@ -62,10 +64,10 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
 /* Deletes the record if it is still pending (an add whose Kafka message failed). */
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen);
 
-/* Reads a record. *found = 0 when there is none; otherwise data (caller frees) with state and
- * delivered_ms (-1 when not delivered). */
-int store_get(struct store *st, const char *id, int *found, char **data, size_t *len,
-              enum job_state *state, int64_t *delivered_ms, char *err, size_t errlen);
+/* Reads a record. *found = 0 when there is none; otherwise its value (caller frees; empty when
+ * the key holds another type), for job_record_read. */
+int store_get(struct store *st, const char *id, int *found, char **data, size_t *len, char *err,
+              size_t errlen);
 
 /* Cancels a pending job; the record stays queryable for retention_ms. */
 int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,

@@ -160,6 +160,29 @@ def phase_precision(d, stack, rate, seconds):
             "target": "lateness p99 <= 20 ms, max <= 100 ms, 0 early"}
 
 
+# Fills database 9 with n keys like a job's ("dq:job:" and a 36-character id) holding the bare
+# body with an expiry: what Redis needs per key before delayqd stores anything of its own.
+FLOOR_LUA = """
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) do
+  local k = string.format('dq:job:%08x-0000-4000-8000-%012x', i, i)
+  redis.call('SET', k, ARGV[3], 'PX', 86400000)
+end
+return 1
+"""
+
+
+def redis_floor(stack, n):
+    """Redis bytes per key for n keys of a job's key length holding only the body, with a TTL."""
+    before = redis_used(stack)
+    step = 50000
+    for lo in range(0, n, step):
+        stack.redis("EVAL", "redis.call('SELECT', 9)\n" + FLOOR_LUA, "0", str(lo),
+                    str(min(n, lo + step) - 1), BODY)
+    per_key = (redis_used(stack) - before) / max(n, 1)
+    stack.redis("-n", "9", "FLUSHDB")
+    return round(per_key)
+
+
 def phase_memory(d, stack, idle_mib, add_rate, n):
     before = redis_used(stack)
     load_s = max(5, int(n / max(add_rate, 1) * 1.05) + 1)
@@ -169,6 +192,7 @@ def phase_memory(d, stack, idle_mib, add_rate, n):
     return {"pending_added": r["adds"], "rss_idle_mib": round(idle_mib, 1),
             "rss_pending_mib": round(rss_mib(d.proc.pid), 1),
             "redis_bytes_per_job": round(per_job), "body_bytes": len(BODY),
+            "redis_floor_bytes_per_key": redis_floor(stack, r["adds"]),
             "target": "RSS <= 64 MiB with 1,000,000 pending; Redis <= body + 150 B per job"}
 
 
@@ -192,7 +216,8 @@ def table(res):
         m = res["memory"]
         lines.append(f"memory     delayqd RSS {m['rss_idle_mib']} MiB idle, {m['rss_pending_mib']} MiB with "
                      f"{m['pending_added']} pending; Redis {m['redis_bytes_per_job']} B/job "
-                     f"({m['body_bytes']} B body)   target {m['target']}")
+                     f"({m['body_bytes']} B body; a bare body under such a key with a TTL: "
+                     f"{m['redis_floor_bytes_per_key']} B)   target {m['target']}")
     return "\n".join(lines)
 
 
@@ -211,7 +236,7 @@ def main():
         stack.start()
         d = Delayqd(stack, levels=["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h", "2h",
                                    "6h", "12h", "1d"], partitions=8,
-                    extra={"max_delay_s": 86400, "log_level": "warn",
+                    extra={"max_delay_s": 86400, "log_level": "warn", "prefix": "dq:",
                            "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2"))}).start()
         time.sleep(3)
         idle = rss_mib(d.proc.pid)

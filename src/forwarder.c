@@ -320,6 +320,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
                          int64_t now)
 {
     char id[JOB_ID_MAX + 1], err[256], reason[512];
+    struct job_record rec;
     struct job job;
 
     id_of(m, id);
@@ -332,7 +333,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         done(fw, m);
         return;
     }
-    if (job_unpack(c->data, c->len, &job, err, sizeof(err)) < 0) {
+    if (job_record_read(id, c->data, c->len, &job, &rec, err, sizeof(err)) < 0) {
         snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
         dead_letter(fw, m, DLQ_RECORD, reason);
     } else if (refused_for_good(fw, m, now)) {

@@ -6,21 +6,26 @@
 #include "job.h"
 
 static const char *const state_names[] = { "pending", "delivering", "delivered", "cancelled", "failed" };
+static const char state_letters[] = "psdcf";   /* in enum order */
 
 const char *job_state_name(enum job_state state)
 {
     return state_names[state];
 }
 
-int job_state_parse(const char *name, size_t len, enum job_state *out)
+char job_state_letter(enum job_state state)
 {
-    for (size_t i = 0; i < sizeof(state_names) / sizeof(state_names[0]); i++) {
-        if (strlen(state_names[i]) == len && memcmp(state_names[i], name, len) == 0) {
-            *out = (enum job_state)i;
-            return 0;
-        }
-    }
-    return -1;
+    return state_letters[state];
+}
+
+int job_state_of_letter(char c, enum job_state *out)
+{
+    const char *p = c ? strchr(state_letters, c) : NULL;
+
+    if (!p)
+        return -1;
+    *out = (enum job_state)(p - state_letters);
+    return 0;
 }
 
 void job_release(struct job *job)
@@ -80,44 +85,30 @@ static void pack_str(msgpack_packer *pk, const char *s, size_t len)
     msgpack_pack_str_body(pk, s, len);
 }
 
-static void pack_kv_str(msgpack_packer *pk, const char *k, const char *v, size_t len)
-{
-    pack_str(pk, k, strlen(k));
-    pack_str(pk, v, len);
-}
-
-static void pack_kv_int(msgpack_packer *pk, const char *k, int64_t v)
-{
-    pack_str(pk, k, strlen(k));
-    msgpack_pack_int64(pk, v);
-}
-
-int job_pack(const struct job *job, msgpack_sbuffer *buf)
+int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
+    char head[48];
+    int n = snprintf(head, sizeof(head), "%c%lld|||", job_state_letter(JOB_PENDING),
+                     (long long)job->due_ms);
 
+    if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
+        return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, job->key ? 8 : 7);
-    pack_kv_str(&pk, "id", job->id, strlen(job->id));
-    pack_kv_str(&pk, "topic", job->topic, strlen(job->topic));
+    msgpack_pack_array(&pk, 5);
+    pack_str(&pk, job->topic, strlen(job->topic));
+    pack_str(&pk, job->body, job->body_len);
     if (job->key)
-        pack_kv_str(&pk, "key", job->key, strlen(job->key));
-    pack_kv_str(&pk, "body", job->body, job->body_len);
-    pack_str(&pk, "headers", 7);
+        pack_str(&pk, job->key, strlen(job->key));
+    else
+        msgpack_pack_nil(&pk);
     msgpack_pack_map(&pk, job->nheaders);
-    for (size_t i = 0; i < job->nheaders; i++)
-        pack_kv_str(&pk, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
-    pack_kv_int(&pk, "delay_ms", job->delay_ms);
-    pack_kv_int(&pk, "due_ms", job->due_ms);
-    pack_kv_int(&pk, "created_ms", job->created_ms);
+    for (size_t i = 0; i < job->nheaders; i++) {
+        pack_str(&pk, job->headers[i].name, strlen(job->headers[i].name));
+        pack_str(&pk, job->headers[i].value, strlen(job->headers[i].value));
+    }
+    msgpack_pack_int64(&pk, job->delay_ms);
     return 0;
-}
-
-static int key_is(const msgpack_object *k, const char *name)
-{
-    size_t len = strlen(name);
-    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == len &&
-           memcmp(k->via.str.ptr, name, len) == 0;
 }
 
 /* Copies a msgpack string into a fresh NUL-terminated buffer. */
@@ -135,17 +126,6 @@ static char *dup_str(const msgpack_object *o, size_t *len)
     if (len)
         *len = o->via.str.size;
     return s;
-}
-
-static int get_int(const msgpack_object *o, int64_t *out)
-{
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
-        *out = (int64_t)o->via.u64;
-    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        *out = o->via.i64;
-    else
-        return -1;
-    return 0;
 }
 
 static int unpack_headers(const msgpack_object *o, struct job *out)
@@ -166,76 +146,95 @@ static int unpack_headers(const msgpack_object *o, struct job *out)
     return 0;
 }
 
-static int unpack_field(const msgpack_object *k, const msgpack_object *v, struct job *out,
-                        unsigned *seen)
+/* Reads a decimal number of at most 18 digits (up to the next '|') at *p; empty gives -1. */
+static int head_number(const char **p, const char *end, int64_t *out)
 {
-    size_t len;
-    char *s;
+    int64_t v = 0;
+    int digits = 0;
 
-    if (key_is(k, "id")) {
-        char why[128];
-        if (v->type != MSGPACK_OBJECT_STR ||
-            job_id_valid(v->via.str.ptr, v->via.str.size, why, sizeof(why)) < 0)
-            return -1;
-        memcpy(out->id, v->via.str.ptr, v->via.str.size);
-        out->id[v->via.str.size] = '\0';
-        *seen |= 1;
-    } else if (key_is(k, "topic")) {
-        if (out->topic || !(out->topic = dup_str(v, NULL)))
-            return -1;
-        *seen |= 2;
-    } else if (key_is(k, "body")) {
-        if (out->body || !(out->body = dup_str(v, &out->body_len)))
-            return -1;
-        *seen |= 4;
-    } else if (key_is(k, "due_ms")) {
-        if (get_int(v, &out->due_ms) < 0)
-            return -1;
-        *seen |= 8;
-    } else if (key_is(k, "key")) {
-        if (out->key || !(s = dup_str(v, &len)))
-            return -1;
-        out->key = s;
-    } else if (key_is(k, "headers")) {
-        if (out->headers || unpack_headers(v, out) < 0)
-            return -1;
-    } else if (key_is(k, "delay_ms")) {
-        return get_int(v, &out->delay_ms);
-    } else if (key_is(k, "created_ms")) {
-        return get_int(v, &out->created_ms);
+    while (*p < end && **p >= '0' && **p <= '9' && digits < 18) {
+        v = v * 10 + (**p - '0');
+        (*p)++;
+        digits++;
     }
+    if (*p >= end || **p != '|')
+        return -1;
+    (*p)++;
+    *out = digits ? v : -1;
     return 0;
 }
 
-int job_unpack(const char *data, size_t len, struct job *out, char *err, size_t errlen)
+/* The head of a record: state, due, stamp, claim. Returns the tail, or NULL with err set. */
+static const char *read_head(const char *v, size_t len, struct job *out, struct job_record *rec,
+                             char *err, size_t errlen)
 {
-    static const char *const required[] = { "id", "topic", "body", "due_ms" };
+    const char *p = v + 1, *end = v + len;
+
+    if (len == 0 || job_state_of_letter(v[0], &rec->state) < 0) {
+        snprintf(err, errlen, "record has no valid state letter");
+        return NULL;
+    }
+    if (p < end && *p == '|') {
+        snprintf(err, errlen, "record head has no due time");
+        return NULL;
+    }
+    if (head_number(&p, end, &out->due_ms) < 0 || head_number(&p, end, &rec->stamp_ms) < 0) {
+        snprintf(err, errlen, "record head is not <state><due_ms>|<stamp_ms>|<claim>|");
+        return NULL;
+    }
+    while (p < end && *p != '|')   /* the claim token: the scripts' business */
+        p++;
+    if (p >= end) {
+        snprintf(err, errlen, "record head has no end");
+        return NULL;
+    }
+    return p + 1;
+}
+
+/* The five elements of a record's tail into out; the name of the one at fault, or NULL. */
+static const char *read_tail(const msgpack_object *a, struct job *out)
+{
+    const msgpack_object *e = a->via.array.ptr;
+
+    if (!(out->topic = dup_str(&e[0], NULL)))
+        return "topic";
+    if (!(out->body = dup_str(&e[1], &out->body_len)))
+        return "body";
+    if (e[2].type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(&e[2], NULL)))
+        return "key";
+    if (unpack_headers(&e[3], out) < 0)
+        return "headers";
+    if (e[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER || e[4].via.u64 > (uint64_t)out->due_ms)
+        return "delay_ms";   /* never negative, never before the epoch */
+    out->delay_ms = (int64_t)e[4].via.u64;
+    out->created_ms = out->due_ms - out->delay_ms;
+    return NULL;
+}
+
+int job_record_read(const char *id, const char *v, size_t len, struct job *out,
+                    struct job_record *rec, char *err, size_t errlen)
+{
     msgpack_unpacked u;
+    const char *tail, *bad;
     size_t off = 0;
-    unsigned seen = 0;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
+    memset(rec, 0, sizeof(*rec));
+    if (job_id_valid(id, strlen(id), err, errlen) < 0)
+        return -1;
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    if (!(tail = read_head(v, len, out, rec, err, errlen)))
+        return -1;
     msgpack_unpacked_init(&u);
-    if (msgpack_unpack_next(&u, data, len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_MAP) {
-        snprintf(err, errlen, "record is not a msgpack map");
+    if (msgpack_unpack_next(&u, tail, (size_t)(v + len - tail), &off) != MSGPACK_UNPACK_SUCCESS ||
+        u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size < 5) {
+        snprintf(err, errlen, "record tail is not a msgpack array of 5");
         goto out;
     }
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-        if (unpack_field(&kv->key, &kv->val, out, &seen) < 0) {
-            snprintf(err, errlen, "record field %.*s is malformed",
-                     kv->key.type == MSGPACK_OBJECT_STR ? (int)kv->key.via.str.size : 1,
-                     kv->key.type == MSGPACK_OBJECT_STR ? kv->key.via.str.ptr : "?");
-            goto out;
-        }
-    }
-    for (unsigned i = 0; i < 4; i++) {
-        if (!(seen & (1u << i))) {
-            snprintf(err, errlen, "record field %s is missing", required[i]);
-            goto out;
-        }
+    if ((bad = read_tail(&u.data, out))) {
+        snprintf(err, errlen, "record field %s is malformed", bad);
+        goto out;
     }
     rc = 0;
 out:

@@ -157,6 +157,10 @@ static void after_record(struct jobs *jobs, struct pending_add *pa, const struct
         finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
     } else if (a->res == STORE_DUPLICATE) {
         finish_add(pa, 200, API_OK, "ok (the same job was already added)", api_job_id_data(pa->job.id));
+    } else if (a->res == STORE_ADD_NOT_A_RECORD) {
+        snprintf(msg, sizeof(msg), "job id %s is taken by a Redis value that is not a job record",
+                 pa->job.id);
+        finish_add(pa, 409, API_CONFLICT, msg, NULL);
     } else if (a->res == STORE_CONFLICT) {
         snprintf(msg, sizeof(msg), "job id %s is already used by another job (state %s)", pa->job.id,
                  job_state_name(a->state));
@@ -327,31 +331,31 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
 char *jobs_get(struct jobs *jobs, const char *id, int *status)
 {
     struct store *st = pool_get(jobs);
-    enum job_state state;
-    int64_t delivered_ms;
+    struct job_record rec;
     char err[256], msg[512], *data = NULL, *resp;
-    size_t len;
+    size_t len = 0;
     int found, rc;
     struct job job;
 
-    rc = store_get(st, id, &found, &data, &len, &state, &delivered_ms, err, sizeof(err));
+    rc = store_get(st, id, &found, &data, &len, err, sizeof(err));
     pool_put(jobs, st);
     if (rc < 0) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "get failed: %s", err);
-        *status = rc == -1 ? 503 : 500;
+        *status = 503;
         return api_response(API_GET_FAILED, msg, NULL);
     }
     *status = 200;
     if (!found)
         return api_response(API_OK, "no such job", NULL);
-    if (job_unpack(data, len, &job, err, sizeof(err)) < 0) {
+    if (job_record_read(id, data, len, &job, &rec, err, sizeof(err)) < 0) {
         log_error("job=%s has an unreadable record: %s", id, err);
         snprintf(msg, sizeof(msg), "job %s has an unreadable record: %s", id, err);
         *status = 500;
         resp = api_response(API_GET_FAILED, msg, NULL);
     } else {
-        resp = api_response(API_OK, "ok", api_job_data(&job, state, delivered_ms));
+        resp = api_response(API_OK, "ok", api_job_data(&job, rec.state,
+                                                        rec.state == JOB_DELIVERED ? rec.stamp_ms : -1));
     }
     job_release(&job);
     free(data);
@@ -382,6 +386,11 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     }
     if (res == STORE_NO_JOB)
         return api_response(API_OK, "no such job", NULL);
+    if (res == STORE_REMOVE_NOT_A_RECORD) {
+        snprintf(msg, sizeof(msg), "job %s has an unreadable record", id);
+        *status = 500;
+        return api_response(API_REMOVE_FAILED, msg, NULL);
+    }
     if (state == JOB_CANCELLED)
         return api_response(API_OK, "ok (already removed)", NULL);
     snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id, job_state_name(state));

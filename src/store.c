@@ -14,66 +14,76 @@ struct store {
     redisContext *c;
 };
 
-/* KEYS[1] job key. ARGV: data, ttl ms, topic, body, due ms. Returns {result, state}.
- * due_ms is kept beside the data so that a claim can tell a stale delay-topic message (of an
- * earlier job with the same id) from the one of this job without decoding the record. */
+/* Every script reads the record the same way: v is false when there is none, '' when the key
+ * holds something else; st, due, stamp and claim are the head's fields (st is nil when the
+ * value is no record of ours) and tail the msgpack after the head. See job.h for the layout. */
+#define READ_RECORD                                                                        \
+    "local v = redis.pcall('GET', KEYS[1])\n"                                              \
+    "if type(v) == 'table' then v = '' end\n"                                              \
+    "local st, due, stamp, claim, at\n"                                                    \
+    "if v then st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "') end\n"   \
+    "local function tail() return string.sub(v, at) end\n"
+
+/* ARGV: value, ttl ms, topic, body. Returns {result, state letter}: 0 added, 1 duplicate (the
+ * same topic and body: an add retried by its client), 2 conflict, 3 the key holds no record. */
 static const char add_lua[] =
-    "local st = redis.call('HGET', KEYS[1], 'state')\n"
-    "if not st then\n"
-    "  redis.call('HSET', KEYS[1], 'data', ARGV[1], 'state', 'pending', 'due_ms', ARGV[5])\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {0, 'pending'}\n"
+    READ_RECORD
+    "if not v then\n"
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  return {0, 'p'}\n"
     "end\n"
-    "if st ~= 'cancelled' then\n"
-    "  local ok, rec = pcall(cmsgpack.unpack, redis.call('HGET', KEYS[1], 'data'))\n"
-    "  if ok and type(rec) == 'table' and rec.topic == ARGV[3] and rec.body == ARGV[4] then\n"
+    "if not st then return {3, ''} end\n"
+    "if st ~= 'c' then\n"
+    "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
+    "  if ok and type(rec) == 'table' and rec[1] == ARGV[3] and rec[2] == ARGV[4] then\n"
     "    return {1, st}\n"
     "  end\n"
     "end\n"
     "return {2, st}\n";
 
 static const char drop_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') == 'pending' then\n"
-    "  return redis.call('DEL', KEYS[1])\n"
-    "end\n"
+    READ_RECORD
+    "if st == 'p' then return redis.call('DEL', KEYS[1]) end\n"
     "return 0\n";
 
-/* ARGV: now ms, ttl ms. Returns {result, state}: 0 removed, 1 no job, 2 too late. */
+/* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
+ * key holds no record. */
 static const char remove_lua[] =
-    "local st = redis.call('HGET', KEYS[1], 'state')\n"
-    "if not st then return {1, ''} end\n"
-    "if st == 'pending' then\n"
-    "  redis.call('HSET', KEYS[1], 'state', 'cancelled', 'cancelled_ms', ARGV[1])\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  return {0, 'cancelled'}\n"
+    READ_RECORD
+    "if not v then return {1, ''} end\n"
+    "if not st then return {3, ''} end\n"
+    "if st == 'p' then\n"
+    "  redis.call('SET', KEYS[1], 'c' .. due .. '|' .. ARGV[1] .. '||' .. tail(), 'PX', ARGV[2])\n"
+    "  return {0, 'c'}\n"
     "end\n"
     "return {2, st}\n";
 
 /* ARGV: the message's due ms or "", its claim token "<instance>:<topic>/<partition>/<offset>",
  * and "<instance>:". Returns {} when no record, {'stale'} when the message is not this record's,
  * {'busy'} when another message of the job (a copy left by a crash in the middle of a move down
- * the levels) is being delivered by this instance, {state} when not claimable, {state, data}
- * when claimed. A delivering record claimed by another instance (which crashed) is taken over. */
+ * the levels) is being delivered by this instance, {state} when not claimable, {state, value}
+ * when claimed, and {'', value} for a value that is no record (the caller dead-letters it). A
+ * delivering record claimed by another instance (which crashed) is taken over. */
 static const char claim_lua[] =
-    "local v = redis.call('HMGET', KEYS[1], 'state', 'data', 'due_ms', 'claim')\n"
-    "if not v[1] then return {} end\n"
-    "if ARGV[1] ~= '' and v[3] and v[3] ~= ARGV[1] then return {'stale'} end\n"
-    "if v[1] == 'delivering' and v[4] and v[4] ~= ARGV[2] and\n"
-    "   string.sub(v[4], 1, #ARGV[3]) == ARGV[3] then return {'busy'} end\n"
-    "if (v[1] == 'pending' or v[1] == 'delivering') and v[2] then\n"
-    "  redis.call('HSET', KEYS[1], 'state', 'delivering', 'claim', ARGV[2])\n"
-    "  return {v[1], v[2]}\n"
+    READ_RECORD
+    "if not v then return {} end\n"
+    "if not st then return {'', v} end\n"
+    "if ARGV[1] ~= '' and due ~= ARGV[1] then return {'stale'} end\n"
+    "if st == 's' and claim ~= ARGV[2] and string.sub(claim, 1, #ARGV[3]) == ARGV[3] then\n"
+    "  return {'busy'}\n"
     "end\n"
-    "return {v[1]}\n";
+    "if st == 'p' or st == 's' then\n"
+    "  redis.call('SET', KEYS[1], 's' .. due .. '||' .. ARGV[2] .. '|' .. tail(), 'KEEPTTL')\n"
+    "  return {st, v}\n"
+    "end\n"
+    "return {st}\n";
 
-/* ARGV: final state (delivered or failed), now ms, ttl ms. */
+/* ARGV: final state letter (delivered or failed), now ms, ttl ms. */
 static const char mark_lua[] =
-    "if redis.call('HGET', KEYS[1], 'state') == 'delivering' then\n"
-    "  redis.call('HSET', KEYS[1], 'state', ARGV[1], ARGV[1] .. '_ms', ARGV[2])\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
-    "  return 1\n"
-    "end\n"
-    "return 0\n";
+    READ_RECORD
+    "if st ~= 's' then return 0 end\n"
+    "redis.call('SET', KEYS[1], ARGV[1] .. due .. '|' .. ARGV[2] .. '||' .. tail(), 'PX', ARGV[3])\n"
+    "return 1\n";
 
 struct store *store_new(const struct config *cfg)
 {
@@ -235,30 +245,42 @@ static redisReply *eval1(struct store *st, const char *script, const char *id, i
     return store_eval(st, script, key, argc, argv, argvlen, err, errlen);
 }
 
+/* A state letter of a script's reply. */
 static int parse_state(const redisReply *r, enum job_state *state)
 {
-    return r->type == REDIS_REPLY_STRING ? job_state_parse(r->str, r->len, state) : -1;
+    return r->type == REDIS_REPLY_STRING && r->len == 1 ? job_state_of_letter(r->str[0], state) : -1;
+}
+
+/* A {result, state letter} reply of add or remove: 0 with *res (and *state when the result
+ * carries one: results below 2 for add and 2 for remove, see the scripts), or -1. */
+static int read_result(const redisReply *r, int *res, enum job_state *state)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    *res = (int)r->element[0]->integer;
+    if (*res < 0 || *res > 3 || (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len &&
+                                 parse_state(r->element[1], state) < 0))
+        return -1;
+    return 0;
 }
 
 /* Queues the add script of one job on the connection. */
 static void append_add(struct store *st, const struct job *job, int64_t retention_ms)
 {
     msgpack_sbuffer buf;
-    char key[KEY_MAX], ttl[32], due[32];
-    const char *argv[5];
-    size_t argvlen[5];
+    char key[KEY_MAX], ttl[32];
+    const char *argv[4];
+    size_t argvlen[4];
 
     msgpack_sbuffer_init(&buf);
-    job_pack(job, &buf);
+    job_record_pack(job, &buf);
     job_key(st, job->id, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
-    snprintf(due, sizeof(due), "%lld", (long long)job->due_ms);
     argv[0] = buf.data;   argvlen[0] = buf.size;
     argv[1] = ttl;        argvlen[1] = strlen(ttl);
     argv[2] = job->topic; argvlen[2] = strlen(job->topic);
     argv[3] = job->body;  argvlen[3] = job->body_len;
-    argv[4] = due;        argvlen[4] = strlen(due);
-    append_eval(st, add_lua, key, 5, argv, argvlen);   /* copies the arguments */
+    append_eval(st, add_lua, key, 4, argv, argvlen);   /* copies the arguments */
     msgpack_sbuffer_destroy(&buf);
 }
 
@@ -273,11 +295,10 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
         redisReply *r = read_reply(st, err, errlen);
         if (!r)
             return -1;
-        out[i].ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                    r->element[0]->type == REDIS_REPLY_INTEGER &&
-                    parse_state(r->element[1], &out[i].state) == 0;
+        int res;
+        out[i].ok = read_result(r, &res, &out[i].state) == 0;
         if (out[i].ok)
-            out[i].res = (enum store_add_result)r->element[0]->integer;
+            out[i].res = (enum store_add_result)res;
         else
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
                      r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to add");
@@ -296,48 +317,37 @@ int store_drop_pending(struct store *st, const char *id, char *err, size_t errle
     return 0;
 }
 
-int store_get(struct store *st, const char *id, int *found, char **data, size_t *len,
-              enum job_state *state, int64_t *delivered_ms, char *err, size_t errlen)
+int store_get(struct store *st, const char *id, int *found, char **data, size_t *len, char *err,
+              size_t errlen)
 {
     char key[KEY_MAX];
+    const char *v = "";
     redisReply *r;
-    int rc = -1;
 
     *found = 0;
-    if (ensure_conn(st, err, errlen) < 0)
-        return -1;
     job_key(st, id, key, sizeof(key));
-    r = redisCommand(st->c, "HMGET %s data state delivered_ms", key);
-    if (!r) {
-        snprintf(err, errlen, "redis: %s", st->c->errstr);
-        drop_conn(st);
+    if (!(r = store_command(st, err, errlen, "GET %s", key))) {
+        if (strncmp(err, "redis: WRONGTYPE", 16) != 0)
+            return -1;
+    } else if (r->type == REDIS_REPLY_STRING) {
+        v = r->str;
+    } else {
+        freeReplyObject(r);
+        return 0;
+    }
+    *len = r ? r->len : 0;
+    if (!(*data = malloc(*len + 1))) {
+        snprintf(err, errlen, "out of memory");
+        if (r)
+            freeReplyObject(r);
         return -1;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
-        snprintf(err, errlen, "redis: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-        goto out;
-    }
-    rc = 0;
-    if (r->element[0]->type != REDIS_REPLY_STRING)
-        goto out;
-    if (parse_state(r->element[1], state) < 0) {
-        snprintf(err, errlen, "record %s has no valid state", key);
-        rc = -2;
-        goto out;
-    }
-    *delivered_ms = -1;
-    if (r->element[2]->type == REDIS_REPLY_STRING)
-        *delivered_ms = strtoll(r->element[2]->str, NULL, 10);
-    *len = r->element[0]->len;
-    if (!(*data = malloc(*len + 1))) {
-        rc = -1;
-        goto out;
-    }
-    memcpy(*data, r->element[0]->str, *len);
+    memcpy(*data, v, *len);
+    (*data)[*len] = '\0';
     *found = 1;
-out:
-    freeReplyObject(r);
-    return rc;
+    if (r)
+        freeReplyObject(r);
+    return 0;
 }
 
 int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
@@ -346,16 +356,15 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
     char now[32], ttl[32];
     const char *argv[2] = { now, ttl };
     redisReply *r;
-    int rc = -1;
+    int rc = -1, result;
 
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
     if (!(r = eval1(st, remove_lua, id, 2, argv, NULL, err, errlen)))
         return -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER) {
-        *res = (enum store_remove_result)r->element[0]->integer;
-        if (*res == STORE_NO_JOB || parse_state(r->element[1], state) == 0)
-            rc = 0;
+    if (read_result(r, &result, state) == 0) {
+        *res = (enum store_remove_result)result;
+        rc = 0;
     }
     if (rc < 0)
         snprintf(err, errlen, "redis: unexpected reply to remove");
@@ -379,7 +388,7 @@ static void read_claim(const redisReply *r, struct store_claim *out)
         return;
     }
     if (parse_state(r->element[0], &out->before) < 0)
-        out->before = JOB_DELIVERING;   /* unknown state text: treat as claimable, data decides */
+        out->before = JOB_DELIVERING;   /* no record of ours: claimed, and the value does not decode */
     if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
         (out->data = malloc(r->element[1]->len + 1))) {
         memcpy(out->data, r->element[1]->str, r->element[1]->len);
@@ -441,7 +450,7 @@ int store_mark_batch(struct store *st, size_t n, const char *const *ids,
                      const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
                      size_t errlen)
 {
-    char now[32], ttl[32];
+    char now[32], ttl[32], letters[JOB_FAILED + 1][2];
     const char **argv = malloc(3 * n * sizeof(*argv) + 1);
     int rc;
 
@@ -451,8 +460,10 @@ int store_mark_batch(struct store *st, size_t n, const char *const *ids,
     }
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
+    for (int s = JOB_PENDING; s <= JOB_FAILED; s++)
+        letters[s][0] = job_state_letter((enum job_state)s), letters[s][1] = '\0';
     for (size_t i = 0; i < n; i++) {
-        argv[3 * i] = job_state_name(states[i]);
+        argv[3 * i] = letters[states[i]];
         argv[3 * i + 1] = now;
         argv[3 * i + 2] = ttl;
     }

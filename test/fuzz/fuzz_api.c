@@ -114,14 +114,16 @@ static void check_record(struct job *j)
 {
     msgpack_sbuffer sb;
     struct job back;
+    struct job_record rec;
     char err[256];
 
     if (j->id[0] == '\0')
         snprintf(j->id, sizeof(j->id), "%s", FUZZ_ID);
     msgpack_sbuffer_init(&sb);
-    ASSERT(job_pack(j, &sb) == 0);
-    if (job_unpack(sb.data, sb.size, &back, err, sizeof(err)) < 0)
+    ASSERT(job_record_pack(j, &sb) == 0);
+    if (job_record_read(j->id, sb.data, sb.size, &back, &rec, err, sizeof(err)) < 0)
         fuzz_fail(__FILE__, __LINE__, err);
+    ASSERT(rec.state == JOB_PENDING);
     check_same_job(j, &back);
     check_get_answer(&back);
     job_release(&back);

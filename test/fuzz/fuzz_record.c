@@ -1,7 +1,8 @@
-/* fuzz_record: the msgpack job record kept in Redis (job_unpack, job_pack), and the get answer
- * built from a record (api_job_data).
+/* fuzz_record: the job record kept in Redis (job_record_read, job_record_pack), and the get
+ * answer built from a record (api_job_data).
  *
- * An input is a raw record. Invariants checked (abort() on violation):
+ * An input is a raw record value, read as the record of job FUZZ_ID. Invariants checked (abort()
+ * on violation):
  *  - an accepted record has every required field, and a NUL after the body;
  *  - it re-packs and unpacks to the same job, and packing that again gives the same bytes;
  *  - its get answer is a JSON object {"code", "message", "data"}. */
@@ -17,6 +18,8 @@
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define FUZZ_ID "order:42"
 
 
 
@@ -36,20 +39,22 @@ static void check_fields(const struct job *j)
 static void pack(const struct job *j, msgpack_sbuffer *sb)
 {
     msgpack_sbuffer_init(sb);
-    ASSERT(job_pack(j, sb) == 0);
+    ASSERT(job_record_pack(j, sb) == 0);
 }
 
 static void check_round_trip(const struct job *j)
 {
     msgpack_sbuffer first, second;
     struct job back;
+    struct job_record rec;
     char err[256];
 
     pack(j, &first);
-    if (job_unpack(first.data, first.size, &back, err, sizeof(err)) < 0)
+    if (job_record_read(FUZZ_ID, first.data, first.size, &back, &rec, err, sizeof(err)) < 0)
         fuzz_fail(__FILE__, __LINE__, err);
     check_fields(&back);
     check_same_job(j, &back);
+    ASSERT(rec.state == JOB_PENDING && rec.stamp_ms == -1);
     pack(&back, &second);
     ASSERT(first.size == second.size && memcmp(first.data, second.data, first.size) == 0);
     msgpack_sbuffer_destroy(&second);
@@ -58,9 +63,9 @@ static void check_round_trip(const struct job *j)
 }
 
 /* The record as a get answer: text a client can parse, whatever bytes the record holds. */
-static void check_get_answer(const struct job *j)
+static void check_get_answer(const struct job *j, const struct job_record *rec)
 {
-    char *text = api_response(API_OK, "ok", api_job_data(j, JOB_DELIVERED, j->due_ms));
+    char *text = api_response(API_OK, "ok", api_job_data(j, rec->state, rec->stamp_ms));
     json_t *root;
 
     ASSERT(text != NULL);
@@ -76,13 +81,15 @@ static void check_get_answer(const struct job *j)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct job j;
+    struct job_record rec;
     char err[256];
 
     err[0] = '\0';
-    if (job_unpack((const char *)data, size, &j, err, sizeof(err)) == 0) {
+    if (job_record_read(FUZZ_ID, (const char *)data, size, &j, &rec, err, sizeof(err)) == 0) {
         check_fields(&j);
+        ASSERT(j.delay_ms >= 0 && j.created_ms >= 0 && j.created_ms + j.delay_ms == j.due_ms);
         check_round_trip(&j);
-        check_get_answer(&j);
+        check_get_answer(&j, &rec);
     } else {
         ASSERT(err[0] != '\0');
     }

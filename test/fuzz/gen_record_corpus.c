@@ -1,4 +1,4 @@
-/* gen_record_corpus: writes the seed records of fuzz_record, made by the real job_pack.
+/* gen_record_corpus: writes the seed records of fuzz_record, made by the real job_record_pack.
  * Rebuild the corpus (from the repo root):
  *   cc -std=c11 -D_GNU_SOURCE -Iinclude test/fuzz/gen_record_corpus.c src/job.c -lmsgpackc \
  *      -o /tmp/gen_record_corpus && /tmp/gen_record_corpus test/fuzz/corpus/record */
@@ -25,7 +25,7 @@ static void write_record(const char *dir, const char *name, const struct job *j)
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     msgpack_sbuffer_init(&sb);
-    job_pack(j, &sb);
+    job_record_pack(j, &sb);
     if (!(f = fopen(path, "wb")) || fwrite(sb.data, 1, sb.size, f) != sb.size || fclose(f) != 0) {
         perror(path);
         exit(1);
@@ -73,8 +73,9 @@ int main(int argc, char **argv)
     j.delay_ms = 0;
     j.due_ms = j.created_ms;
     write_record(dir, "empty-body", &j);
-    j.due_ms = 9223372036854775807LL;
-    j.created_ms = -1;
+    j.due_ms = 999999999999999999LL;   /* the most digits a head holds */
+    j.delay_ms = j.due_ms;
+    j.created_ms = 0;
     write_record(dir, "extreme-times", &j);
     return 0;
 }

@@ -219,8 +219,8 @@ class Delayqd:
         self.partitions = partitions
         self.topic_format = f"{self.name}_delay_%s"
         self.dlq = f"{self.name}_dlq"
-        self.prefix = f"{self.name}:"
         self.extra = extra or {}
+        self.prefix = self.extra.get("prefix", f"{self.name}:")
         self.proc = None
         tag = f"{self.name}-{self.port}" if cluster else self.name
         self.log_path = os.path.join(stack.tmp, f"{tag}.log")

@@ -12,8 +12,10 @@ REMOVE = "/delay-queue/api/jobs/remove"
 
 
 def record(stack, d, job_id):
-    """The Redis record, decoded by Redis's own msgpack library."""
-    lua = "return cjson.encode(cmsgpack.unpack(redis.call('HGET', KEYS[1], 'data')))"
+    """The Redis record: its text head, and its msgpack tail decoded by Redis's own library."""
+    lua = ("local v = redis.call('GET', KEYS[1])\n"
+           "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
+           "return cjson.encode({string.sub(v, 1, at - 1), cmsgpack.unpack(string.sub(v, at)), #v})")
     return json.loads(stack.redis("EVAL", lua, "1", f"{d.prefix}job:{job_id}"))
 
 
@@ -57,9 +59,13 @@ def test_add_extensions_are_stored(stack):
     assert json.loads(job["body"]) == {"order": 77, "items": [1, 2]}, job
     assert d.get(d.add_ok(topic="orders", delay_ms=90500, body="x"))["delay_ms"] == 90500
 
-    rec = record(stack, d, job_id)
-    assert rec["id"] == "order:77" and rec["topic"] == "orders" and rec["due_ms"] == due, rec
-    assert stack.redis("HGET", f"{d.prefix}job:{job_id}", "state") == "pending"
+    head, tail, size = record(stack, d, job_id)
+    assert head == f"p{due}|||", head    # pending, due, no stamp, no claim
+    assert tail[0] == "orders" and tail[2] == "customer-9" and tail[3]["tenant"] == "acme", tail
+    assert json.loads(tail[1]) == {"order": 77, "items": [1, 2]} and tail[4] == job["delay_ms"], tail
+    # Compact: no id and no field names inside, so Redis holds little besides what was sent.
+    sent = len(job["body"]) + len("orders") + len("customer-9") + len("tracet-1tenantacme")
+    assert size <= sent + len(head) + 16, (size, sent)
     ttl = int(stack.redis("PTTL", f"{d.prefix}job:{job_id}"))
     assert 120000 + 3600000 - 10000 < ttl <= 120000 + 3600000, ttl   # due + retention
 

@@ -74,15 +74,35 @@ def test_record_that_does_not_decode_goes_to_dead_letter(stack):
     d = Delayqd(stack, partitions=1).start()
     good = Reader(stack, f"{d.name}_good")
     bad_id = d.add_ok(topic=good.topic, delay=2, body="will be corrupted")
+    alien_id = d.add_ok(topic=good.topic, delay=2, body="will be replaced by a hash")
     ok_id = d.add_ok(topic=good.topic, delay=2, body="fine")
-    stack.redis("HSET", f"{d.prefix}job:{bad_id}", "data", "\x01not msgpack")
+    # A readable head with a tail that is not msgpack; a key of another type altogether.
+    stack.redis("EVAL", "local v = redis.call('GET', KEYS[1])\n"
+                "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
+                "return redis.call('SET', KEYS[1], string.sub(v, 1, at - 1) .. ARGV[1], 'KEEPTTL')",
+                "1", f"{d.prefix}job:{bad_id}", "\x01not msgpack")
+    alien = f"{d.prefix}job:{alien_id}"
+    stack.redis("DEL", alien)
+    stack.redis("HSET", alien, "someone", "else")
+    # The API names the problem instead of failing the connection or the process.
+    st, doc = d.http("GET", f"/delay-queue/api/jobs/get?job_id={alien_id}")
+    assert st == 500 and "unreadable record" in doc["message"], doc
+    st, doc = d.http("GET", f"/delay-queue/api/jobs/remove?job_id={alien_id}")
+    assert st == 500 and "unreadable record" in doc["message"], doc
+    st, doc = d.add(id=alien_id, topic=good.topic, delay=2, body="x")
+    assert st == 409 and "not a job record" in doc["message"], doc
+    st, doc = d.http("GET", f"/delay-queue/api/jobs/get?job_id={bad_id}")
+    assert st == 500 and "unreadable record" in doc["message"], doc
+
     dlq = Reader(stack, d.dlq)
-    (dead,) = dlq.wait_count(1, 15)
-    assert "does not decode" in dead["headers"]["dq-error"], dead
-    assert dead["headers"]["dq-id"] == bad_id, dead
+    dead = dlq.wait_count(2, 15)
+    assert {m["headers"]["dq-id"] for m in dead} == {bad_id, alien_id}, dead
+    for m in dead:
+        assert "does not decode" in m["headers"]["dq-error"], m
     (m,) = good.wait_count(1, 10)
     assert m["headers"]["dq-id"] == ok_id and m["payload"] == "fine", m
     assert_never_early([m])
+    assert stack.redis("HGET", alien, "someone") == "else"   # another's key is left alone
     good.close()
     dlq.close()
 
