@@ -9,9 +9,14 @@
 
 #define KEY_MAX (CONFIG_STR_MAX + 4 + JOB_ID_MAX + 1)   /* prefix + "job:" + id */
 
+/* The record scripts, loaded once per connection (SCRIPT LOAD) and called by EVALSHA, so that
+ * neither their text nor its SHA-1 is sent or computed again for every job. */
+enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_COUNT };
+
 struct store {
     const struct config *cfg;
     redisContext *c;
+    char sha[S_COUNT][41];
 };
 
 /* Every script reads the record the same way: v is false when there is none, '' when the key
@@ -85,6 +90,8 @@ static const char mark_lua[] =
     "redis.call('SET', KEYS[1], ARGV[1] .. due .. '|' .. ARGV[2] .. '||' .. tail(), 'PX', ARGV[3])\n"
     "return 1\n";
 
+static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua };
+
 struct store *store_new(const struct config *cfg)
 {
     struct store *st = calloc(1, sizeof(*st));
@@ -124,6 +131,26 @@ static int setup_cmd(struct store *st, char *err, size_t errlen, const char *fmt
     return rc;
 }
 
+/* SCRIPT LOAD of every record script; their SHA-1s go to st->sha. */
+static int load_scripts(struct store *st, char *err, size_t errlen)
+{
+    for (int i = 0; i < S_COUNT; i++) {
+        redisReply *r = redisCommand(st->c, "SCRIPT LOAD %s", script_text[i]);
+        int ok = r && r->type == REDIS_REPLY_STRING && r->len == 40;
+
+        if (ok)
+            memcpy(st->sha[i], r->str, 41);
+        else
+            snprintf(err, errlen, "redis SCRIPT LOAD: %s",
+                     !r ? st->c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        if (r)
+            freeReplyObject(r);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
 static int ensure_conn(struct store *st, char *err, size_t errlen)
 {
     const struct config *cfg = st->cfg;
@@ -143,7 +170,8 @@ static int ensure_conn(struct store *st, char *err, size_t errlen)
     redisSetTimeout(st->c, tv);
     snprintf(db, sizeof(db), "%lld", (long long)cfg->redis.db);
     if ((cfg->redis.password[0] && setup_cmd(st, err, errlen, "AUTH %s", cfg->redis.password) < 0) ||
-        (cfg->redis.db && setup_cmd(st, err, errlen, "SELECT %s", db) < 0)) {
+        (cfg->redis.db && setup_cmd(st, err, errlen, "SELECT %s", db) < 0) ||
+        load_scripts(st, err, errlen) < 0) {
         drop_conn(st);
         return -1;
     }
@@ -157,12 +185,12 @@ static void job_key(const struct store *st, const char *id, char *out, size_t ou
 
 #define EVAL_ARGS_MAX 8   /* script arguments; the most any script here takes is 5 */
 
-/* Queues EVAL script 1 key argv... on the connection. argc <= EVAL_ARGS_MAX. */
-static void append_eval(struct store *st, const char *script, const char *key, int argc,
-                        const char *const *argv, const size_t *argvlen)
+/* Queues cmd (EVAL or EVALSHA) script 1 key argv... on the connection. argc <= EVAL_ARGS_MAX. */
+static void append_eval(struct store *st, const char *cmd, const char *script, const char *key,
+                        int argc, const char *const *argv, const size_t *argvlen)
 {
-    const char *a[4 + EVAL_ARGS_MAX] = { "EVAL", script, "1", key };
-    size_t l[4 + EVAL_ARGS_MAX] = { 4, strlen(script), 1, strlen(key) };
+    const char *a[4 + EVAL_ARGS_MAX] = { cmd, script, "1", key };
+    size_t l[4 + EVAL_ARGS_MAX] = { strlen(cmd), strlen(script), 1, strlen(key) };
 
     for (int i = 0; i < argc && i < EVAL_ARGS_MAX; i++) {
         a[4 + i] = argv[i];
@@ -209,7 +237,7 @@ redisReply *store_eval(struct store *st, const char *script, const char *key, in
 
     if (ensure_conn(st, err, errlen) < 0)
         return NULL;
-    append_eval(st, script, key, argc, argv, argvlen);
+    append_eval(st, "EVAL", script, key, argc, argv, argvlen);
     if (!(r = read_reply(st, err, errlen)))
         return NULL;
     return checked(st, r, err, errlen);
@@ -235,14 +263,83 @@ redisReply *store_argv(struct store *st, int argc, const char **argv, char *err,
     return checked(st, redisCommandArgv(st->c, argc, argv, NULL), err, errlen);
 }
 
-/* EVAL of a script on the record of job id. */
-static redisReply *eval1(struct store *st, const char *script, const char *id, int argc,
-                         const char *const *argv, const size_t *argvlen, char *err, size_t errlen)
+/* Queues EVALSHA of script s on job id's record. */
+static void append_script(struct store *st, enum script s, const char *id, int argc,
+                          const char *const *argv, const size_t *argvlen)
 {
     char key[KEY_MAX];
 
     job_key(st, id, key, sizeof(key));
-    return store_eval(st, script, key, argc, argv, argvlen, err, errlen);
+    append_eval(st, "EVALSHA", st->sha[s], key, argc, argv, argvlen);   /* copies the arguments */
+}
+
+static void free_replies(redisReply **r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        freeReplyObject(r[i]);
+}
+
+/* Queues item i of a batch. */
+typedef void append_fn(struct store *st, size_t i, const void *ctx);
+
+/* Sends n script calls in one pipeline (append queues call i) and reads their n replies into
+ * out, which the caller frees. When Redis has lost the scripts (SCRIPT FLUSH, or a failover to
+ * a server that never had them) they are loaded again and the whole pipeline is sent once
+ * more: every record script may run twice (add then finds its own record, a claim its own
+ * token, a mark or remove an already final state). Returns 0, or -1 on a connection error. */
+static int run_scripts(struct store *st, size_t n, append_fn *append, const void *ctx,
+                       redisReply **out, char *err, size_t errlen)
+{
+    for (int attempt = 0;; attempt++) {
+        int lost = 0;
+
+        if (ensure_conn(st, err, errlen) < 0)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            append(st, i, ctx);
+        for (size_t i = 0; i < n; i++) {
+            if (!(out[i] = read_reply(st, err, errlen))) {
+                free_replies(out, i);
+                return -1;
+            }
+            lost |= out[i]->type == REDIS_REPLY_ERROR && strncmp(out[i]->str, "NOSCRIPT", 8) == 0;
+        }
+        if (!lost || attempt > 0)
+            return 0;
+        free_replies(out, n);
+        if (load_scripts(st, err, errlen) < 0) {
+            drop_conn(st);
+            return -1;
+        }
+    }
+}
+
+/* n calls of one script, call i on record ids[i] with the argc arguments argv[i * argc ...]. */
+struct calls {
+    enum script script;
+    const char *const *ids;
+    int argc;
+    const char *const *argv;
+};
+
+static void append_call(struct store *st, size_t i, const void *ctx)
+{
+    const struct calls *c = ctx;
+
+    append_script(st, c->script, c->ids[i], c->argc, c->argv + i * (size_t)c->argc, NULL);
+}
+
+/* One script call on the record of job id: its reply (caller frees), or NULL with err set on a
+ * connection error or a Redis error reply. */
+static redisReply *eval1(struct store *st, enum script script, const char *id, int argc,
+                         const char *const *argv, char *err, size_t errlen)
+{
+    const struct calls c = { script, &id, argc, argv };
+    redisReply *r;
+
+    if (run_scripts(st, 1, append_call, &c, &r, err, errlen) < 0)
+        return NULL;
+    return checked(st, r, err, errlen);
 }
 
 /* A state letter of a script's reply. */
@@ -264,52 +361,64 @@ static int read_result(const redisReply *r, int *res, enum job_state *state)
     return 0;
 }
 
-/* Queues the add script of one job on the connection. */
-static void append_add(struct store *st, const struct job *job, int64_t retention_ms)
+/* An add batch: the jobs and how long their records outlive their due times. */
+struct adds {
+    const struct job *const *jobs;
+    int64_t retention_ms;
+};
+
+/* Queues the add script of job i. */
+static void append_add(struct store *st, size_t i, const void *ctx)
 {
+    const struct adds *a = ctx;
+    const struct job *job = a->jobs[i];
     msgpack_sbuffer buf;
-    char key[KEY_MAX], ttl[32];
+    char ttl[32];
     const char *argv[4];
     size_t argvlen[4];
 
     msgpack_sbuffer_init(&buf);
     job_record_pack(job, &buf);
-    job_key(st, job->id, key, sizeof(key));
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + a->retention_ms));
     argv[0] = buf.data;   argvlen[0] = buf.size;
     argv[1] = ttl;        argvlen[1] = strlen(ttl);
     argv[2] = job->topic; argvlen[2] = strlen(job->topic);
     argv[3] = job->body;  argvlen[3] = job->body_len;
-    append_eval(st, add_lua, key, 4, argv, argvlen);   /* copies the arguments */
+    append_script(st, S_ADD, job->id, 4, argv, argvlen);
     msgpack_sbuffer_destroy(&buf);
 }
 
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen)
 {
-    if (ensure_conn(st, err, errlen) < 0)
+    const struct adds a = { jobs, retention_ms };
+    redisReply **r = malloc((n ? n : 1) * sizeof(*r));
+
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
         return -1;
-    for (size_t i = 0; i < n; i++)
-        append_add(st, jobs[i], retention_ms);
+    }
+    if (run_scripts(st, n, append_add, &a, r, err, errlen) < 0) {
+        free(r);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
-        redisReply *r = read_reply(st, err, errlen);
-        if (!r)
-            return -1;
         int res;
-        out[i].ok = read_result(r, &res, &out[i].state) == 0;
+        out[i].ok = read_result(r[i], &res, &out[i].state) == 0;
         if (out[i].ok)
             out[i].res = (enum store_add_result)res;
         else
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
-                     r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply to add");
-        freeReplyObject(r);
+                     r[i]->type == REDIS_REPLY_ERROR ? r[i]->str : "unexpected reply to add");
     }
+    free_replies(r, n);
+    free(r);
     return 0;
 }
 
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
 {
-    redisReply *r = eval1(st, drop_lua, id, 0, NULL, NULL, err, errlen);
+    redisReply *r = eval1(st, S_DROP, id, 0, NULL, err, errlen);
 
     if (!r)
         return -1;
@@ -360,7 +469,7 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-    if (!(r = eval1(st, remove_lua, id, 2, argv, NULL, err, errlen)))
+    if (!(r = eval1(st, S_REMOVE, id, 2, argv, err, errlen)))
         return -1;
     if (read_result(r, &result, state) == 0) {
         *res = (enum store_remove_result)result;
@@ -397,34 +506,35 @@ static void read_claim(const redisReply *r, struct store_claim *out)
     }
 }
 
-/* Sends n single-key EVALs in one pipeline, item i with the argc arguments argv[i * argc ...],
- * and hands each reply to fn. A Redis error reply to one script fails the batch, as does a
+/* Runs n calls of script in one pipeline, item i with the argc arguments argv[i * argc ...],
+ * and hands each reply to fn. A Redis error reply to one call fails the batch, as does a
  * connection error. */
-static int pipeline(struct store *st, const char *script, size_t n, const char *const *ids,
+static int pipeline(struct store *st, enum script script, size_t n, const char *const *ids,
                     int argc, const char *const *argv, void (*fn)(const redisReply *, void *, size_t),
                     void *opaque, char *err, size_t errlen)
 {
-    char key[KEY_MAX];
+    const struct calls c = { script, ids, argc, argv };
+    redisReply **r = malloc((n ? n : 1) * sizeof(*r));
     int rc = 0;
 
-    if (ensure_conn(st, err, errlen) < 0)
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
         return -1;
-    for (size_t i = 0; i < n; i++) {
-        job_key(st, ids[i], key, sizeof(key));
-        append_eval(st, script, key, argc, argv + i * (size_t)argc, NULL);
+    }
+    if (run_scripts(st, n, append_call, &c, r, err, errlen) < 0) {
+        free(r);
+        return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        redisReply *r = read_reply(st, err, errlen);
-        if (!r)
-            return -1;
-        if (r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "redis: %s", r->str);
+        if (r[i]->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "redis: %s", r[i]->str);
             rc = -1;
-        } else if (rc == 0 && fn) {
-            fn(r, opaque, i);
         }
-        freeReplyObject(r);
     }
+    for (size_t i = 0; i < n && rc == 0 && fn; i++)
+        fn(r[i], opaque, i);
+    free_replies(r, n);
+    free(r);
     return rc;
 }
 
@@ -437,7 +547,7 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
                       struct store_claim *out, char *err, size_t errlen)
 {
     memset(out, 0, n * sizeof(*out));
-    if (pipeline(st, claim_lua, n, ids, 3, args, claim_reply, out, err, errlen) == 0)
+    if (pipeline(st, S_CLAIM, n, ids, 3, args, claim_reply, out, err, errlen) == 0)
         return 0;
     for (size_t i = 0; i < n; i++) {
         free(out[i].data);
@@ -467,7 +577,7 @@ int store_mark_batch(struct store *st, size_t n, const char *const *ids,
         argv[3 * i + 1] = now;
         argv[3 * i + 2] = ttl;
     }
-    rc = pipeline(st, mark_lua, n, ids, 3, argv, NULL, NULL, err, errlen);
+    rc = pipeline(st, S_MARK, n, ids, 3, argv, NULL, NULL, err, errlen);
     free(argv);
     return rc;
 }

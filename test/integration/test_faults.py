@@ -107,6 +107,29 @@ def test_record_that_does_not_decode_goes_to_dead_letter(stack):
     dlq.close()
 
 
+def test_redis_losing_its_scripts_is_survived(stack):
+    """delayqd calls its record scripts by SHA; a SCRIPT FLUSH (or a failover to a server that
+    never loaded them) must not fail adds, removes or deliveries."""
+    d = Delayqd(stack, partitions=1).start()
+    biz = Reader(stack, f"{d.name}_biz")
+    first = d.add_ok(topic=biz.topic, delay=2, body="before the flush")
+    stack.redis("SCRIPT", "FLUSH")
+    second = d.add_ok(topic=biz.topic, delay=2, body="after the flush")
+    stack.redis("SCRIPT", "FLUSH")
+    gone = d.add_ok(topic=biz.topic, delay=2, body="removed")
+    stack.redis("SCRIPT", "FLUSH")
+    st, doc = d.remove(gone)
+    assert st == 200 and doc["code"] == 0 and doc["message"] == "ok", doc
+    stack.redis("SCRIPT", "FLUSH")   # before the claims and marks of the deliveries
+    got = biz.wait_count(2, 15)
+    assert sorted(m["headers"]["dq-id"] for m in got) == sorted([first, second]), got
+    assert_never_early(got)
+    wait_until(lambda: d.get(first)["state"] == "delivered" and d.get(second)["state"] == "delivered",
+               10, "both marked delivered")
+    assert d.get(gone)["state"] == "cancelled"
+    biz.close()
+
+
 def test_refused_delivery_is_retried_then_dead_lettered(stack):
     # The broker refuses messages over 1 MB (its default); the client is allowed to send 3 MB.
     d = Delayqd(stack, partitions=1, extra={
