@@ -22,7 +22,7 @@
 #define POOL_MAX 64             /* Redis connections: one per HTTP thread, at most */
 /* Adds wait this long to travel to Kafka in batches: under load the broker handles one request
  * per batch, not per add; an add is answered this much later at most. */
-#define INTAKE_LINGER_MS 5
+#define INTAKE_LINGER_MS 2
 #define INTAKE_BATCH_MAX 1024   /* adds written to Redis in one pipeline */
 #define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
 #define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
