@@ -9,14 +9,11 @@ Prints a table and writes the figures as JSON (--json FILE, default run/bench.js
   scripts/bench.py [--quick] [--json FILE] [--phases add,backlog,precision,memory]"""
 
 import argparse
-import http.client
 import json
 import os
-import random
 import re
 import subprocess
 import sys
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,10 +55,11 @@ def redis_used(stack):
     return int(re.search(r"used_memory:(\d+)", info).group(1))
 
 
-def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", "128")), threads=2):
-    env = dict(os.environ, BENCH_DUE_MS=str(due_ms), BENCH_TOPIC=topic)
+def wrk(d, script, seconds, conns, threads, env):
+    """Runs wrk with scripts/bench/<script> against the add endpoint; its BENCH line as a dict."""
+    env = dict(os.environ, BENCH_LUA_DIR=os.path.join(ROOT, "scripts", "bench"), **env)
     p = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s",
-                        "-s", os.path.join(ROOT, "scripts", "bench", "add.lua"),
+                        "-s", os.path.join(ROOT, "scripts", "bench", script),
                         f"http://127.0.0.1:{d.port}/delay-queue/api/jobs/add"],
                        capture_output=True, text=True, env=env, timeout=seconds + 120)
     m = re.search(r"BENCH (.*)", p.stdout)
@@ -73,6 +71,10 @@ def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", 
             "errors": f["errors"] + f["non2xx"], "p50_ms": f["p50_us"] / 1000,
             "p99_ms": f["p99_us"] / 1000, "max_ms": f["max_us"] / 1000,
             "connections": conns, "seconds": seconds}
+
+
+def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", "128")), threads=2):
+    return wrk(d, "add.lua", seconds, conns, threads, {"BENCH_DUE_MS": str(due_ms), "BENCH_TOPIC": topic})
 
 
 def phase_add(d, stack, seconds):
@@ -107,44 +109,13 @@ def phase_backlog(d, stack, add_rate, n):
             "jobs_per_s": round(len(stamps) / secs), "target": ">= 30000 jobs/s"}
 
 
-def paced_adds(d, topic, rate, seconds, rnd):
-    """Adds `rate` jobs/s for `seconds` over keep-alive connections; returns how many."""
-    threads = 32
-    sent = [0] * threads
-
-    def worker(k):
-        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
-        per = rate / threads
-        t0 = time.time()
-        i = 0
-        while time.time() - t0 < seconds:
-            due_in = rnd.randint(1000, 30000)
-            body = json.dumps({"topic": topic, "delay_ms": due_in, "body": BODY})
-            conn.request("POST", "/delay-queue/api/jobs/add", body, {"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            resp.read()
-            if resp.status == 200:
-                sent[k] += 1
-            i += 1
-            ahead = t0 + i / per - time.time()
-            if ahead > 0:
-                time.sleep(ahead)
-        conn.close()
-
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return sum(sent)
-
-
 def phase_precision(d, stack, rate, seconds):
     topic = f"{d.name}_precision"
     reader = Reader(stack, topic)
-    t0 = time.time()
-    n = paced_adds(d, topic, rate, seconds, random.Random(5))
-    took = time.time() - t0
+    threads = 2
+    r = wrk(d, "precision.lua", seconds, 64, threads,
+            {"BENCH_TOPIC": topic, "BENCH_RATE": str(rate), "BENCH_THREADS": str(threads)})
+    n = r["adds"]
     deadline = time.time() + 60
     while len(reader.all()) < n and time.time() < deadline:
         time.sleep(1)
@@ -154,7 +125,7 @@ def phase_precision(d, stack, rate, seconds):
     sent = [int(m["headers"]["dq-sent-ms"]) - int(m["headers"]["dq-due-ms"]) for m in msgs]
     recv = [m["recv_ms"] - int(m["headers"]["dq-due-ms"]) for m in msgs]
     row = lambda v: {"p50": pct(v, 50), "p99": pct(v, 99), "p99.9": pct(v, 99.9), "max": max(v) if v else None}  # noqa: E731
-    return {"added": n, "add_rate": round(n / took), "delivered": len(msgs),
+    return {"added": n, "add_rate": r["adds_per_s"], "add_errors": r["errors"], "delivered": len(msgs),
             "lateness_ms": row(sent), "receive_minus_due_ms": row(recv),
             "early": sum(1 for v in sent if v < 0) + sum(1 for v in recv if v < 0),
             "target": "lateness p99 <= 20 ms, max <= 100 ms, 0 early"}
@@ -226,6 +197,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,backlog,precision,memory")
+    ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
     q = a.quick
@@ -241,6 +213,8 @@ def main():
         time.sleep(3)
         idle = rss_mib(d.proc.pid)
         rate = 5000
+        if a.warmup:   # unmeasured adds, so that the broker's JIT has compiled its hot paths
+            wrk_adds(d, "bench_warmup", now_ms() + FAR_MS, a.warmup)
         if "add" in phases:
             res["add"] = phase_add(d, stack, 5 if q else 20)
             rate = res["add"]["adds_per_s"]
