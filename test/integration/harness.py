@@ -264,6 +264,17 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
         wait_until(self._ready, 60, f"delayqd {self.name} to listen")
         return self
 
+    def wait_groups_owned(self, timeout=30):
+        """Waits until every partition group is owned and its partitions are assigned (their
+        status is published): a fresh broker can take a second to answer the first
+        committed-offsets lookup, and on-time assertions are not about start-up."""
+        def owned():
+            st, doc = self.http("GET", "/delay-queue/api/claims")
+            groups = (doc.get("data") or {}).get("groups") or [] if st == 200 else []
+            return groups and all(g.get("owner") and g.get("status") for g in groups)
+        wait_until(owned, timeout, f"delayqd {self.name} to own its groups", step=0.1)
+        return self
+
     def _ready(self):
         if self.proc.poll() is not None:
             raise AssertionError(f"delayqd exited {self.proc.returncode}:\n{self.log_text()}")

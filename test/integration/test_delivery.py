@@ -17,7 +17,7 @@ def assert_on_time(m):
 
 
 def test_jobs_arrive_on_time_with_body_key_and_headers(stack):
-    d = Delayqd(stack).start()
+    d = Delayqd(stack).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_orders")
     topic = reader.topic
     delays_ms = [0, 400, 1500, 3000, 5000, 7000, 12300]   # on, between and below the levels
@@ -49,7 +49,7 @@ def test_jobs_arrive_on_time_with_body_key_and_headers(stack):
 
 
 def test_direct_produce_with_kcat(stack):
-    d = Delayqd(stack).start()
+    d = Delayqd(stack).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_direct")
     t0 = now_ms()
     stack.produce(d.delay_topic("5s"), '{"order": 1}', key="order-1",
@@ -120,7 +120,7 @@ def test_restart_loses_no_pending_job(stack):
 
 
 def test_poison_goes_to_dead_letter_and_partition_moves_on(stack):
-    d = Delayqd(stack, partitions=1).start()
+    d = Delayqd(stack, partitions=1).start().wait_groups_owned()
     good = Reader(stack, f"{d.name}_good")
     t0 = now_ms()
     topic = d.delay_topic("1s")
