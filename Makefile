@@ -21,7 +21,7 @@ ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif
 ifneq ($(SANITIZE),)
-CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS  += -fsanitize=$(SANITIZE)
 endif
 LIBS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)

@@ -121,7 +121,8 @@ static char *dup_str(const msgpack_object *o, size_t *len)
     s = malloc(o->via.str.size + 1);
     if (!s)
         return NULL;
-    memcpy(s, o->via.str.ptr, o->via.str.size);
+    if (o->via.str.size)   /* msgpack-c gives an empty string no pointer */
+        memcpy(s, o->via.str.ptr, o->via.str.size);
     s[o->via.str.size] = '\0';
     if (len)
         *len = o->via.str.size;

@@ -210,6 +210,23 @@ static void read_later_states(void)
     CHECK_EQ_INT(rec.stamp_ms, 1700000000123LL);
 }
 
+/* Found by fuzzing: msgpack-c gives an empty string a NULL pointer, which must not reach memcpy
+ * (UBSan in make test SANITIZE=undefined). */
+static void read_empty_strings(void)
+{
+    static const char v[] = "p17|||\x95\xa0\xa0\xa0\x81\xa0\xa0\x01";
+    struct job out;
+    struct job_record rec;
+    char err[256] = "";
+    int rc = job_record_read("a", v, sizeof(v) - 1, &out, &rec, err, sizeof(err));
+    int empty = rc == 0 && out.topic[0] == '\0' && out.body_len == 0 && out.key[0] == '\0' &&
+                out.nheaders == 1 && out.headers[0].name[0] == '\0';
+
+    job_release(&out);
+    CHECK_STR(err, "");
+    CHECK(empty);
+}
+
 /* The id comes from the key; it follows the rules of an added one. */
 static void read_refuses_invalid_id(void)
 {
@@ -324,6 +341,7 @@ void unit_job(void)
     RUN(read_bad_tails);
     RUN(read_truncated);
     RUN(read_later_states);
+    RUN(read_empty_strings);
     RUN(read_refuses_invalid_id);
     RUN(id_valid_rules);
     RUN(id_refuses_invisible);
