@@ -282,36 +282,51 @@ static void free_replies(redisReply **r, size_t n)
 /* Queues item i of a batch. */
 typedef void append_fn(struct store *st, size_t i, const void *ctx);
 
-/* Sends n script calls in one pipeline (append queues call i) and reads their n replies into
- * out, which the caller frees. When Redis has lost the scripts (SCRIPT FLUSH, or a failover to
- * a server that never had them) they are loaded again and the whole pipeline is sent once
- * more: every record script may run twice (add then finds its own record, a claim its own
- * token, a mark or remove an already final state). Returns 0, or -1 on a connection error. */
-static int run_scripts(struct store *st, size_t n, append_fn *append, const void *ctx,
-                       redisReply **out, char *err, size_t errlen)
+/* Sends n script calls in one pipeline (append queues call i) and returns their n replies
+ * (free them with free_batch), or NULL on a connection error (err set). When Redis has lost the
+ * scripts (SCRIPT FLUSH, or a failover to a server that never had them) they are loaded again
+ * and the whole pipeline is sent once more: every record script may run twice (add then finds
+ * its own record, a claim its own token, a mark or remove an already final state). */
+static redisReply **run_scripts(struct store *st, size_t n, append_fn *append, const void *ctx,
+                                char *err, size_t errlen)
 {
+    redisReply **out = malloc((n ? n : 1) * sizeof(*out));
+
+    if (!out) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
     for (int attempt = 0;; attempt++) {
         int lost = 0;
 
         if (ensure_conn(st, err, errlen) < 0)
-            return -1;
+            break;
         for (size_t i = 0; i < n; i++)
             append(st, i, ctx);
         for (size_t i = 0; i < n; i++) {
             if (!(out[i] = read_reply(st, err, errlen))) {
                 free_replies(out, i);
-                return -1;
+                free(out);
+                return NULL;
             }
             lost |= out[i]->type == REDIS_REPLY_ERROR && strncmp(out[i]->str, "NOSCRIPT", 8) == 0;
         }
         if (!lost || attempt > 0)
-            return 0;
+            return out;
         free_replies(out, n);
         if (load_scripts(st, err, errlen) < 0) {
             drop_conn(st);
-            return -1;
+            break;
         }
     }
+    free(out);
+    return NULL;
+}
+
+static void free_batch(redisReply **r, size_t n)
+{
+    free_replies(r, n);
+    free(r);
 }
 
 /* n calls of one script, call i on record ids[i] with the argc arguments argv[i * argc ...]. */
@@ -335,10 +350,12 @@ static redisReply *eval1(struct store *st, enum script script, const char *id, i
                          const char *const *argv, char *err, size_t errlen)
 {
     const struct calls c = { script, &id, argc, argv };
-    redisReply *r;
+    redisReply **rs = run_scripts(st, 1, append_call, &c, err, errlen), *r;
 
-    if (run_scripts(st, 1, append_call, &c, &r, err, errlen) < 0)
+    if (!rs)
         return NULL;
+    r = rs[0];
+    free(rs);
     return checked(st, r, err, errlen);
 }
 
@@ -392,16 +409,10 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
                     struct store_add_answer *out, char *err, size_t errlen)
 {
     const struct adds a = { jobs, retention_ms };
-    redisReply **r = malloc((n ? n : 1) * sizeof(*r));
+    redisReply **r = run_scripts(st, n, append_add, &a, err, errlen);
 
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
+    if (!r)
         return -1;
-    }
-    if (run_scripts(st, n, append_add, &a, r, err, errlen) < 0) {
-        free(r);
-        return -1;
-    }
     for (size_t i = 0; i < n; i++) {
         int res;
         out[i].ok = read_result(r[i], &res, &out[i].state) == 0;
@@ -411,8 +422,7 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
                      r[i]->type == REDIS_REPLY_ERROR ? r[i]->str : "unexpected reply to add");
     }
-    free_replies(r, n);
-    free(r);
+    free_batch(r, n);
     return 0;
 }
 
@@ -514,17 +524,11 @@ static int pipeline(struct store *st, enum script script, size_t n, const char *
                     void *opaque, char *err, size_t errlen)
 {
     const struct calls c = { script, ids, argc, argv };
-    redisReply **r = malloc((n ? n : 1) * sizeof(*r));
+    redisReply **r = run_scripts(st, n, append_call, &c, err, errlen);
     int rc = 0;
 
-    if (!r) {
-        snprintf(err, errlen, "out of memory");
+    if (!r)
         return -1;
-    }
-    if (run_scripts(st, n, append_call, &c, r, err, errlen) < 0) {
-        free(r);
-        return -1;
-    }
     for (size_t i = 0; i < n; i++) {
         if (r[i]->type == REDIS_REPLY_ERROR) {
             snprintf(err, errlen, "redis: %s", r[i]->str);
@@ -533,8 +537,7 @@ static int pipeline(struct store *st, enum script script, size_t n, const char *
     }
     for (size_t i = 0; i < n && rc == 0 && fn; i++)
         fn(r[i], opaque, i);
-    free_replies(r, n);
-    free(r);
+    free_batch(r, n);
     return rc;
 }
 
