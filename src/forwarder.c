@@ -491,8 +491,13 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
     } else if (!m->env.id && refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter(fw, m, DLQ_REFUSED, reason);
-    } else if (m->due_ms > now) {
+    } else if (m->due_ms - now >= fw->cfg->delay.levels.ms[0]) {
         move_down(fw, m, now);
+    } else if (m->due_ms > now) {
+        /* Less than the smallest level left: it waits here, not another trip through Kafka,
+         * which can take longer than what remains. Its offset stays unfinished meanwhile. */
+        fw->in_flight--;
+        holder_retry(fw->h, m, m->due_ms);
     } else if (m->env.id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) < 0) {
         snprintf(reason, sizeof(reason), "header %s is not a valid job id: %s", HDR_ID, why);
         dead_letter(fw, m, DLQ_ID, reason);

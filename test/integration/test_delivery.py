@@ -48,6 +48,23 @@ def test_jobs_arrive_on_time_with_body_key_and_headers(stack):
     assert msgs
 
 
+def test_last_stretch_below_the_smallest_level_waits_in_memory(stack):
+    """A job with less than the smallest level left at a hop is held until due, not sent round
+    Kafka once more: that trip can take longer than what remains. Jobs due 0.5 s after a hop
+    into the 1s and 5s levels need no move; 6.5 s needs one (5s, then 1.5 s on the 1s level)."""
+    d = Delayqd(stack, levels=["1s", "5s", "1m"]).start().wait_groups_owned()
+    reader = Reader(stack, f"{d.name}_last")
+    ids = [d.add_ok(topic=reader.topic, delay_ms=ms, body=str(ms)) for ms in (1500, 5500, 6500)]
+    reader.wait_count(len(ids), 20)
+    time.sleep(0.5)
+    assert sorted(m["headers"]["dq-id"] for m in reader.all()) == sorted(ids)
+    for m in reader.all():
+        assert_on_time(m)
+    moves = d.metric("delayq_moves_total")
+    assert moves == 1, moves
+    reader.close()
+
+
 def test_direct_produce_with_kcat(stack):
     d = Delayqd(stack).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_direct")
