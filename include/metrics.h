@@ -13,6 +13,7 @@ enum metric_counter {
     M_JOBS_SKIPPED,         /* due messages skipped: removed, expired, stale, a copy */
     M_FORWARDS,             /* produce calls to a business topic (counted when sent) */
     M_MOVES,                /* messages moved down a level */
+    M_RESUMES,              /* held partitions resumed (each costs a fetch) */
     M_LEASE_RENEW_FAILURES, /* renewals that failed or found the lease gone */
     M_GROUPS_FENCED,        /* groups dropped because their lease could not be renewed */
     M_REDIS_ERRORS,

@@ -24,6 +24,7 @@
 #define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown */
 #define NOMEM_RETRY_MS 1000
 #define COMMITTED_TIMEOUT_MS 15000  /* start-up: the group coordinator may be loading */
+#define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
 
 enum hold { HOLD_NONE, HOLD_HEAD, HOLD_FULL };
 
@@ -137,6 +138,7 @@ static void resume_part(struct holder *h, struct part *p)
     rd_kafka_resp_err_t e;
 
     p->hold = HOLD_NONE;
+    metrics_inc(M_RESUMES);
     rd_kafka_resume_partitions(h->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     if (p->offs.next >= 0 && (e = rd_kafka_seek(h->rkt[p->level], p->partition, p->offs.next, 0)))
@@ -255,10 +257,13 @@ static void take(struct holder *h, rd_kafka_message_t *rkm)
         return;
     }
     set_times(h, m, rkm, now);
-    /* Only the smallest level is read ahead: its messages may be due before their hop time. */
-    ahead = p->level == 0 ? h->cfg->delay.levels.ms[0] : 0;
+    /* The smallest level is read ahead by its delay: its messages may be due before their hop
+     * time. The others by READ_AHEAD_MS, resuming when half of it is left: a partition then
+     * resumes once for a batch, not once for each message, which fetched the same bytes again
+     * and again and dropped them at the next pause. */
+    ahead = p->level == 0 ? h->cfg->delay.levels.ms[0] : READ_AHEAD_MS;
     if (m->act_ms > now + ahead) {
-        hold_head(h, p, rkm->offset, m->act_ms - ahead);
+        hold_head(h, p, rkm->offset, m->act_ms - (p->level == 0 ? ahead : ahead / 2));
         free(m);
         return;
     }

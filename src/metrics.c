@@ -23,6 +23,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_JOBS_SKIPPED] = { "delayq_jobs_skipped_total", "Due messages skipped (removed, expired, stale or a copy)." },
     [M_FORWARDS] = { "delayq_forwards_total", "Sends to business topics, counted when sent." },
     [M_MOVES] = { "delayq_moves_total", "Messages moved down a level." },
+    [M_RESUMES] = { "delayq_partition_resumes_total", "Held partitions resumed; each one fetches again." },
     [M_LEASE_RENEW_FAILURES] = { "delayq_lease_renew_failures_total", "Lease renewals that failed or found the lease taken." },
     [M_GROUPS_FENCED] = { "delayq_groups_fenced_total", "Groups dropped because their lease could not be renewed in time." },
     [M_REDIS_ERRORS] = { "delayq_redis_errors_total", "Redis calls that failed." },

@@ -65,6 +65,25 @@ def test_last_stretch_below_the_smallest_level_waits_in_memory(stack):
     reader.close()
 
 
+def test_held_partitions_resume_for_batches_not_for_each_job(stack):
+    """Jobs falling due one after another in a level above the smallest are read ahead in
+    batches: a partition resumes (and fetches) about twice a second, not once per job, which
+    fetched the same messages again and again and starved a busy machine."""
+    d = Delayqd(stack, levels=["1s", "5s", "1m"]).start().wait_groups_owned()
+    reader = Reader(stack, f"{d.name}_batches")
+    n = 60
+    before = d.metric("delayq_partition_resumes_total")
+    ids = [d.add_ok(topic=reader.topic, delay_ms=5000 + 20 * i, body=str(i)) for i in range(n)]
+    reader.wait_count(n, 20)
+    time.sleep(0.5)
+    assert sorted(m["headers"]["dq-id"] for m in reader.all()) == sorted(ids)
+    for m in reader.all():
+        assert_on_time(m)
+    resumes = d.metric("delayq_partition_resumes_total") - before
+    assert resumes < n / 3, resumes
+    reader.close()
+
+
 def test_direct_produce_with_kcat(stack):
     d = Delayqd(stack).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_direct")
