@@ -50,6 +50,46 @@ def rss_mib(pid):
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) used so far by process pid and its threads."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def service_pids(d, stack):
+    def pidfile(path):
+        try:
+            with open(path) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+    return {"delayqd": d.proc.pid, "kafka": pidfile(os.path.join(stack.kafka_dir, "kafka.pid")),
+            "redis": pidfile(os.path.join(stack.redis_dir, "redis.pid"))}
+
+
+def measured(d, stack, fn, *args):
+    """Runs a phase; adds the CPU seconds each server used during it, and the machine's idle
+    share, so a figure can be read against what the machine had left."""
+    pids = service_pids(d, stack)
+    before = {k: cpu_s(p) for k, p in pids.items() if p}
+    idle0, total0 = machine_idle()
+    r = fn(d, stack, *args)
+    idle1, total1 = machine_idle()
+    r["cpu_s"] = {k: round(cpu_s(pids[k]) - v, 1) for k, v in before.items()}
+    r["machine_idle_pct"] = round(100 * (idle1 - idle0) / max(total1 - total0, 1))
+    return r
+
+
+def machine_idle():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[3] + v[4], sum(v)
+
+
 def redis_used(stack):
     info = stack.redis("INFO", "memory")
     return int(re.search(r"used_memory:(\d+)", info).group(1))
@@ -189,6 +229,11 @@ def table(res):
                      f"{m['pending_added']} pending; Redis {m['redis_bytes_per_job']} B/job "
                      f"({m['body_bytes']} B body; a bare body under such a key with a TTL: "
                      f"{m['redis_floor_bytes_per_key']} B)   target {m['target']}")
+    for k in ("add", "backlog", "precision", "memory"):
+        if k in res and "cpu_s" in res[k]:
+            c = res[k]
+            lines.append(f"  {k + ' cpu':14} " + ", ".join(f"{n} {v} s" for n, v in c["cpu_s"].items())
+                         + f"; machine idle {c['machine_idle_pct']}%")
     return "\n".join(lines)
 
 
@@ -216,17 +261,17 @@ def main():
         if a.warmup:   # unmeasured adds, so that the broker's JIT has compiled its hot paths
             wrk_adds(d, "bench_warmup", now_ms() + FAR_MS, a.warmup)
         if "add" in phases:
-            res["add"] = phase_add(d, stack, 5 if q else 20)
+            res["add"] = measured(d, stack, phase_add, 5 if q else 20)
             rate = res["add"]["adds_per_s"]
             print(table({"add": res["add"]}), flush=True)
         if "backlog" in phases:
-            res["backlog"] = phase_backlog(d, stack, rate, 10000 if q else 200000)
+            res["backlog"] = measured(d, stack, phase_backlog, rate, 10000 if q else 200000)
             print(table({"backlog": res["backlog"]}), flush=True)
         if "precision" in phases:
-            res["precision"] = phase_precision(d, stack, 200 if q else 2000, 10 if q else 60)
+            res["precision"] = measured(d, stack, phase_precision, 200 if q else 2000, 10 if q else 60)
             print(table({"precision": res["precision"]}), flush=True)
         if "memory" in phases:
-            res["memory"] = phase_memory(d, stack, idle, rate, 20000 if q else 1000000)
+            res["memory"] = measured(d, stack, phase_memory, idle, rate, 20000 if q else 1000000)
             print(table({"memory": res["memory"]}), flush=True)
     finally:
         harness.stop_all()
