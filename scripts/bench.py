@@ -137,16 +137,21 @@ def phase_backlog(d, stack, add_rate, n):
     r = wrk_adds(d, topic, due, load_s)
     count = r["adds"]
     time.sleep(max(0, (due - now_ms()) / 1000))
+    pids = service_pids(d, stack)
+    before = {k: cpu_s(p) for k, p in pids.items() if p}
     deadline = time.time() + 600
     while end_offset(stack, topic) < count and time.time() < deadline:
         time.sleep(0.5)
+    used = {k: cpu_s(pids[k]) - v for k, v in before.items()}
     p = run(["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
              "-f", "%T\n"], timeout=600)
     stamps = [int(x) for x in p.stdout.split()]
     last = max(stamps) if stamps else due
     secs = max(last - due, 1) / 1000
     return {"jobs": count, "delivered": len(stamps), "seconds": round(secs, 2),
-            "jobs_per_s": round(len(stamps) / secs), "target": ">= 30000 jobs/s"}
+            "jobs_per_s": round(len(stamps) / secs), "target": ">= 30000 jobs/s",
+            # CPU per delivered job while the backlog drained (the poll above adds a little)
+            "drain_cpu_us_per_job": {k: round(v * 1e6 / max(len(stamps), 1), 1) for k, v in used.items()}}
 
 
 def phase_precision(d, stack, rate, seconds):
@@ -216,7 +221,8 @@ def table(res):
     if "backlog" in res:
         b = res["backlog"]
         lines.append(f"backlog    {b['jobs_per_s']:>8} jobs/s   {b['delivered']} of {b['jobs']} in {b['seconds']} s"
-                     f"   target {b['target']}")
+                     f"   target {b['target']}; CPU per job while draining: "
+                     + ", ".join(f"{k} {v} us" for k, v in b["drain_cpu_us_per_job"].items()))
     if "precision" in res:
         p = res["precision"]
         la, rv = p["lateness_ms"], p["receive_minus_due_ms"]
