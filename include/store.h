@@ -56,7 +56,7 @@ struct store_add_answer {
 };
 
 /* Writes n new pending records, each expiring retention_ms after its due time unless its id
- * exists, in one pipeline. Returns 0 with an answer per job, or -1 (err set) when the
+ * exists, in one pipeline. The add, claim and mark batches call Redis once per 128 records. Returns 0 with an answer per job, or -1 (err set) when the
  * connection failed: then none is known to be written. */
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen);
@@ -74,10 +74,11 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
                  enum store_remove_result *res, enum job_state *state, char *err, size_t errlen);
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
- * args holds three strings per record: the due time its message carries (decimal text, or ""),
- * the message's claim token "<instance>:<topic>/<partition>/<offset>", and "<instance>:". */
-int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *const *args,
-                      struct store_claim *out, char *err, size_t errlen);
+ * instance is this process's "<instance>:"; args holds two strings per record: the due time
+ * its message carries (decimal text, or "") and the message's claim token
+ * "<instance>:<topic>/<partition>/<offset>". */
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
+                      const char *const *args, struct store_claim *out, char *err, size_t errlen);
 
 /* Moves n claimed records to states[i] (delivered or failed) at now_ms, expiring retention_ms
  * later, in one pipeline. */

@@ -49,7 +49,7 @@ struct rec_args {
 struct scratch {
     struct rec_args *a;
     const char **ids;           /* n */
-    const char **args;          /* 3 * n */
+    const char **args;          /* 2 * n */
     struct store_claim *claims; /* n */
     enum job_state *states;     /* n */
     size_t cap;
@@ -365,7 +365,7 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->ids, cap * sizeof(*sc->ids))))
         return -1;
     sc->ids = p;
-    if (!(p = realloc(sc->args, 3 * cap * sizeof(*sc->args))))
+    if (!(p = realloc(sc->args, 2 * cap * sizeof(*sc->args))))
         return -1;
     sc->args = p;
     if (!(p = realloc(sc->claims, cap * sizeof(*sc->claims))))
@@ -387,7 +387,7 @@ static void scratch_release(struct scratch *sc)
     free(sc->states);
 }
 
-/* Fills the claim arguments of m into slot i: its due time, its token, this instance. */
+/* Fills the claim arguments of m into slot i: its due time and its token. */
 static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
 {
     struct rec_args *a = &fw->sc.a[i];
@@ -399,9 +399,8 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
     snprintf(a->token, sizeof(a->token), "%s%s/%d/%lld", fw->instance, topic_of(fw, m),
              m->partition, (long long)m->offset);
     fw->sc.ids[i] = a->id;
-    fw->sc.args[3 * i] = a->due;
-    fw->sc.args[3 * i + 1] = a->token;
-    fw->sc.args[3 * i + 2] = fw->instance;
+    fw->sc.args[2 * i] = a->due;
+    fw->sc.args[2 * i + 1] = a->token;
 }
 
 static void retry_all(struct forwarder *fw, struct vec *v)
@@ -423,7 +422,8 @@ static void run_claims(struct forwarder *fw, int64_t now)
     }
     for (size_t i = 0; i < n; i++)
         claim_args(fw, fw->claims.v[i], i);
-    if (store_claim_batch(fw->st, n, fw->sc.ids, fw->sc.args, fw->sc.claims, err, sizeof(err)) < 0) {
+    if (store_claim_batch(fw->st, n, fw->sc.ids, fw->instance, fw->sc.args, fw->sc.claims, err,
+                          sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "claiming %zu records failed (held, retried): %s", n, err);
         retry_all(fw, &fw->claims);

@@ -19,76 +19,97 @@ struct store {
     char sha[S_COUNT][41];
 };
 
-/* Every script reads the record the same way: v is false when there is none, '' when the key
- * holds something else; st, due, stamp and claim are the head's fields (st is nil when the
- * value is no record of ours) and tail the msgpack after the head. See job.h for the layout. */
 #define READ_RECORD                                                                        \
-    "local v = redis.pcall('GET', KEYS[1])\n"                                              \
+    "local v = redis.pcall('GET', key)\n"                                                  \
     "if type(v) == 'table' then v = '' end\n"                                              \
     "local st, due, stamp, claim, at\n"                                                    \
     "if v then st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "') end\n"   \
     "local function tail() return string.sub(v, at) end\n"
 
-/* ARGV: value, ttl ms, topic, body. Returns {result, state letter}: 0 added, 1 duplicate (the
- * same topic and body: an add retried by its client), 2 conflict, 3 the key holds no record. */
+/* A script on one record: key is KEYS[1]. */
+#define ONE_RECORD "local key = KEYS[1]\n" READ_RECORD
+
+/* A script on many records, one call per CHUNK_MAX of a batch, so Redis sets up a script call
+ * once for many records: function one(i, key) runs for KEYS[i] and its reply is the i-th of
+ * the array returned. Records are independent; each is still changed atomically. */
+#define EACH_RECORD(args) "local function one(" args ", key)\n" READ_RECORD
+#define END_EACH(call)                                                                      \
+    "end\n"                                                                                \
+    "local out = {}\n"                                                                     \
+    "for i = 1, #KEYS do out[i] = " call " end\n"                                          \
+    "return out\n"
+
+/* Every script reads the record of key the same way: v is false when there is none, '' when
+ * the key holds something else; st, due, stamp and claim are the head's fields (st is nil when
+ * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
+ *
+ * Add, ARGV per record: record, ttl ms, topic, body. Returns {result, state letter} per record:
+ * 0 added, 1 the same job is there, 2 another job has the id, 3 the key holds no record; or
+ * the error of its SET (such as OOM) as that record's answer, not the whole call's. */
 static const char add_lua[] =
-    READ_RECORD
+    EACH_RECORD("record, ttl, topic, body")
     "if not v then\n"
-    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  local r = redis.pcall('SET', key, record, 'PX', ttl)\n"
+    "  if type(r) == 'table' and r.err then return r end\n"
     "  return {0, 'p'}\n"
     "end\n"
     "if not st then return {3, ''} end\n"
     "if st ~= 'c' then\n"
     "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
-    "  if ok and type(rec) == 'table' and rec[1] == ARGV[3] and rec[2] == ARGV[4] then\n"
+    "  if ok and type(rec) == 'table' and rec[1] == topic and rec[2] == body then\n"
     "    return {1, st}\n"
     "  end\n"
     "end\n"
-    "return {2, st}\n";
+    "return {2, st}\n"
+    END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
 
 static const char drop_lua[] =
-    READ_RECORD
-    "if st == 'p' then return redis.call('DEL', KEYS[1]) end\n"
+    ONE_RECORD
+    "if st == 'p' then return redis.call('DEL', key) end\n"
     "return 0\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
  * key holds no record. */
 static const char remove_lua[] =
-    READ_RECORD
+    ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
     "if st == 'p' then\n"
-    "  redis.call('SET', KEYS[1], 'c' .. due .. '|' .. ARGV[1] .. '||' .. tail(), 'PX', ARGV[2])\n"
+    "  redis.call('SET', key, 'c' .. due .. '|' .. ARGV[1] .. '||' .. tail(), 'PX', ARGV[2])\n"
     "  return {0, 'c'}\n"
     "end\n"
     "return {2, st}\n";
 
-/* ARGV: the message's due ms or "", its claim token "<instance>:<topic>/<partition>/<offset>",
- * and "<instance>:". Returns {} when no record, {'stale'} when the message is not this record's,
- * {'busy'} when another message of the job (a copy left by a crash in the middle of a move down
- * the levels) is being delivered by this instance, {state} when not claimable, {state, value}
- * when claimed, and {'', value} for a value that is no record (the caller dead-letters it). A
- * delivering record claimed by another instance (which crashed) is taken over. */
+/* Claim, ARGV: "<instance>:", then per record the message's due ms or "" and its claim token
+ * "<instance>:<topic>/<partition>/<offset>". Returns per record: {} when no record, {'stale'}
+ * when the message is not this record's, {'busy'} when another message of the job (a copy left
+ * by a crash in the middle of a move down the levels) is being delivered by this instance,
+ * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
+ * no record (the caller dead-letters it). A delivering record claimed by another instance
+ * (which crashed) is taken over. */
 static const char claim_lua[] =
-    READ_RECORD
+    EACH_RECORD("mdue, token, instance")
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
-    "if ARGV[1] ~= '' and due ~= ARGV[1] then return {'stale'} end\n"
-    "if st == 's' and claim ~= ARGV[2] and string.sub(claim, 1, #ARGV[3]) == ARGV[3] then\n"
+    "if mdue ~= '' and due ~= mdue then return {'stale'} end\n"
+    "if st == 's' and claim ~= token and string.sub(claim, 1, #instance) == instance then\n"
     "  return {'busy'}\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
-    "  redis.call('SET', KEYS[1], 's' .. due .. '||' .. ARGV[2] .. '|' .. tail(), 'KEEPTTL')\n"
+    "  redis.call('SET', key, 's' .. due .. '||' .. token .. '|' .. tail(), 'KEEPTTL')\n"
     "  return {st, v}\n"
     "end\n"
-    "return {st}\n";
+    "return {st}\n"
+    END_EACH("one(ARGV[2 * i], ARGV[2 * i + 1], ARGV[1], KEYS[i])");
 
-/* ARGV: final state letter (delivered or failed), now ms, ttl ms. */
+/* Mark, ARGV: now ms, ttl ms, then per record its final state letter (delivered or failed).
+ * Returns 1 per record marked, 0 per record no longer delivering. */
 static const char mark_lua[] =
-    READ_RECORD
+    EACH_RECORD("letter, now, ttl")
     "if st ~= 's' then return 0 end\n"
-    "redis.call('SET', KEYS[1], ARGV[1] .. due .. '|' .. ARGV[2] .. '||' .. tail(), 'PX', ARGV[3])\n"
-    "return 1\n";
+    "redis.call('SET', key, letter .. due .. '|' .. now .. '||' .. tail(), 'PX', ttl)\n"
+    "return 1\n"
+    END_EACH("one(ARGV[2 + i], ARGV[1], ARGV[2], KEYS[i])");
 
 static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua };
 
@@ -378,52 +399,143 @@ static int read_result(const redisReply *r, int *res, enum job_state *state)
     return 0;
 }
 
-/* An add batch: the jobs and how long their records outlive their due times. */
-struct adds {
-    const struct job *const *jobs;
-    int64_t retention_ms;
+#define CHUNK_MAX 128   /* records per call of a looped script (add, claim, mark) */
+
+/* A looped script over n records: its nshared arguments, then per arguments for each record
+ * (record i's at args[i * per]). a, l and keys are the scratch of one call. */
+struct chunked {
+    enum script script;
+    size_t n;
+    const char *const *ids;
+    int nshared;
+    const char *const *shared;
+    int per;
+    const char *const *args;
+    const size_t *argslen;      /* NULL: text arguments, strlen */
+    const char **a;
+    size_t *l;
+    char (*keys)[KEY_MAX];
 };
 
-/* Queues the add script of job i. */
-static void append_add(struct store *st, size_t i, const void *ctx)
+static size_t chunk_size(size_t n, size_t j)
 {
-    const struct adds *a = ctx;
-    const struct job *job = a->jobs[i];
-    msgpack_sbuffer buf;
-    char ttl[32];
-    const char *argv[4];
-    size_t argvlen[4];
+    return n - j * CHUNK_MAX < CHUNK_MAX ? n - j * CHUNK_MAX : CHUNK_MAX;
+}
 
-    msgpack_sbuffer_init(&buf);
-    job_record_pack(job, &buf);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)(job->due_ms - job->created_ms + a->retention_ms));
-    argv[0] = buf.data;   argvlen[0] = buf.size;
-    argv[1] = ttl;        argvlen[1] = strlen(ttl);
-    argv[2] = job->topic; argvlen[2] = strlen(job->topic);
-    argv[3] = job->body;  argvlen[3] = job->body_len;
-    append_script(st, S_ADD, job->id, 4, argv, argvlen);
-    msgpack_sbuffer_destroy(&buf);
+/* Queues call j: EVALSHA sha k key... shared... args... for records [j * CHUNK_MAX, + k). */
+static void append_chunk(struct store *st, size_t j, const void *ctx)
+{
+    const struct chunked *c = ctx;
+    size_t first = j * CHUNK_MAX, k = chunk_size(c->n, j), argc = 0;
+    char nkeys[24];
+
+    snprintf(nkeys, sizeof(nkeys), "%zu", k);
+    c->a[argc] = "EVALSHA", c->l[argc++] = 7;
+    c->a[argc] = st->sha[c->script], c->l[argc++] = 40;
+    c->a[argc] = nkeys, c->l[argc++] = strlen(nkeys);
+    for (size_t i = 0; i < k; i++) {
+        job_key(st, c->ids[first + i], c->keys[i], KEY_MAX);
+        c->a[argc] = c->keys[i], c->l[argc++] = strlen(c->keys[i]);
+    }
+    for (int i = 0; i < c->nshared; i++)
+        c->a[argc] = c->shared[i], c->l[argc++] = strlen(c->shared[i]);
+    for (size_t i = first * (size_t)c->per; i < (first + k) * (size_t)c->per; i++)
+        c->a[argc] = c->args[i], c->l[argc++] = c->argslen ? c->argslen[i] : strlen(c->args[i]);
+    redisAppendCommandArgv(st->c, (int)argc, c->a, c->l);   /* copies the arguments */
+}
+
+/* Runs c's script over its records, CHUNK_MAX to a call, all calls in one pipeline. Returns
+ * the calls' replies (free_batch(r, chunks_of(n))), with item[i] set to record i's reply inside
+ * them: the call's error reply when the call failed, NULL when the reply is not one per
+ * record. NULL with err set on a connection error. */
+static redisReply **run_chunked(struct store *st, struct chunked *c, const redisReply **item,
+                                char *err, size_t errlen)
+{
+    size_t calls = (c->n + CHUNK_MAX - 1) / CHUNK_MAX;
+    redisReply **r = NULL;
+
+    c->a = malloc((3 + CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per) * sizeof(*c->a));
+    c->l = malloc((3 + CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per) * sizeof(*c->l));
+    c->keys = malloc(CHUNK_MAX * sizeof(*c->keys));
+    if (!c->a || !c->l || !c->keys)
+        snprintf(err, errlen, "out of memory");
+    else
+        r = run_scripts(st, calls, append_chunk, c, err, errlen);
+    free(c->a);
+    free(c->l);
+    free(c->keys);
+    for (size_t j = 0; r && j < calls; j++) {
+        size_t k = chunk_size(c->n, j);
+        int failed = r[j]->type == REDIS_REPLY_ERROR;
+        int fits = r[j]->type == REDIS_REPLY_ARRAY && r[j]->elements == k;
+        for (size_t i = 0; i < k; i++)
+            item[j * CHUNK_MAX + i] = failed ? r[j] : fits ? r[j]->element[i] : NULL;
+    }
+    return r;
+}
+
+/* 0 when every item is the script's reply, else -1 with err naming the first failure. */
+static int all_answered(const redisReply *const *item, size_t n, const char *what, char *err,
+                        size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!item[i] || item[i]->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "redis: %s", item[i] ? item[i]->str : what);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen)
 {
-    const struct adds a = { jobs, retention_ms };
-    redisReply **r = run_scripts(st, n, append_add, &a, err, errlen);
+    msgpack_sbuffer *bufs = calloc(n ? n : 1, sizeof(*bufs));
+    char (*ttl)[24] = malloc((n ? n : 1) * sizeof(*ttl));
+    const char **ids = malloc((n ? n : 1) * sizeof(*ids)), **args = malloc(4 * n * sizeof(*args) + 1);
+    size_t *lens = malloc(4 * n * sizeof(*lens) + 1);
+    const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
+    struct chunked c = { .script = S_ADD, .n = n, .ids = ids, .per = 4, .args = args, .argslen = lens };
+    redisReply **r = NULL;
 
-    if (!r)
-        return -1;
+    if (!bufs || !ttl || !ids || !args || !lens || !item) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct job *job = jobs[i];
+        msgpack_sbuffer_init(&bufs[i]);
+        job_record_pack(job, &bufs[i]);
+        snprintf(ttl[i], sizeof(ttl[i]), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
+        ids[i] = job->id;
+        args[4 * i] = bufs[i].data,     lens[4 * i] = bufs[i].size;
+        args[4 * i + 1] = ttl[i],       lens[4 * i + 1] = strlen(ttl[i]);
+        args[4 * i + 2] = job->topic,   lens[4 * i + 2] = strlen(job->topic);
+        args[4 * i + 3] = job->body,    lens[4 * i + 3] = job->body_len;
+    }
+    if (!(r = run_chunked(st, &c, item, err, errlen)))
+        goto done;
     for (size_t i = 0; i < n; i++) {
         int res;
-        out[i].ok = read_result(r[i], &res, &out[i].state) == 0;
+        out[i].ok = item[i] && item[i]->type != REDIS_REPLY_ERROR &&
+                    read_result(item[i], &res, &out[i].state) == 0;
         if (out[i].ok)
             out[i].res = (enum store_add_result)res;
         else
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
-                     r[i]->type == REDIS_REPLY_ERROR ? r[i]->str : "unexpected reply to add");
+                     item[i] && item[i]->type == REDIS_REPLY_ERROR ? item[i]->str : "unexpected reply to add");
     }
-    free_batch(r, n);
-    return 0;
+    free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+done:
+    for (size_t i = 0; bufs && i < n; i++)
+        msgpack_sbuffer_destroy(&bufs[i]);
+    free(bufs);
+    free(ttl);
+    free(ids);
+    free(args);
+    free(lens);
+    free(item);
+    return r ? 0 : -1;
 }
 
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
@@ -516,47 +628,28 @@ static void read_claim(const redisReply *r, struct store_claim *out)
     }
 }
 
-/* Runs n calls of script in one pipeline, item i with the argc arguments argv[i * argc ...],
- * and hands each reply to fn. A Redis error reply to one call fails the batch, as does a
- * connection error. */
-static int pipeline(struct store *st, enum script script, size_t n, const char *const *ids,
-                    int argc, const char *const *argv, void (*fn)(const redisReply *, void *, size_t),
-                    void *opaque, char *err, size_t errlen)
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
+                      const char *const *args, struct store_claim *out, char *err, size_t errlen)
 {
-    const struct calls c = { script, ids, argc, argv };
-    redisReply **r = run_scripts(st, n, append_call, &c, err, errlen);
-    int rc = 0;
+    const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
+    struct chunked c = { .script = S_CLAIM, .n = n, .ids = ids, .nshared = 1, .shared = &instance,
+                         .per = 2, .args = args };
+    redisReply **r;
+    int rc = -1;
 
-    if (!r)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i]->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "redis: %s", r[i]->str);
-            rc = -1;
-        }
-    }
-    for (size_t i = 0; i < n && rc == 0 && fn; i++)
-        fn(r[i], opaque, i);
-    free_batch(r, n);
-    return rc;
-}
-
-static void claim_reply(const redisReply *r, void *opaque, size_t i)
-{
-    read_claim(r, &((struct store_claim *)opaque)[i]);
-}
-
-int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *const *args,
-                      struct store_claim *out, char *err, size_t errlen)
-{
     memset(out, 0, n * sizeof(*out));
-    if (pipeline(st, S_CLAIM, n, ids, 3, args, claim_reply, out, err, errlen) == 0)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        free(out[i].data);
-        out[i].data = NULL;
+    if (!item) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    return -1;
+    if ((r = run_chunked(st, &c, item, err, errlen))) {
+        if ((rc = all_answered(item, n, "unexpected reply to claim", err, errlen)) == 0)
+            for (size_t i = 0; i < n; i++)
+                read_claim(item[i], &out[i]);
+        free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+    }
+    free(item);
+    return rc;
 }
 
 int store_mark_batch(struct store *st, size_t n, const char *const *ids,
@@ -564,24 +657,30 @@ int store_mark_batch(struct store *st, size_t n, const char *const *ids,
                      size_t errlen)
 {
     char now[32], ttl[32], letters[JOB_FAILED + 1][2];
-    const char **argv = malloc(3 * n * sizeof(*argv) + 1);
-    int rc;
+    const char *shared[2] = { now, ttl };
+    const char **argv = malloc(n * sizeof(*argv) + 1);
+    const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
+    struct chunked c = { .script = S_MARK, .n = n, .ids = ids, .nshared = 2, .shared = shared,
+                         .per = 1, .args = argv };
+    redisReply **r = NULL;
+    int rc = -1;
 
-    if (!argv) {
+    if (!argv || !item) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+    } else {
+        snprintf(now, sizeof(now), "%lld", (long long)now_ms);
+        snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
+        for (int s = JOB_PENDING; s <= JOB_FAILED; s++)
+            letters[s][0] = job_state_letter((enum job_state)s), letters[s][1] = '\0';
+        for (size_t i = 0; i < n; i++)
+            argv[i] = letters[states[i]];
+        if ((r = run_chunked(st, &c, item, err, errlen))) {
+            rc = all_answered(item, n, "unexpected reply to mark", err, errlen);
+            free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+        }
     }
-    snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-    for (int s = JOB_PENDING; s <= JOB_FAILED; s++)
-        letters[s][0] = job_state_letter((enum job_state)s), letters[s][1] = '\0';
-    for (size_t i = 0; i < n; i++) {
-        argv[3 * i] = letters[states[i]];
-        argv[3 * i + 1] = now;
-        argv[3 * i + 2] = ttl;
-    }
-    rc = pipeline(st, S_MARK, n, ids, 3, argv, NULL, NULL, err, errlen);
     free(argv);
+    free(item);
     return rc;
 }
 

@@ -6,6 +6,7 @@ import random
 import signal
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from harness import Delayqd, Reader, lateness, now_ms, wait_until
 
@@ -127,6 +128,34 @@ def test_redis_losing_its_scripts_is_survived(stack):
     wait_until(lambda: d.get(first)["state"] == "delivered" and d.get(second)["state"] == "delivered",
                10, "both marked delivered")
     assert d.get(gone)["state"] == "cancelled"
+    biz.close()
+
+
+def test_redis_out_of_memory_refuses_adds_and_leaves_no_record(stack):
+    """Adds that Redis refuses (OOM) are answered 503 with its reason and leave no record, so a
+    retry with the same id is a new add and is delivered, not an "already added" that never
+    comes. Adds reach Redis in batches, many to a script call; each is answered for itself."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    biz = Reader(stack, f"{d.name}_oom")
+    ids = [f"{d.name}-oom-{i}" for i in range(40)]
+    add = lambda i: d.add(id=i, topic=biz.topic, delay_ms=1500, body=i)  # noqa: E731
+    policy = stack.redis("CONFIG", "GET", "maxmemory-policy").split()[1]
+    stack.redis("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    stack.redis("CONFIG", "SET", "maxmemory", "1")
+    try:
+        with ThreadPoolExecutor(20) as ex:
+            refused = list(ex.map(add, ids))
+    finally:
+        stack.redis("CONFIG", "SET", "maxmemory", "0")
+        stack.redis("CONFIG", "SET", "maxmemory-policy", policy)
+    for st, doc in refused:
+        assert st == 503 and "OOM" in doc["message"], (st, doc)
+    assert all(d.get(i) is None for i in ids)
+    with ThreadPoolExecutor(20) as ex:
+        for st, doc in ex.map(add, ids):
+            assert st == 200 and doc["message"] == "ok", (st, doc)
+    got = biz.wait_count(len(ids), 20)
+    assert sorted(m["headers"]["dq-id"] for m in got) == sorted(ids)
     biz.close()
 
 
