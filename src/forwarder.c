@@ -90,6 +90,13 @@ static void done(struct forwarder *fw, struct held *m)
     holder_done(fw->h, m);
 }
 
+/* Not due yet: back to the holder's due heap until at_ms, without a failure counted. */
+static void hold_back(struct forwarder *fw, struct held *m, int64_t at_ms)
+{
+    fw->in_flight--;
+    holder_retry(fw->h, m, at_ms);
+}
+
 static void retry(struct forwarder *fw, struct held *m)
 {
     int64_t wait = BACKOFF_MIN_MS << (m->attempts < 6 ? m->attempts : 6);
@@ -340,9 +347,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         refusal_reason(m, reason, sizeof(reason));
         dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
-        /* The record is the authority on the due time; never early. */
-        fw->in_flight--;
-        holder_retry(fw->h, m, job.due_ms);
+        hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
     } else {
         deliver_job(fw, m, &job, now);
     }
@@ -496,8 +501,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
     } else if (m->due_ms > now) {
         /* Less than the smallest level left: it waits here, not another trip through Kafka,
          * which can take longer than what remains. Its offset stays unfinished meanwhile. */
-        fw->in_flight--;
-        holder_retry(fw->h, m, m->due_ms);
+        hold_back(fw, m, m->due_ms);
     } else if (m->env.id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) < 0) {
         snprintf(reason, sizeof(reason), "header %s is not a valid job id: %s", HDR_ID, why);
         dead_letter(fw, m, DLQ_ID, reason);
