@@ -113,8 +113,11 @@ def wrk(d, script, seconds, conns, threads, env):
             "connections": conns, "seconds": seconds}
 
 
-def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", "128")), threads=2):
-    return wrk(d, "add.lua", seconds, conns, threads, {"BENCH_DUE_MS": str(due_ms), "BENCH_TOPIC": topic})
+def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", "128")), threads=2,
+             limit=0):
+    """Adds for `seconds`, or (limit) exactly `limit` jobs, then health checks till the end."""
+    return wrk(d, "add.lua", seconds, conns, threads, {"BENCH_DUE_MS": str(due_ms), "BENCH_TOPIC": topic,
+                                                       "BENCH_LIMIT": str(limit // threads)})
 
 
 def phase_add(d, stack, seconds):
@@ -132,10 +135,13 @@ def end_offset(stack, topic):
 def phase_backlog(d, stack, add_rate, n):
     topic = f"{d.name}_backlog"
     stack.ensure_topic(topic)
-    load_s = max(5, int(n / max(add_rate, 1) * 1.05) + 1)
+    n -= n % 2   # two wrk threads, n / 2 adds each
+    load_s = max(5, int(n / max(add_rate, 1) * 1.5) + 2)
     due = now_ms() + load_s * 1000 + 15000
-    r = wrk_adds(d, topic, due, load_s)
-    count = r["adds"]
+    added = d.metric("delayq_jobs_added_total")
+    wrk_adds(d, topic, due, load_s, limit=n)
+    # What delayqd accepted: a request wrk had begun when its thread stopped may be missing.
+    count = int(d.metric("delayq_jobs_added_total") - added)
     time.sleep(max(0, (due - now_ms()) / 1000))
     pids = service_pids(d, stack)
     before = {k: cpu_s(p) for k, p in pids.items() if p}
