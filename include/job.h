@@ -49,7 +49,8 @@ void job_new_id(char out[JOB_ID_GEN_LEN + 1]);
  *   <state><due_ms>|<stamp_ms>|<claim>|<tail>
  * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
  * reached delivered, cancelled or failed (empty before); claim the token of the message being
- * delivered (empty when none); tail the msgpack array [topic, body, key or nil, {headers},
+ * delivered (empty when none; 13 characters, so that a mark writes the stamp in its place);
+ * tail the msgpack array [topic, body, key or nil, {headers},
  * delay_ms], written once at add. The id is the key's, created_ms is due_ms - delay_ms.
  * store.c's Lua scripts edit the head with the pattern JOB_RECORD_HEAD and never decode the
  * tail, except add's duplicate check. */

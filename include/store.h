@@ -75,8 +75,8 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
  * instance is this process's "<instance>:"; args holds two strings per record: the due time
- * its message carries (decimal text, or "") and the message's claim token
- * "<instance>:<topic>/<partition>/<offset>". */
+ * its message carries (decimal text, or "") and the message's claim token "<instance>:<message>",
+ * 13 characters (forwarder.c), which a mark replaces with the stamp in place. */
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, struct store_claim *out, char *err, size_t errlen);
 

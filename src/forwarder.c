@@ -36,13 +36,19 @@ struct vec {
     size_t n, cap;
 };
 
-#define CLAIM_TOKEN_MAX (JOB_ID_GEN_LEN + 2 + TOPIC_NAME_MAX + 48)   /* instance:topic/part/off */
+/* A claim token, "<instance>:<message>", has as many characters as a stamp (13), so that a mark
+ * puts the stamp where the token was and rewrites the record's head in place (store.c).
+ * Each part is 36 bits in 6 characters: the instance's at random, the message's a hash of its
+ * topic, partition and offset. Two messages of one job (a copy left by a crash in a move)
+ * would have to collide in 36 bits to be taken for one. */
+#define TOKEN_PART 6
+#define CLAIM_TOKEN_LEN (2 * TOKEN_PART + 1)
 
 /* The text arguments of one record's claim or mark. */
 struct rec_args {
     char id[JOB_ID_MAX + 1];
     char due[24];
-    char token[CLAIM_TOKEN_MAX];
+    char token[CLAIM_TOKEN_LEN + 1];
 };
 
 /* Per-batch arrays for the Redis pipelines, kept and grown across flushes. */
@@ -60,7 +66,7 @@ struct forwarder {
     struct holder *h;
     struct store *st;
     rd_kafka_t *rk;
-    char instance[JOB_ID_GEN_LEN + 2];   /* random, per process: "<uuid>:" prefixes claim tokens */
+    char instance[TOKEN_PART + 2];   /* random, per process: "<6 characters>:" starts its tokens */
     struct log_gate redis_gate, kafka_gate;
     struct scratch sc;
     struct vec batch;        /* submitted since the last flush */
@@ -392,17 +398,39 @@ static void scratch_release(struct scratch *sc)
     free(sc->states);
 }
 
+/* FNV-1a, 64 bits, of text. */
+static uint64_t fnv1a(const char *text)
+{
+    uint64_t h = 14695981039346656037ULL;
+
+    for (; *text; text++)
+        h = (h ^ (unsigned char)*text) * 1099511628211ULL;
+    return h;
+}
+
+/* Writes 36 bits of v as TOKEN_PART characters that are never '|' (the head's separator). */
+static void token_part(uint64_t v, char *out)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+    for (int i = 0; i < TOKEN_PART; i++, v >>= 6)
+        out[i] = digits[v & 63];
+}
+
 /* Fills the claim arguments of m into slot i: its due time and its token. */
 static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
 {
     struct rec_args *a = &fw->sc.a[i];
+    char where[TOPIC_NAME_MAX + 48];
 
     id_of(m, a->id);
     a->due[0] = '\0';
     if (m->env.has_due)
         snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
-    snprintf(a->token, sizeof(a->token), "%s%s/%d/%lld", fw->instance, topic_of(fw, m),
-             m->partition, (long long)m->offset);
+    snprintf(where, sizeof(where), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
+    memcpy(a->token, fw->instance, TOKEN_PART + 1);
+    token_part(fnv1a(where), a->token + TOKEN_PART + 1);
+    a->token[CLAIM_TOKEN_LEN] = '\0';
     fw->sc.ids[i] = a->id;
     fw->sc.args[2 * i] = a->due;
     fw->sc.args[2 * i + 1] = a->token;
@@ -590,7 +618,9 @@ struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char
     fw->cfg = cfg;
     fw->h = h;
     job_new_id(uuid);
-    snprintf(fw->instance, sizeof(fw->instance), "%s:", uuid);
+    token_part(fnv1a(uuid), fw->instance);
+    fw->instance[TOKEN_PART] = ':';
+    fw->instance[TOKEN_PART + 1] = '\0';
     if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, FORWARD_LINGER_MS, dr_cb, fw,
                                 err, errlen))) {
         store_free(fw->st);

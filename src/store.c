@@ -26,6 +26,17 @@ struct store {
     "if v then st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "') end\n"   \
     "local function tail() return string.sub(v, at) end\n"
 
+/* Reads only the head of the record of key (st, due, stamp, claim as READ_RECORD; at is where
+ * the tail starts): the first 64 bytes, or the whole value when its head is longer. */
+#define READ_HEAD                                                                          \
+    "local v = redis.pcall('GETRANGE', key, 0, 63)\n"                                       \
+    "if type(v) == 'table' then v = '' end\n"                                              \
+    "local st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "')\n"          \
+    "if not st and #v == 64 then\n"                                                        \
+    "  v = redis.call('GET', key)\n"                                                       \
+    "  st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "')\n"              \
+    "end\n"
+
 /* A script on one record: key is KEYS[1]. */
 #define ONE_RECORD "local key = KEYS[1]\n" READ_RECORD
 
@@ -81,7 +92,7 @@ static const char remove_lua[] =
     "return {2, st}\n";
 
 /* Claim, ARGV: "<instance>:", then per record the message's due ms or "" and its claim token
- * "<instance>:<topic>/<partition>/<offset>". Returns per record: {} when no record, {'stale'}
+ * "<instance>:<message>" (forwarder.c). Returns per record: {} when no record, {'stale'}
  * when the message is not this record's, {'busy'} when another message of the job (a copy left
  * by a crash in the middle of a move down the levels) is being delivered by this instance,
  * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
@@ -103,11 +114,22 @@ static const char claim_lua[] =
     END_EACH("one(ARGV[2 * i], ARGV[2 * i + 1], ARGV[1], KEYS[i])");
 
 /* Mark, ARGV: now ms, ttl ms, then per record its final state letter (delivered or failed).
- * Returns 1 per record marked, 0 per record no longer delivering. */
+ * Returns 1 per record marked, 0 per record no longer delivering. The stamp takes the claim
+ * token's place (both 13 characters), so the head keeps its length and is rewritten in place:
+ * no read or write of the tail, and a few bytes to the AOF instead of the whole value. A head
+ * of another shape (a record claimed by an older delayqd) is written with the whole value. */
 static const char mark_lua[] =
-    EACH_RECORD("letter, now, ttl")
+    "local function one(letter, now, ttl, key)\n"
+    READ_HEAD
     "if st ~= 's' then return 0 end\n"
-    "redis.call('SET', key, letter .. due .. '|' .. now .. '||' .. tail(), 'PX', ttl)\n"
+    "local head = letter .. due .. '|' .. now .. '|' .. string.sub(claim, #now + 1) .. '|'\n"
+    "if #head == at - 1 then\n"
+    "  redis.call('SETRANGE', key, 0, head)\n"
+    "  redis.call('PEXPIRE', key, ttl)\n"
+    "else\n"
+    "  v = redis.call('GET', key)\n"
+    "  redis.call('SET', key, letter .. due .. '|' .. now .. '||' .. string.sub(v, at), 'PX', ttl)\n"
+    "end\n"
     "return 1\n"
     END_EACH("one(ARGV[2 + i], ARGV[1], ARGV[2], KEYS[i])");
 

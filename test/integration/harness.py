@@ -400,6 +400,14 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
         return [r[1]["data"]["job_id"] for r in res]
 
 
+def record(stack, d, job_id):
+    """The Redis record: its text head, and its msgpack tail decoded by Redis's own library."""
+    lua = ("local v = redis.call('GET', KEYS[1])\n"
+           "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
+           "return cjson.encode({string.sub(v, 1, at - 1), cmsgpack.unpack(string.sub(v, at)), #v})")
+    return json.loads(stack.redis("EVAL", lua, "1", f"{d.prefix}job:{job_id}"))
+
+
 def lateness(m):
     """(sent - due, received - due) of a delivered message, in ms."""
     due = int(m["headers"]["dq-due-ms"])

@@ -4,19 +4,11 @@ bad request answered with a clear code while the process keeps serving."""
 import json
 import time
 
-from harness import Delayqd, now_ms, run
+from harness import Delayqd, now_ms, record, run
 
 ADD = "/delay-queue/api/jobs/add"
 GET = "/delay-queue/api/jobs/get"
 REMOVE = "/delay-queue/api/jobs/remove"
-
-
-def record(stack, d, job_id):
-    """The Redis record: its text head, and its msgpack tail decoded by Redis's own library."""
-    lua = ("local v = redis.call('GET', KEYS[1])\n"
-           "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
-           "return cjson.encode({string.sub(v, 1, at - 1), cmsgpack.unpack(string.sub(v, at)), #v})")
-    return json.loads(stack.redis("EVAL", lua, "1", f"{d.prefix}job:{job_id}"))
 
 
 def test_go_delayqueue_add_get_remove(stack):
