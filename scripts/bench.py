@@ -120,6 +120,19 @@ def wrk_adds(d, topic, due_ms, seconds, conns=int(os.environ.get("BENCH_CONNS", 
                                                        "BENCH_LIMIT": str(limit // threads)})
 
 
+def load_seconds(n, add_rate):
+    """How long wrk is given to add n jobs at about add_rate (it adds them and waits out the rest)."""
+    return max(5, int(n / max(add_rate, 1) * 1.5) + 2)
+
+
+def add_exactly(d, topic, due_ms, n, load_s):
+    """Adds n jobs (rounded down to even: two wrk threads) due at due_ms; returns how many
+    delayqd accepted (a request wrk had begun when its thread stopped may be missing)."""
+    added = d.metric("delayq_jobs_added_total")
+    wrk_adds(d, topic, due_ms, load_s, limit=n - n % 2)
+    return int(d.metric("delayq_jobs_added_total") - added)
+
+
 def phase_add(d, stack, seconds):
     r = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds)
     r["target"] = "adds >= 15000/s, p99 <= 20 ms"
@@ -135,13 +148,9 @@ def end_offset(stack, topic):
 def phase_backlog(d, stack, add_rate, n):
     topic = f"{d.name}_backlog"
     stack.ensure_topic(topic)
-    n -= n % 2   # two wrk threads, n / 2 adds each
-    load_s = max(5, int(n / max(add_rate, 1) * 1.5) + 2)
+    load_s = load_seconds(n, add_rate)
     due = now_ms() + load_s * 1000 + 15000
-    added = d.metric("delayq_jobs_added_total")
-    wrk_adds(d, topic, due, load_s, limit=n)
-    # What delayqd accepted: a request wrk had begun when its thread stopped may be missing.
-    count = int(d.metric("delayq_jobs_added_total") - added)
+    count = add_exactly(d, topic, due, n, load_s)
     time.sleep(max(0, (due - now_ms()) / 1000))
     pids = service_pids(d, stack)
     before = {k: cpu_s(p) for k, p in pids.items() if p}
@@ -207,14 +216,13 @@ def redis_floor(stack, n):
 
 def phase_memory(d, stack, idle_mib, add_rate, n):
     before = redis_used(stack)
-    load_s = max(5, int(n / max(add_rate, 1) * 1.05) + 1)
-    r = wrk_adds(d, "bench_memory", now_ms() + FAR_MS, load_s)
+    count = add_exactly(d, "bench_memory", now_ms() + FAR_MS, n, load_seconds(n, add_rate))
     time.sleep(3)
-    per_job = (redis_used(stack) - before) / max(r["adds"], 1)
-    return {"pending_added": r["adds"], "rss_idle_mib": round(idle_mib, 1),
+    per_job = (redis_used(stack) - before) / max(count, 1)
+    return {"pending_added": count, "rss_idle_mib": round(idle_mib, 1),
             "rss_pending_mib": round(rss_mib(d.proc.pid), 1),
             "redis_bytes_per_job": round(per_job), "body_bytes": len(BODY),
-            "redis_floor_bytes_per_key": redis_floor(stack, r["adds"]),
+            "redis_floor_bytes_per_key": redis_floor(stack, count),
             "target": "RSS <= 64 MiB with 1,000,000 pending; Redis <= body + 150 B per job"}
 
 
