@@ -116,8 +116,9 @@ static const char claim_lua[] =
 /* Mark, ARGV: now ms, ttl ms, then per record its final state letter (delivered or failed).
  * Returns 1 per record marked, 0 per record no longer delivering. The stamp takes the claim
  * token's place (both 13 characters), so the head keeps its length and is rewritten in place:
- * no read or write of the tail, and a few bytes to the AOF instead of the whole value. A head
- * of another shape (a record claimed by an older delayqd) is written with the whole value. */
+ * no read or write of the tail, and a few bytes to the AOF instead of the whole value. A longer
+ * token (claimed by an older delayqd) leaves its rest in the claim field, which no final state
+ * reads; a token shorter than the stamp gets the whole value written, as before. */
 static const char mark_lua[] =
     "local function one(letter, now, ttl, key)\n"
     READ_HEAD
