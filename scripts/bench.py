@@ -126,10 +126,10 @@ def load_seconds(n, add_rate):
 
 
 def add_exactly(d, topic, due_ms, n, load_s):
-    """Adds n jobs (rounded down to even: two wrk threads) due at due_ms; returns how many
+    """Adds n jobs (less n's remainder by wrk's thread count) due at due_ms; returns how many
     delayqd accepted (a request wrk had begun when its thread stopped may be missing)."""
     added = d.metric("delayq_jobs_added_total")
-    wrk_adds(d, topic, due_ms, load_s, limit=n - n % 2)
+    wrk_adds(d, topic, due_ms, load_s, limit=n)
     return int(d.metric("delayq_jobs_added_total") - added)
 
 
