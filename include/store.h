@@ -80,8 +80,9 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, struct store_claim *out, char *err, size_t errlen);
 
-/* Moves n claimed records to states[i] (delivered or failed) at now_ms, expiring retention_ms
- * later, in one pipeline. */
+/* Moves n claimed records to states[i] (delivered or failed) at now_ms, in one pipeline. A record
+ * marked more than retention_ms / 64 after its due time expires retention_ms after now_ms; one
+ * marked sooner keeps its expiry (due + retention_ms, from the add). */
 int store_mark_batch(struct store *st, size_t n, const char *const *ids,
                      const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
                      size_t errlen);

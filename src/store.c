@@ -29,7 +29,7 @@ struct store {
 /* Reads only the head of the record of key (st, due, stamp, claim as READ_RECORD; at is where
  * the tail starts): the first 64 bytes, or the whole value when its head is longer. */
 #define READ_HEAD                                                                          \
-    "local v = redis.pcall('GETRANGE', key, 0, 63)\n"                                       \
+    "local v = redis.pcall('GETRANGE', key, '0', '63')\n"                                   \
     "if type(v) == 'table' then v = '' end\n"                                              \
     "local st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "')\n"          \
     "if not st and #v == 64 then\n"                                                        \
@@ -118,15 +118,20 @@ static const char claim_lua[] =
  * token's place (both 13 characters), so the head keeps its length and is rewritten in place:
  * no read or write of the tail, and a few bytes to the AOF instead of the whole value. A longer
  * token (claimed by an older delayqd) leaves its rest in the claim field, which no final state
- * reads; a token shorter than the stamp gets the whole value written, as before. */
+ * reads; a token shorter than the stamp gets the whole value written, as before.
+ * The expiry is renewed (now + ttl) only for a job marked more than ttl / 64 after its due time:
+ * an on-time job keeps the one add gave it (due + ttl), a call per job less. Numbers go to
+ * redis.call as strings, which Lua would otherwise format with printf's floating point. */
 static const char mark_lua[] =
     "local function one(letter, now, ttl, key)\n"
     READ_HEAD
     "if st ~= 's' then return 0 end\n"
     "local head = letter .. due .. '|' .. now .. '|' .. string.sub(claim, #now + 1) .. '|'\n"
     "if #head == at - 1 then\n"
-    "  redis.call('SETRANGE', key, 0, head)\n"
-    "  redis.call('PEXPIRE', key, ttl)\n"
+    "  redis.call('SETRANGE', key, '0', head)\n"
+    "  if tonumber(now) - tonumber(due) > tonumber(ttl) / 64 then\n"
+    "    redis.call('PEXPIRE', key, ttl)\n"
+    "  end\n"
     "else\n"
     "  v = redis.call('GET', key)\n"
     "  redis.call('SET', key, letter .. due .. '|' .. now .. '||' .. string.sub(v, at), 'PX', ttl)\n"

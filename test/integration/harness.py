@@ -247,7 +247,7 @@ delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
          partitions = {self.partitions}; partition_groups = ( {groups} );
          dlq_topic = "{self.dlq}"; claim_ttl_ms = {x.get('claim_ttl_ms', 4000)}; }};
-job:   {{ retention_s = 3600; max_delay_s = {x.get('max_delay_s', 86400)};
+job:   {{ retention_s = {x.get('retention_s', 3600)}; max_delay_s = {x.get('max_delay_s', 86400)};
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 """

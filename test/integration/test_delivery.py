@@ -121,6 +121,8 @@ def test_marking_delivered_rewrites_the_record_head_in_place(stack):
     calls = dict(re.findall(r"cmdstat_(\w+):calls=(\d+)", stack.redis("INFO", "commandstats")))
     sets, setranges = int(calls.get("set", 0)), int(calls.get("setrange", 0))
     assert setranges >= n and sets < 2.5 * n, (sets, setranges)   # add and claim; was 3 per job
+    # Marked on time: each keeps the expiry its add gave it (due + retention), no PEXPIRE.
+    assert int(calls.get("pexpire", 0)) == 0, calls
     for i in ids:
         head, tail, _ = record(stack, d, i)
         job = d.get(i)
@@ -174,6 +176,25 @@ def test_removed_job_is_not_delivered(stack):
         assert 3600000 - 15000 < ttl <= 3600000, (job_id, ttl)
     st, doc = d.remove(keep)
     assert st == 409 and doc["code"] == 409 and "delivered" in doc["message"], doc
+    reader.close()
+
+
+def test_late_delivery_renews_the_record_expiry(stack):
+    """A job delivered later than retention / 64 after its due time (here 1 s, with a retention
+    of 64 s) stays queryable for the whole retention after its delivery, not after its due."""
+    retention_ms = 64000
+    d = Delayqd(stack, extra={"retention_s": retention_ms // 1000}).start().wait_groups_owned()
+    reader = Reader(stack, f"{d.name}_late")
+    job_id = d.add_ok(topic=reader.topic, delay_ms=500, body="late")
+    assert d.stop() == 0, d.log_text()[-2000:]
+    time.sleep(3)
+    d.start()
+    reader.wait_ids([job_id], 30)
+    wait_until(lambda: d.get(job_id)["state"] == "delivered", 20, "the record marked")
+    job = d.get(job_id)
+    assert job["delivered_ms"] - job["exec_time_ms"] > 2000, job
+    expires = int(stack.redis("PEXPIRETIME", f"{d.prefix}job:{job_id}"))
+    assert abs(expires - (job["delivered_ms"] + retention_ms)) < 1000, (expires, job)
     reader.close()
 
 
