@@ -45,6 +45,7 @@ struct held {
     int attempts;               /* failed tries so far (Redis or Kafka) */
     int stage;                  /* the forwarder's */
     int mark;                   /* the forwarder's: state to mark the record once sent */
+    int64_t claimed_due_ms;     /* the forwarder's: the due time in the record it claimed */
     int last_err;               /* the last Kafka error (rd_kafka_resp_err_t), for dq-error */
     int64_t sent_ms;            /* the forwarder's: when its delivery was sent */
     int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */

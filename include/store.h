@@ -80,12 +80,21 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, struct store_claim *out, char *err, size_t errlen);
 
-/* Moves n claimed records to states[i] (delivered or failed) at now_ms, in one pipeline. A record
- * marked more than retention_ms / 64 after its due time expires retention_ms after now_ms; one
- * marked sooner keeps its expiry (due + retention_ms, from the add). */
-int store_mark_batch(struct store *st, size_t n, const char *const *ids,
-                     const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
-                     size_t errlen);
+/* A claimed record to mark: its job id, the due time and the claim token its claim wrote, and
+ * the state to move it to (delivered or failed). */
+struct store_mark {
+    const char *id;
+    int64_t due_ms;
+    const char *token;
+    enum job_state state;
+};
+
+/* Moves n records, each still claimed by its token, to their states at now_ms, in one pipeline;
+ * a record claimed by another token since (taken over) or no longer claimed is left alone. A
+ * record marked more than retention_ms / 64 after its due time expires retention_ms after now_ms;
+ * one marked sooner keeps its expiry (due + retention_ms, from the add). */
+int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
+                     int64_t retention_ms, char *err, size_t errlen);
 
 /* For the other Redis users of a thread (claims): EVAL script with one key, or any command,
  * on this store's connection, reconnecting first when needed. Return the reply (caller frees it

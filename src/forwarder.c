@@ -57,7 +57,7 @@ struct scratch {
     const char **ids;           /* n */
     const char **args;          /* 2 * n */
     struct store_claim *claims; /* n */
-    enum job_state *states;     /* n */
+    struct store_mark *marks;   /* n */
     size_t cap;
 };
 
@@ -349,7 +349,11 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     if (job_record_read(id, c->data, c->len, &job, &rec, err, sizeof(err)) < 0) {
         snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
         dead_letter(fw, m, DLQ_RECORD, reason);
-    } else if (refused_for_good(fw, m, now)) {
+        job_release(&job);
+        return;
+    }
+    m->claimed_due_ms = job.due_ms;   /* the claim wrote it into the head, with the token */
+    if (refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
@@ -382,9 +386,9 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->claims, cap * sizeof(*sc->claims))))
         return -1;
     sc->claims = p;
-    if (!(p = realloc(sc->states, cap * sizeof(*sc->states))))
+    if (!(p = realloc(sc->marks, cap * sizeof(*sc->marks))))
         return -1;
-    sc->states = p;
+    sc->marks = p;
     sc->cap = cap;
     return 0;
 }
@@ -395,7 +399,7 @@ static void scratch_release(struct scratch *sc)
     free(sc->ids);
     free(sc->args);
     free(sc->claims);
-    free(sc->states);
+    free(sc->marks);
 }
 
 /* FNV-1a, 64 bits, of text. */
@@ -417,20 +421,27 @@ static void token_part(uint64_t v, char *out)
         out[i] = digits[v & 63];
 }
 
+/* The claim token of m: this instance's part, then its message's. */
+static void claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1])
+{
+    char where[TOPIC_NAME_MAX + 48];
+
+    snprintf(where, sizeof(where), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
+    memcpy(out, fw->instance, TOKEN_PART + 1);
+    token_part(fnv1a(where), out + TOKEN_PART + 1);
+    out[CLAIM_TOKEN_LEN] = '\0';
+}
+
 /* Fills the claim arguments of m into slot i: its due time and its token. */
 static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
 {
     struct rec_args *a = &fw->sc.a[i];
-    char where[TOPIC_NAME_MAX + 48];
 
     id_of(m, a->id);
     a->due[0] = '\0';
     if (m->env.has_due)
         snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
-    snprintf(where, sizeof(where), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
-    memcpy(a->token, fw->instance, TOKEN_PART + 1);
-    token_part(fnv1a(where), a->token + TOKEN_PART + 1);
-    a->token[CLAIM_TOKEN_LEN] = '\0';
+    claim_token(fw, m, a->token);
     fw->sc.ids[i] = a->id;
     fw->sc.args[2 * i] = a->due;
     fw->sc.args[2 * i + 1] = a->token;
@@ -480,12 +491,15 @@ static void run_marks(struct forwarder *fw)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        id_of(fw->marks.v[i], fw->sc.a[i].id);
-        fw->sc.ids[i] = fw->sc.a[i].id;
-        fw->sc.states[i] = (enum job_state)fw->marks.v[i]->mark;
+        const struct held *m = fw->marks.v[i];
+        struct rec_args *a = &fw->sc.a[i];
+        id_of(m, a->id);
+        claim_token(fw, m, a->token);
+        fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
+                                               (enum job_state)m->mark };
     }
-    if (store_mark_batch(fw->st, n, fw->sc.ids, fw->sc.states, clock_now_ms(),
-                         fw->cfg->job.retention_s * 1000, err, sizeof(err)) < 0) {
+    if (store_mark_batch(fw->st, n, fw->sc.marks, clock_now_ms(), fw->cfg->job.retention_s * 1000,
+                         err, sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
         retry_all(fw, &fw->marks);

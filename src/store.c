@@ -26,17 +26,6 @@ struct store {
     "if v then st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "') end\n"   \
     "local function tail() return string.sub(v, at) end\n"
 
-/* Reads only the head of the record of key (st, due, stamp, claim as READ_RECORD; at is where
- * the tail starts): the first 64 bytes, or the whole value when its head is longer. */
-#define READ_HEAD                                                                          \
-    "local v = redis.pcall('GETRANGE', key, '0', '63')\n"                                   \
-    "if type(v) == 'table' then v = '' end\n"                                              \
-    "local st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "')\n"          \
-    "if not st and #v == 64 then\n"                                                        \
-    "  v = redis.call('GET', key)\n"                                                       \
-    "  st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "')\n"              \
-    "end\n"
-
 /* A script on one record: key is KEYS[1]. */
 #define ONE_RECORD "local key = KEYS[1]\n" READ_RECORD
 
@@ -113,31 +102,26 @@ static const char claim_lua[] =
     "return {st}\n"
     END_EACH("one(ARGV[2 * i], ARGV[2 * i + 1], ARGV[1], KEYS[i])");
 
-/* Mark, ARGV: now ms, ttl ms, then per record its final state letter (delivered or failed).
- * Returns 1 per record marked, 0 per record no longer delivering. The stamp takes the claim
- * token's place (both 13 characters), so the head keeps its length and is rewritten in place:
- * no read or write of the tail, and a few bytes to the AOF instead of the whole value. A longer
- * token (claimed by an older delayqd) leaves its rest in the claim field, which no final state
- * reads; a token shorter than the stamp gets the whole value written, as before.
- * The expiry is renewed (now + ttl) only for a job marked more than ttl / 64 after its due time:
- * an on-time job keeps the one add gave it (due + ttl), a call per job less. Numbers go to
- * redis.call as strings, which Lua would otherwise format with printf's floating point. */
+/* Mark, ARGV per record: the head its claim wrote ("s<due>||<token>|"), the head to write in its
+ * place ("<letter><due>|<now>|<rest of the token>|": the stamp takes the token's place, so the
+ * two have the same length), and a ttl in ms to renew the expiry with, or "" to keep it.
+ * Returns 1 per record marked, 0 per record no longer claimed by that token (delivered, or taken
+ * over by another instance). The head is compared and written in place: no read or write of
+ * the tail, and a few bytes to the AOF instead of the whole value. Numbers go to redis.call as
+ * strings, which Lua would otherwise format with printf's floating point. */
 static const char mark_lua[] =
-    "local function one(letter, now, ttl, key)\n"
-    READ_HEAD
-    "if st ~= 's' then return 0 end\n"
-    "local head = letter .. due .. '|' .. now .. '|' .. string.sub(claim, #now + 1) .. '|'\n"
-    "if #head == at - 1 then\n"
+    "local function one(claimed, head, ttl, key)\n"
+    "local v = redis.pcall('GETRANGE', key, '0', tostring(#claimed - 1))\n"
+    "if v ~= claimed then return 0 end\n"
+    "if #head == #claimed then\n"
     "  redis.call('SETRANGE', key, '0', head)\n"
-    "  if tonumber(now) - tonumber(due) > tonumber(ttl) / 64 then\n"
-    "    redis.call('PEXPIRE', key, ttl)\n"
-    "  end\n"
     "else\n"
     "  v = redis.call('GET', key)\n"
-    "  redis.call('SET', key, letter .. due .. '|' .. now .. '||' .. string.sub(v, at), 'PX', ttl)\n"
+    "  redis.call('SET', key, head .. string.sub(v, #claimed + 1), 'KEEPTTL')\n"
     "end\n"
+    "if ttl ~= '' then redis.call('PEXPIRE', key, ttl) end\n"
     "return 1\n"
-    END_EACH("one(ARGV[2 + i], ARGV[1], ARGV[2], KEYS[i])");
+    END_EACH("one(ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i], KEYS[i])");
 
 static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua };
 
@@ -680,33 +664,61 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     return rc;
 }
 
-int store_mark_batch(struct store *st, size_t n, const char *const *ids,
-                     const enum job_state *states, int64_t now_ms, int64_t retention_ms, char *err,
-                     size_t errlen)
+/* A head "<letter><due>|<stamp>|<token>|": two 20-digit numbers and a token of up to 19
+ * characters (the forwarder's have 13). */
+#define MARK_HEAD_MAX 64
+
+/* The arguments of one record's mark. */
+struct mark_args {
+    char claimed[MARK_HEAD_MAX];
+    char head[MARK_HEAD_MAX];
+    char ttl[24];
+};
+
+static void mark_args(const struct store_mark *m, int64_t now_ms, int64_t retention_ms,
+                      struct mark_args *out)
 {
-    char now[32], ttl[32], letters[JOB_FAILED + 1][2];
-    const char *shared[2] = { now, ttl };
-    const char **argv = malloc(n * sizeof(*argv) + 1);
+    size_t now_len = (size_t)snprintf(out->ttl, sizeof(out->ttl), "%lld", (long long)now_ms);
+    const char *rest = strlen(m->token) > now_len ? m->token + now_len : "";
+
+    snprintf(out->claimed, sizeof(out->claimed), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
+             (long long)m->due_ms, m->token);
+    snprintf(out->head, sizeof(out->head), "%c%lld|%lld|%s|", job_state_letter(m->state),
+             (long long)m->due_ms, (long long)now_ms, rest);
+    out->ttl[0] = '\0';
+    if (now_ms - m->due_ms > retention_ms / 64)
+        snprintf(out->ttl, sizeof(out->ttl), "%lld", (long long)retention_ms);
+}
+
+int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
+                     int64_t retention_ms, char *err, size_t errlen)
+{
+    struct mark_args *a = malloc((n ? n : 1) * sizeof(*a));
+    const char **ids = malloc((n ? n : 1) * sizeof(*ids));
+    const char **argv = malloc((n ? n : 1) * 3 * sizeof(*argv));
     const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
-    struct chunked c = { .script = S_MARK, .n = n, .ids = ids, .nshared = 2, .shared = shared,
-                         .per = 1, .args = argv };
-    redisReply **r = NULL;
+    struct chunked c = { .script = S_MARK, .n = n, .ids = ids, .per = 3, .args = argv };
+    redisReply **r;
     int rc = -1;
 
-    if (!argv || !item) {
+    if (!a || !ids || !argv || !item) {
         snprintf(err, errlen, "out of memory");
-    } else {
-        snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-        snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-        for (int s = JOB_PENDING; s <= JOB_FAILED; s++)
-            letters[s][0] = job_state_letter((enum job_state)s), letters[s][1] = '\0';
-        for (size_t i = 0; i < n; i++)
-            argv[i] = letters[states[i]];
-        if ((r = run_chunked(st, &c, item, err, errlen))) {
-            rc = all_answered(item, n, "unexpected reply to mark", err, errlen);
-            free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
-        }
+        goto out;
     }
+    for (size_t i = 0; i < n; i++) {
+        mark_args(&marks[i], now_ms, retention_ms, &a[i]);
+        ids[i] = marks[i].id;
+        argv[3 * i] = a[i].claimed;
+        argv[3 * i + 1] = a[i].head;
+        argv[3 * i + 2] = a[i].ttl;
+    }
+    if ((r = run_chunked(st, &c, item, err, errlen))) {
+        rc = all_answered(item, n, "unexpected reply to mark", err, errlen);
+        free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+    }
+out:
+    free(a);
+    free(ids);
     free(argv);
     free(item);
     return rc;
