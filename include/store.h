@@ -36,9 +36,13 @@ struct store_claim {
     int busy;               /* another copy of this job's message is in flight here: skip */
     enum job_state before;  /* state before the claim */
     int claimed;            /* 1: was pending or delivering, now delivering; data is set */
-    char *data;             /* record value (malloc'd, caller frees), when claimed */
+    const char *data;       /* record value, when claimed; valid only inside store_claim_fn */
     size_t len;
 };
+
+/* Called once per record of store_claim_batch (i: its index) as its answer arrives: with its
+ * claim, or with c NULL and the reason in err when Redis did not answer for it. */
+typedef void store_claim_fn(void *ctx, size_t i, const struct store_claim *c, const char *err);
 
 /* Returns a store for cfg's Redis; connects lazily. Never NULL except out of memory. */
 struct store *store_new(const struct config *cfg);
@@ -76,9 +80,12 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
  * instance is this process's "<instance>:"; args holds two strings per record: the due time
  * its message carries (decimal text, or "") and the message's claim token "<instance>:<message>",
- * 13 characters (forwarder.c), which a mark replaces with the stamp in place. */
+ * 13 characters (forwarder.c), which a mark replaces with the stamp in place. The answers go to
+ * fn as they arrive, 128 records at a time, while Redis claims the next ones. Returns 0, or -1
+ * with err set when the connection failed (fn was told for every record not answered). */
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
-                      const char *const *args, struct store_claim *out, char *err, size_t errlen);
+                      const char *const *args, store_claim_fn *fn, void *ctx, char *err,
+                      size_t errlen);
 
 /* A claimed record to mark: its job id, the due time and the claim token its claim wrote, and
  * the state to move it to (delivered or failed). */

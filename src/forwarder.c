@@ -56,7 +56,6 @@ struct scratch {
     struct rec_args *a;
     const char **ids;           /* n */
     const char **args;          /* 2 * n */
-    struct store_claim *claims; /* n */
     struct store_mark *marks;   /* n */
     size_t cap;
 };
@@ -72,6 +71,9 @@ struct forwarder {
     struct vec batch;        /* submitted since the last flush */
     struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
     struct vec marks;        /* delivered jobs whose records are to be marked */
+    int64_t claim_now;       /* epoch ms: the flush's, while its claims are answered */
+    size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
+    char claim_err[256];
     size_t in_flight;
 };
 
@@ -383,9 +385,6 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->args, 2 * cap * sizeof(*sc->args))))
         return -1;
     sc->args = p;
-    if (!(p = realloc(sc->claims, cap * sizeof(*sc->claims))))
-        return -1;
-    sc->claims = p;
     if (!(p = realloc(sc->marks, cap * sizeof(*sc->marks))))
         return -1;
     sc->marks = p;
@@ -398,7 +397,6 @@ static void scratch_release(struct scratch *sc)
     free(sc->a);
     free(sc->ids);
     free(sc->args);
-    free(sc->claims);
     free(sc->marks);
 }
 
@@ -454,6 +452,21 @@ static void retry_all(struct forwarder *fw, struct vec *v)
     v->n = 0;
 }
 
+/* A claim's answer: acted on at once, while Redis answers the next ones. */
+static void on_claim(void *ctx, size_t i, const struct store_claim *c, const char *err)
+{
+    struct forwarder *fw = ctx;
+    struct held *m = fw->claims.v[i];
+
+    if (c) {
+        act_on_claim(fw, m, c, fw->claim_now);
+        return;
+    }
+    if (!fw->claim_failures++)
+        snprintf(fw->claim_err, sizeof(fw->claim_err), "%s", err);
+    retry(fw, m);
+}
+
 static void run_claims(struct forwarder *fw, int64_t now)
 {
     size_t n = fw->claims.n;
@@ -466,16 +479,14 @@ static void run_claims(struct forwarder *fw, int64_t now)
     }
     for (size_t i = 0; i < n; i++)
         claim_args(fw, fw->claims.v[i], i);
-    if (store_claim_batch(fw->st, n, fw->sc.ids, fw->instance, fw->sc.args, fw->sc.claims, err,
-                          sizeof(err)) < 0) {
+    fw->claim_now = now;
+    fw->claim_failures = 0;
+    store_claim_batch(fw->st, n, fw->sc.ids, fw->instance, fw->sc.args, on_claim, fw, err,
+                      sizeof(err));
+    if (fw->claim_failures) {
         metrics_inc(M_REDIS_ERRORS);
-        warn_retried(&fw->redis_gate, "claiming %zu records failed (held, retried): %s", n, err);
-        retry_all(fw, &fw->claims);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        act_on_claim(fw, fw->claims.v[i], &fw->sc.claims[i], now);
-        free(fw->sc.claims[i].data);
+        warn_retried(&fw->redis_gate, "claiming %zu of %zu records failed (held, retried): %s",
+                     fw->claim_failures, n, fw->claim_err);
     }
     fw->claims.n = 0;
 }

@@ -362,6 +362,68 @@ static void free_batch(redisReply **r, size_t n)
     free(r);
 }
 
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Called with the reply of call j (valid only during the call), or with NULL when the
+ * connection failed before it came. */
+typedef void reply_fn(size_t j, const redisReply *r, void *ctx);
+
+/* As run_scripts, but each reply goes to fn as soon as it arrives, so that the caller works on
+ * the first answers while Redis computes the rest; fn is called once per call. Calls answered
+ * NOSCRIPT are sent once more after the scripts are loaded again. Returns 0, or -1 with err set
+ * when the connection failed (the calls not answered by then got NULL). */
+static int stream_scripts(struct store *st, size_t n, append_fn *append, const void *actx,
+                          reply_fn *fn, void *fctx, char *err, size_t errlen)
+{
+    size_t *todo = malloc((n ? n : 1) * sizeof(*todo)), ntodo = n;
+    int rc = -1;
+
+    if (!todo) {
+        snprintf(err, errlen, "out of memory");
+        for (size_t j = 0; j < n; j++)
+            fn(j, NULL, fctx);
+        return -1;
+    }
+    for (size_t j = 0; j < n; j++)
+        todo[j] = j;
+    for (int attempt = 0; ntodo; attempt++) {
+        size_t lost = 0, done;
+        int failed;
+        if (ensure_conn(st, err, errlen) < 0)
+            break;
+        if (attempt > 0 && load_scripts(st, err, errlen) < 0) {
+            drop_conn(st);
+            break;
+        }
+        for (size_t i = 0; i < ntodo; i++)
+            append(st, todo[i], actx);
+        for (done = 0; done < ntodo; done++) {
+            redisReply *r = read_reply(st, err, errlen);
+            if (!r)
+                break;
+            if (attempt == 0 && is_noscript(r))
+                todo[lost++] = todo[done];
+            else
+                fn(todo[done], r, fctx);
+            freeReplyObject(r);
+        }
+        failed = done < ntodo;   /* the connection: the rest are not answered */
+        memmove(todo + lost, todo + done, (ntodo - done) * sizeof(*todo));
+        ntodo = lost + (ntodo - done);
+        if (failed)
+            break;
+    }
+    if (!ntodo)
+        rc = 0;
+    for (size_t i = 0; i < ntodo; i++)
+        fn(todo[i], NULL, fctx);
+    free(todo);
+    return rc;
+}
+
 /* n calls of one script, call i on record ids[i] with the argc arguments argv[i * argc ...]. */
 struct calls {
     enum script script;
@@ -460,22 +522,36 @@ static void append_chunk(struct store *st, size_t j, const void *ctx)
  * the calls' replies (free_batch(r, chunks_of(n))), with item[i] set to record i's reply inside
  * them: the call's error reply when the call failed, NULL when the reply is not one per
  * record. NULL with err set on a connection error. */
+/* The scratch of one call of c. 0, or -1 (out of memory, err set; chunked_release still). */
+static int chunked_alloc(struct chunked *c, char *err, size_t errlen)
+{
+    size_t argc = 3 + CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per;
+
+    c->a = malloc(argc * sizeof(*c->a));
+    c->l = malloc(argc * sizeof(*c->l));
+    c->keys = malloc(CHUNK_MAX * sizeof(*c->keys));
+    if (c->a && c->l && c->keys)
+        return 0;
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+static void chunked_release(struct chunked *c)
+{
+    free(c->a);
+    free(c->l);
+    free(c->keys);
+}
+
 static redisReply **run_chunked(struct store *st, struct chunked *c, const redisReply **item,
                                 char *err, size_t errlen)
 {
     size_t calls = (c->n + CHUNK_MAX - 1) / CHUNK_MAX;
     redisReply **r = NULL;
 
-    c->a = malloc((3 + CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per) * sizeof(*c->a));
-    c->l = malloc((3 + CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per) * sizeof(*c->l));
-    c->keys = malloc(CHUNK_MAX * sizeof(*c->keys));
-    if (!c->a || !c->l || !c->keys)
-        snprintf(err, errlen, "out of memory");
-    else
+    if (chunked_alloc(c, err, errlen) == 0)
         r = run_scripts(st, calls, append_chunk, c, err, errlen);
-    free(c->a);
-    free(c->l);
-    free(c->keys);
+    chunked_release(c);
     for (size_t j = 0; r && j < calls; j++) {
         size_t k = chunk_size(c->n, j);
         int failed = r[j]->type == REDIS_REPLY_ERROR;
@@ -616,6 +692,7 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 }
 
 /* Reads one claim reply into out. */
+/* A record's claim from its answer r; data points into r. */
 static void read_claim(const redisReply *r, struct store_claim *out)
 {
     memset(out, 0, sizeof(*out));
@@ -632,35 +709,59 @@ static void read_claim(const redisReply *r, struct store_claim *out)
     }
     if (parse_state(r->element[0], &out->before) < 0)
         out->before = JOB_DELIVERING;   /* no record of ours: claimed, and the value does not decode */
-    if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
-        (out->data = malloc(r->element[1]->len + 1))) {
-        memcpy(out->data, r->element[1]->str, r->element[1]->len);
+    if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
+        out->data = r->element[1]->str;
         out->len = r->element[1]->len;
         out->claimed = 1;
     }
 }
 
-int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
-                      const char *const *args, struct store_claim *out, char *err, size_t errlen)
+struct claim_stream {
+    size_t n;
+    store_claim_fn *fn;
+    void *ctx;
+    const char *conn_err;   /* why a call has no reply */
+};
+
+/* The reply of claim call j: one answer per record of its chunk. */
+static void claim_reply(size_t j, const redisReply *r, void *vctx)
 {
-    const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
+    const struct claim_stream *cs = vctx;
+    size_t first = j * CHUNK_MAX, k = chunk_size(cs->n, j);
+    int fits = r && r->type == REDIS_REPLY_ARRAY && r->elements == k;
+    struct store_claim c;
+    char why[256];
+
+    for (size_t i = 0; i < k; i++) {
+        const redisReply *item = fits ? r->element[i] : r;
+        if (fits && item->type != REDIS_REPLY_ERROR) {
+            read_claim(item, &c);
+            cs->fn(cs->ctx, first + i, &c, NULL);
+            continue;
+        }
+        snprintf(why, sizeof(why), "redis: %s", !r ? cs->conn_err
+                                                : item->type == REDIS_REPLY_ERROR ? item->str
+                                                : "unexpected reply to claim");
+        cs->fn(cs->ctx, first + i, NULL, why);
+    }
+}
+
+int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
+                      const char *const *args, store_claim_fn *fn, void *ctx, char *err,
+                      size_t errlen)
+{
     struct chunked c = { .script = S_CLAIM, .n = n, .ids = ids, .nshared = 1, .shared = &instance,
                          .per = 2, .args = args };
-    redisReply **r;
+    struct claim_stream cs = { n, fn, ctx, err };
     int rc = -1;
 
-    memset(out, 0, n * sizeof(*out));
-    if (!item) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if ((r = run_chunked(st, &c, item, err, errlen))) {
-        if ((rc = all_answered(item, n, "unexpected reply to claim", err, errlen)) == 0)
-            for (size_t i = 0; i < n; i++)
-                read_claim(item[i], &out[i]);
-        free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
-    }
-    free(item);
+    if (chunked_alloc(&c, err, errlen) == 0)
+        rc = stream_scripts(st, (n + CHUNK_MAX - 1) / CHUNK_MAX, append_chunk, &c, claim_reply, &cs,
+                            err, errlen);
+    else
+        for (size_t j = 0; j < (n + CHUNK_MAX - 1) / CHUNK_MAX; j++)
+            claim_reply(j, NULL, &cs);
+    chunked_release(&c);
     return rc;
 }
 
