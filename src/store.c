@@ -312,6 +312,11 @@ static void free_replies(redisReply **r, size_t n)
         freeReplyObject(r[i]);
 }
 
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
 /* Queues item i of a batch. */
 typedef void append_fn(struct store *st, size_t i, const void *ctx);
 
@@ -342,7 +347,7 @@ static redisReply **run_scripts(struct store *st, size_t n, append_fn *append, c
                 free(out);
                 return NULL;
             }
-            lost |= out[i]->type == REDIS_REPLY_ERROR && strncmp(out[i]->str, "NOSCRIPT", 8) == 0;
+            lost |= is_noscript(out[i]);
         }
         if (!lost || attempt > 0)
             return out;
@@ -360,11 +365,6 @@ static void free_batch(redisReply **r, size_t n)
 {
     free_replies(r, n);
     free(r);
-}
-
-static int is_noscript(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
 /* Called with the reply of call j (valid only during the call), or with NULL when the
@@ -518,10 +518,6 @@ static void append_chunk(struct store *st, size_t j, const void *ctx)
     redisAppendCommandArgv(st->c, (int)argc, c->a, c->l);   /* copies the arguments */
 }
 
-/* Runs c's script over its records, CHUNK_MAX to a call, all calls in one pipeline. Returns
- * the calls' replies (free_batch(r, chunks_of(n))), with item[i] set to record i's reply inside
- * them: the call's error reply when the call failed, NULL when the reply is not one per
- * record. NULL with err set on a connection error. */
 /* The scratch of one call of c. 0, or -1 (out of memory, err set; chunked_release still). */
 static int chunked_alloc(struct chunked *c, char *err, size_t errlen)
 {
@@ -543,6 +539,10 @@ static void chunked_release(struct chunked *c)
     free(c->keys);
 }
 
+/* Runs c's script over its records, CHUNK_MAX to a call, all calls in one pipeline. Returns
+ * the calls' replies (free_batch(r, chunks_of(n))), with item[i] set to record i's reply inside
+ * them: the call's error reply when the call failed, NULL when the reply is not one per
+ * record. NULL with err set on a connection error. */
 static redisReply **run_chunked(struct store *st, struct chunked *c, const redisReply **item,
                                 char *err, size_t errlen)
 {
