@@ -49,12 +49,17 @@ void job_new_id(char out[JOB_ID_GEN_LEN + 1]);
  *   <state><due_ms>|<stamp_ms>|<claim>|<tail>
  * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
  * reached delivered, cancelled or failed (empty before); claim the token of the message being
- * delivered (empty when none; 13 characters, so that a mark writes the stamp in its place);
- * tail the msgpack array [topic, body, key or nil, {headers},
- * delay_ms], written once at add. The id is the key's, created_ms is due_ms - delay_ms.
- * store.c's Lua scripts edit the head with the pattern JOB_RECORD_HEAD and never decode the
- * tail, except add's duplicate check. */
+ * delivered: 13 characters, held open in a pending record by JOB_CLAIM_ROOM, so that a claim
+ * writes its token over them, and a mark or remove its stamp where the token was, without
+ * changing the head's length (store.c writes heads in place). tail is the msgpack array
+ * [topic, body, delay_ms, key or nil, {headers}], written once at add, with the key and headers
+ * left off when there are none and any later elements ignored. The id is the key's, created_ms
+ * is due_ms - delay_ms. Records written before the claim room have an empty claim field and
+ * the tail [topic, body, key or nil, {headers}, delay_ms]; they are still read, and rewritten
+ * whole by the first script that changes their head. store.c's Lua scripts edit the head with
+ * the pattern JOB_RECORD_HEAD and never decode the tail, except add's duplicate check. */
 #define JOB_RECORD_HEAD "^(%l)(%d+)|(%d*)|([^|]*)|()"
+#define JOB_CLAIM_ROOM "-------------"   /* 13 characters, as a claim token */
 
 /* What the head of a record says besides the job. */
 struct job_record {

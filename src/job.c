@@ -89,25 +89,29 @@ int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
     char head[48];
-    int n = snprintf(head, sizeof(head), "%c%lld|||", job_state_letter(JOB_PENDING),
-                     (long long)job->due_ms);
+    int n = snprintf(head, sizeof(head), "%c%lld||" JOB_CLAIM_ROOM "|",
+                     job_state_letter(JOB_PENDING), (long long)job->due_ms);
 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, 5);
+    msgpack_pack_array(&pk, job->nheaders ? 5 : job->key ? 4 : 3);
     pack_str(&pk, job->topic, strlen(job->topic));
     pack_str(&pk, job->body, job->body_len);
+    msgpack_pack_int64(&pk, job->delay_ms);
+    if (!job->key && !job->nheaders)
+        return 0;
     if (job->key)
         pack_str(&pk, job->key, strlen(job->key));
     else
         msgpack_pack_nil(&pk);
+    if (!job->nheaders)
+        return 0;
     msgpack_pack_map(&pk, job->nheaders);
     for (size_t i = 0; i < job->nheaders; i++) {
         pack_str(&pk, job->headers[i].name, strlen(job->headers[i].name));
         pack_str(&pk, job->headers[i].value, strlen(job->headers[i].value));
     }
-    msgpack_pack_int64(&pk, job->delay_ms);
     return 0;
 }
 
@@ -192,22 +196,35 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
     return p + 1;
 }
 
-/* The five elements of a record's tail into out; the name of the one at fault, or NULL. */
+/* The elements of a record's tail (a msgpack array) into out; the name of the one at fault,
+ * "array" when it has too few, or NULL. */
 static const char *read_tail(const msgpack_object *a, struct job *out)
 {
-    const msgpack_object *e = a->via.array.ptr;
+    const msgpack_object *e = a->via.array.ptr, *key = NULL, *headers = NULL, *delay;
+    uint32_t n = a->via.array.size;
 
+    if (n >= 3 && e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        delay = &e[2];                           /* [topic, body, delay_ms, key, {headers}] */
+        key = n > 3 ? &e[3] : NULL;
+        headers = n > 4 ? &e[4] : NULL;
+    } else if (n >= 5) {
+        key = &e[2];                             /* before the claim room: delay_ms last */
+        headers = &e[3];
+        delay = &e[4];
+    } else {
+        return "array";
+    }
     if (!(out->topic = dup_str(&e[0], NULL)))
         return "topic";
     if (!(out->body = dup_str(&e[1], &out->body_len)))
         return "body";
-    if (e[2].type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(&e[2], NULL)))
+    if (key && key->type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(key, NULL)))
         return "key";
-    if (unpack_headers(&e[3], out) < 0)
+    if (headers && unpack_headers(headers, out) < 0)
         return "headers";
-    if (e[4].type != MSGPACK_OBJECT_POSITIVE_INTEGER || e[4].via.u64 > (uint64_t)out->due_ms)
+    if (delay->type != MSGPACK_OBJECT_POSITIVE_INTEGER || delay->via.u64 > (uint64_t)out->due_ms)
         return "delay_ms";   /* never negative, never before the epoch */
-    out->delay_ms = (int64_t)e[4].via.u64;
+    out->delay_ms = (int64_t)delay->via.u64;
     out->created_ms = out->due_ms - out->delay_ms;
     return NULL;
 }
@@ -229,11 +246,15 @@ int job_record_read(const char *id, const char *v, size_t len, struct job *out,
         return -1;
     msgpack_unpacked_init(&u);
     if (msgpack_unpack_next(&u, tail, (size_t)(v + len - tail), &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size < 5) {
-        snprintf(err, errlen, "record tail is not a msgpack array of 5");
+        u.data.type != MSGPACK_OBJECT_ARRAY)
+        bad = "array";
+    else
+        bad = read_tail(&u.data, out);
+    if (bad && strcmp(bad, "array") == 0) {
+        snprintf(err, errlen, "record tail is not a msgpack array [topic, body, delay_ms, ...]");
         goto out;
     }
-    if ((bad = read_tail(&u.data, out))) {
+    if (bad) {
         snprintf(err, errlen, "record field %s is malformed", bad);
         goto out;
     }

@@ -69,13 +69,19 @@ static const char drop_lua[] =
     "return 0\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
- * key holds no record. */
+ * key holds no record. The stamp goes where the claim room was, as a mark's does. */
 static const char remove_lua[] =
     ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
     "if st == 'p' then\n"
-    "  redis.call('SET', key, 'c' .. due .. '|' .. ARGV[1] .. '||' .. tail(), 'PX', ARGV[2])\n"
+    "  local head = 'c' .. due .. '|' .. ARGV[1] .. '||'\n"
+    "  if at == #head + 1 then\n"
+    "    redis.call('SETRANGE', key, '0', head)\n"
+    "    redis.call('PEXPIRE', key, ARGV[2])\n"
+    "  else\n"
+    "    redis.call('SET', key, head .. tail(), 'PX', ARGV[2])\n"
+    "  end\n"
     "  return {0, 'c'}\n"
     "end\n"
     "return {2, st}\n";
@@ -86,7 +92,9 @@ static const char remove_lua[] =
  * by a crash in the middle of a move down the levels) is being delivered by this instance,
  * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
  * no record (the caller dead-letters it). A delivering record claimed by another instance
- * (which crashed) is taken over. */
+ * (which crashed) is taken over. The token goes over the room a pending record holds for it
+ * (SETRANGE: the value is not copied, and the AOF gets the head instead of the whole record);
+ * a record written before that room existed is rewritten whole. */
 static const char claim_lua[] =
     EACH_RECORD("mdue, token, instance")
     "if not v then return {} end\n"
@@ -96,7 +104,12 @@ static const char claim_lua[] =
     "  return {'busy'}\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
-    "  redis.call('SET', key, 's' .. due .. '||' .. token .. '|' .. tail(), 'KEEPTTL')\n"
+    "  local head = 's' .. due .. '||' .. token .. '|'\n"
+    "  if at == #head + 1 then\n"
+    "    redis.call('SETRANGE', key, '0', head)\n"
+    "  else\n"
+    "    redis.call('SET', key, head .. tail(), 'KEEPTTL')\n"
+    "  end\n"
     "  return {st, v}\n"
     "end\n"
     "return {st}\n"

@@ -52,9 +52,9 @@ def test_add_extensions_are_stored(stack):
     assert d.get(d.add_ok(topic="orders", delay_ms=90500, body="x"))["delay_ms"] == 90500
 
     head, tail, size = record(stack, d, job_id)
-    assert head == f"p{due}|||", head    # pending, due, no stamp, no claim
-    assert tail[0] == "orders" and tail[2] == "customer-9" and tail[3]["tenant"] == "acme", tail
-    assert json.loads(tail[1]) == {"order": 77, "items": [1, 2]} and tail[4] == job["delay_ms"], tail
+    assert head == f"p{due}||-------------|", head    # pending, due, no stamp, room for a claim
+    assert tail[0] == "orders" and tail[3] == "customer-9" and tail[4]["tenant"] == "acme", tail
+    assert json.loads(tail[1]) == {"order": 77, "items": [1, 2]} and tail[2] == job["delay_ms"], tail
     # Compact: no id and no field names inside, so Redis holds little besides what was sent.
     sent = len(job["body"]) + len("orders") + len("customer-9") + len("tracet-1tenantacme")
     assert size <= sent + len(head) + 16, (size, sent)

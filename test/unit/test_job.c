@@ -106,24 +106,64 @@ static void round_trip_minimal(void)
     CHECK(nokey);
 }
 
-/* The value a new pending record has: a text head a person can read in redis-cli, then the
- * msgpack tail; no id and no field names inside. */
-static void record_layout(void)
+/* The value of a new pending record of in, packed, against want (len bytes). */
+static int packs_as(const struct job *in, const char *want, size_t len)
 {
-    struct job in = { .id = "order:42", .due_ms = 1700000030000LL, .delay_ms = 30000 };
-    static const char want[] = "p1700000030000|||\x95\xa6orders\xa2hi\xc0\x80\xcd\x75\x30";
     msgpack_sbuffer sb;
     int same;
 
-    in.topic = dup_text("orders", 6);
-    in.body = dup_text("hi", 2);
-    in.body_len = 2;
     msgpack_sbuffer_init(&sb);
-    CHECK_EQ_INT(job_record_pack(&in, &sb), 0);
-    same = sb.size == sizeof(want) - 1 && memcmp(sb.data, want, sb.size) == 0;
+    same = job_record_pack(in, &sb) == 0 && sb.size == len && memcmp(sb.data, want, len) == 0;
     msgpack_sbuffer_destroy(&sb);
-    job_release(&in);
-    CHECK(same);
+    return same;
+}
+
+#define PACKS_AS(in, lit) packs_as(in, lit, sizeof(lit) - 1)
+
+/* The value a new pending record has: a text head a person can read in redis-cli, with room
+ * for a claim token, then the msgpack tail; no id and no field names inside, and no key or
+ * headers when the job has none. */
+static void record_layout(void)
+{
+    struct job in = { .id = "order:42", .due_ms = 1700000030000LL, .delay_ms = 30000 };
+    char topic[] = "orders", body[] = "hi", key[] = "k", name[] = "tr", value[] = "1";
+    struct job_header h = { name, value };
+    int bare, keyed, headed;
+
+    in.topic = topic;
+    in.body = body;
+    in.body_len = 2;
+    bare = PACKS_AS(&in, "p1700000030000||-------------|\x93\xa6orders\xa2hi\xcd\x75\x30");
+    in.key = key;
+    keyed = PACKS_AS(&in, "p1700000030000||-------------|\x94\xa6orders\xa2hi\xcd\x75\x30\xa1k");
+    in.key = NULL;
+    in.headers = &h;
+    in.nheaders = 1;
+    headed = PACKS_AS(&in, "p1700000030000||-------------|"
+                           "\x95\xa6orders\xa2hi\xcd\x75\x30\xc0\x81\xa2tr\xa1" "1");
+    CHECK(bare);
+    CHECK(keyed);
+    CHECK(headed);
+}
+
+/* A record written before the claim room (empty claim field, delay_ms last in a tail of five)
+ * reads as the same job. */
+static void read_record_before_claim_room(void)
+{
+    static const char v[] = "p1700000030000|||\x95\xa6orders\xa2hi\xa1k\x81\xa2tr\xa1" "1\xcd\x75\x30";
+    struct job out;
+    struct job_record rec;
+    char err[256] = "";
+    int rc = job_record_read("order:42", v, sizeof(v) - 1, &out, &rec, err, sizeof(err));
+    int fields = rc == 0 && strcmp(out.topic, "orders") == 0 && strcmp(out.body, "hi") == 0 &&
+                 out.key && strcmp(out.key, "k") == 0 && out.nheaders == 1 &&
+                 strcmp(out.headers[0].name, "tr") == 0 && out.delay_ms == 30000 &&
+                 out.due_ms == 1700000030000LL && out.created_ms == 1700000000000LL;
+
+    job_release(&out);
+    CHECK_STR(err, "");
+    CHECK(fields);
+    CHECK_EQ_INT(rec.state, JOB_PENDING);
 }
 
 /* job_record_read of len bytes (as job "order:42") must fail with err containing want. */
@@ -160,13 +200,21 @@ static void read_bad_heads(void)
 
 static void read_bad_tails(void)
 {
-    CHECK(READ_FAILS("p17|||", "array"));
-    CHECK(READ_FAILS("p17|||\xc1", "array"));
-    CHECK(READ_FAILS("p17|||\x2a", "array"));                  /* 42 */
+    CHECK(READ_FAILS("p17||-------------|", "array"));
+    CHECK(READ_FAILS("p17||-------------|\xc1", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x2a", "array"));                  /* 42 */
+    CHECK(READ_FAILS("p17||-------------|\x92\xa1t\xa1" "b", "array"));     /* 2 elements */
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xa1" "b\xa1" "1", "array"));   /* no delay */
+    CHECK(READ_FAILS("p17||-------------|\x93\x01\xa1" "b\x01", "field topic"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\x01\x01", "field body"));
+    CHECK(READ_FAILS("p17||-------------|\x94\xa1t\xa1" "b\x01\x01", "field key"));
+    CHECK(READ_FAILS("p17||-------------|\x95\xa1t\xa1" "b\x01\xc0\x90", "field headers"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xa1" "b\x12", "field delay_ms"));   /* 18 > due */
+    /* the layout before the claim room */
     CHECK(READ_FAILS("p17|||\x94\xa1t\xa1" "b\xc0\x80", "array"));   /* 4 elements */
     CHECK(READ_FAILS("p17|||\x95\x01\xa1" "b\xc0\x80\x01", "field topic"));
     CHECK(READ_FAILS("p17|||\x95\xa1t\x01\xc0\x80\x01", "field body"));
-    CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\x01\x80\x01", "field key"));
+    CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\x90\x80\x01", "field key"));
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x90\x01", "field headers"));
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x81\xa1h\x01\x01", "field headers"));
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x80\xa1" "1", "field delay_ms"));
@@ -337,6 +385,7 @@ void unit_job(void)
     RUN(round_trip_full);
     RUN(round_trip_minimal);
     RUN(record_layout);
+    RUN(read_record_before_claim_room);
     RUN(read_bad_heads);
     RUN(read_bad_tails);
     RUN(read_truncated);
