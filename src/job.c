@@ -61,22 +61,40 @@ int job_id_valid(const char *id, size_t len, char *err, size_t errlen)
     return 0;
 }
 
+/* Random bytes for ids, from the kernel 1 KiB at a time: one getrandom call per 64 ids rather
+ * than a system call on every add. Each thread keeps its own. */
+static _Thread_local unsigned char id_pool[1024];
+static _Thread_local size_t id_pool_left;
+
+static void random_bytes(unsigned char *out, size_t n)
+{
+    if (id_pool_left < n) {
+        size_t got = 0;
+        while (got < sizeof(id_pool)) {
+            ssize_t r = getrandom(id_pool + got, sizeof(id_pool) - got, 0);
+            if (r > 0)
+                got += (size_t)r;
+        }
+        id_pool_left = sizeof(id_pool);
+    }
+    id_pool_left -= n;
+    memcpy(out, id_pool + id_pool_left, n);
+}
+
 void job_new_id(char out[JOB_ID_GEN_LEN + 1])
 {
     unsigned char b[16];
-    size_t got = 0;
 
-    while (got < sizeof(b)) {
-        ssize_t n = getrandom(b + got, sizeof(b) - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-    }
+    random_bytes(b, sizeof(b));
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);   /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);   /* RFC 4122 variant */
-    snprintf(out, JOB_ID_GEN_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-             b[13], b[14], b[15]);
+    for (int i = 0; i < 16; i++) {   /* 8-4-4-4-12 hex digits */
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *out++ = '-';
+        *out++ = "0123456789abcdef"[b[i] >> 4];
+        *out++ = "0123456789abcdef"[b[i] & 0xf];
+    }
+    *out = '\0';
 }
 
 static void pack_str(msgpack_packer *pk, const char *s, size_t len)

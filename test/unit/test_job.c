@@ -334,16 +334,28 @@ static int uuid_v4_shape(const char *s)
     return 1;
 }
 
+static int cmp_ids(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* Ids come from a pool of random bytes refilled every 64: across refills each is a UUID v4
+ * and none repeats. */
 static void new_id_is_uuid_v4(void)
 {
-    char a[JOB_ID_GEN_LEN + 1], b[JOB_ID_GEN_LEN + 1];
+    enum { N = 1000 };
+    static char ids[N][JOB_ID_GEN_LEN + 1];
+    int shaped = 1, distinct = 1;
 
-    job_new_id(a);
-    job_new_id(b);
-    CHECK(uuid_v4_shape(a));
-    CHECK(uuid_v4_shape(b));
-    CHECK(strcmp(a, b) != 0);
-    CHECK_EQ_INT(id_ok(a, strlen(a)), 1);
+    for (int i = 0; i < N; i++) {
+        job_new_id(ids[i]);
+        shaped &= uuid_v4_shape(ids[i]) && id_ok(ids[i], strlen(ids[i]));
+    }
+    qsort(ids, N, sizeof(ids[0]), cmp_ids);
+    for (int i = 1; i < N; i++)
+        distinct &= strcmp(ids[i - 1], ids[i]) != 0;
+    CHECK(shaped);
+    CHECK(distinct);
 }
 
 static void state_names(void)
