@@ -294,7 +294,9 @@ def main():
             wrk_adds(d, "bench_warmup", now_ms() + FAR_MS, a.warmup)
         if "add" in phases:
             res["add"] = measured(d, stack, phase_add, 5 if q else 20)
-            rate = res["add"]["adds_per_s"]
+            # how long the later phases give wrk for their adds; a stalled add phase (see the
+            # load generators' CPU) must not stretch them to many minutes of waiting
+            rate = max(res["add"]["adds_per_s"], rate)
             print(table({"add": res["add"]}), flush=True)
         if "backlog" in phases:
             res["backlog"] = measured(d, stack, phase_backlog, rate, 10000 if q else 200000)
