@@ -214,35 +214,53 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
     return p + 1;
 }
 
-/* The elements of a record's tail (a msgpack array) into out; the name of the one at fault,
- * "array" when it has too few, or NULL. */
-static const char *read_tail(const msgpack_object *a, struct job *out)
-{
-    const msgpack_object *e = a->via.array.ptr, *key = NULL, *headers = NULL, *delay;
-    uint32_t n = a->via.array.size;
+/* Where the fields of a record's tail are; key and headers NULL when left off. */
+struct tail_fields {
+    const msgpack_object *topic, *body, *delay, *key, *headers;
+};
 
-    if (n >= 3 && e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        delay = &e[2];                           /* [topic, body, delay_ms, key, {headers}] */
-        key = n > 3 ? &e[3] : NULL;
-        headers = n > 4 ? &e[4] : NULL;
-    } else if (n >= 5) {
-        key = &e[2];                             /* before the claim room: delay_ms last */
-        headers = &e[3];
-        delay = &e[4];
-    } else {
-        return "array";
+/* Finds the fields of tail a: [topic, body, delay_ms, key, {headers}], the key and headers
+ * left off when there are none, or (written before the claim room) [topic, body, key or nil,
+ * {headers}, delay_ms]. Later elements are ignored. -1 when a is neither. */
+static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
+{
+    const msgpack_object *e;
+    uint32_t n;
+
+    if (a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size < 3)
+        return -1;
+    e = a->via.array.ptr;
+    n = a->via.array.size;
+    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL };
+    if (e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        f->delay = &e[2];
+        f->key = n > 3 ? &e[3] : NULL;
+        f->headers = n > 4 ? &e[4] : NULL;
+        return 0;
     }
-    if (!(out->topic = dup_str(&e[0], NULL)))
+    if (n < 5)
+        return -1;
+    f->key = &e[2];
+    f->headers = &e[3];
+    f->delay = &e[4];
+    return 0;
+}
+
+/* The fields of a record's tail into out; the name of the one at fault, or NULL. */
+static const char *read_tail(const struct tail_fields *f, struct job *out)
+{
+    if (!(out->topic = dup_str(f->topic, NULL)))
         return "topic";
-    if (!(out->body = dup_str(&e[1], &out->body_len)))
+    if (!(out->body = dup_str(f->body, &out->body_len)))
         return "body";
-    if (key && key->type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(key, NULL)))
+    if (f->key && f->key->type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(f->key, NULL)))
         return "key";
-    if (headers && unpack_headers(headers, out) < 0)
+    if (f->headers && unpack_headers(f->headers, out) < 0)
         return "headers";
-    if (delay->type != MSGPACK_OBJECT_POSITIVE_INTEGER || delay->via.u64 > (uint64_t)out->due_ms)
+    if (f->delay->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        f->delay->via.u64 > (uint64_t)out->due_ms)
         return "delay_ms";   /* never negative, never before the epoch */
-    out->delay_ms = (int64_t)delay->via.u64;
+    out->delay_ms = (int64_t)f->delay->via.u64;
     out->created_ms = out->due_ms - out->delay_ms;
     return NULL;
 }
@@ -252,6 +270,7 @@ int job_record_read(const char *id, const char *v, size_t len, struct job *out,
 {
     msgpack_unpacked u;
     const char *tail, *bad;
+    struct tail_fields f;
     size_t off = 0;
     int rc = -1;
 
@@ -264,15 +283,11 @@ int job_record_read(const char *id, const char *v, size_t len, struct job *out,
         return -1;
     msgpack_unpacked_init(&u);
     if (msgpack_unpack_next(&u, tail, (size_t)(v + len - tail), &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_ARRAY)
-        bad = "array";
-    else
-        bad = read_tail(&u.data, out);
-    if (bad && strcmp(bad, "array") == 0) {
+        find_tail_fields(&u.data, &f) < 0) {
         snprintf(err, errlen, "record tail is not a msgpack array [topic, body, delay_ms, ...]");
         goto out;
     }
-    if (bad) {
+    if ((bad = read_tail(&f, out))) {
         snprintf(err, errlen, "record field %s is malformed", bad);
         goto out;
     }

@@ -26,6 +26,18 @@ struct store {
     "if v then st, due, stamp, claim, at = string.match(v, '" JOB_RECORD_HEAD "') end\n"   \
     "local function tail() return string.sub(v, at) end\n"
 
+/* Puts head in place of the head of record v (key), which ends before position at: written over
+ * it when the two have the same length (a record with room for the claim token), else the whole
+ * value again (one written before that room existed), keeping the expiry. */
+#define WRITE_HEAD                                                                         \
+    "local function write_head(key, v, at, head)\n"                                        \
+    "  if at == #head + 1 then\n"                                                         \
+    "    redis.call('SETRANGE', key, '0', head)\n"                                        \
+    "  else\n"                                                                            \
+    "    redis.call('SET', key, head .. string.sub(v, at), 'KEEPTTL')\n"                  \
+    "  end\n"                                                                             \
+    "end\n"
+
 /* A script on one record: key is KEYS[1]. */
 #define ONE_RECORD "local key = KEYS[1]\n" READ_RECORD
 
@@ -71,17 +83,13 @@ static const char drop_lua[] =
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
  * key holds no record. The stamp goes where the claim room was, as a mark's does. */
 static const char remove_lua[] =
+    WRITE_HEAD
     ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
     "if st == 'p' then\n"
-    "  local head = 'c' .. due .. '|' .. ARGV[1] .. '||'\n"
-    "  if at == #head + 1 then\n"
-    "    redis.call('SETRANGE', key, '0', head)\n"
-    "    redis.call('PEXPIRE', key, ARGV[2])\n"
-    "  else\n"
-    "    redis.call('SET', key, head .. tail(), 'PX', ARGV[2])\n"
-    "  end\n"
+    "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '||')\n"
+    "  redis.call('PEXPIRE', key, ARGV[2])\n"
     "  return {0, 'c'}\n"
     "end\n"
     "return {2, st}\n";
@@ -96,6 +104,7 @@ static const char remove_lua[] =
  * (SETRANGE: the value is not copied, and the AOF gets the head instead of the whole record);
  * a record written before that room existed is rewritten whole. */
 static const char claim_lua[] =
+    WRITE_HEAD
     EACH_RECORD("mdue, token, instance")
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
@@ -104,12 +113,7 @@ static const char claim_lua[] =
     "  return {'busy'}\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
-    "  local head = 's' .. due .. '||' .. token .. '|'\n"
-    "  if at == #head + 1 then\n"
-    "    redis.call('SETRANGE', key, '0', head)\n"
-    "  else\n"
-    "    redis.call('SET', key, head .. tail(), 'KEEPTTL')\n"
-    "  end\n"
+    "  write_head(key, v, at, 's' .. due .. '||' .. token .. '|')\n"
     "  return {st, v}\n"
     "end\n"
     "return {st}\n"
