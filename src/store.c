@@ -508,6 +508,12 @@ struct chunked {
     char (*keys)[KEY_MAX];
 };
 
+/* How many script calls a batch of n records takes. */
+static size_t chunks_of(size_t n)
+{
+    return (n + CHUNK_MAX - 1) / CHUNK_MAX;
+}
+
 static size_t chunk_size(size_t n, size_t j)
 {
     return n - j * CHUNK_MAX < CHUNK_MAX ? n - j * CHUNK_MAX : CHUNK_MAX;
@@ -563,7 +569,7 @@ static void chunked_release(struct chunked *c)
 static redisReply **run_chunked(struct store *st, struct chunked *c, const redisReply **item,
                                 char *err, size_t errlen)
 {
-    size_t calls = (c->n + CHUNK_MAX - 1) / CHUNK_MAX;
+    size_t calls = chunks_of(c->n);
     redisReply **r = NULL;
 
     if (chunked_alloc(c, err, errlen) == 0)
@@ -630,7 +636,7 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
                      item[i] && item[i]->type == REDIS_REPLY_ERROR ? item[i]->str : "unexpected reply to add");
     }
-    free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+    free_batch(r, chunks_of(n));
 done:
     for (size_t i = 0; bufs && i < n; i++)
         msgpack_sbuffer_destroy(&bufs[i]);
@@ -708,7 +714,6 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
     return rc;
 }
 
-/* Reads one claim reply into out. */
 /* A record's claim from its answer r; data points into r. */
 static void read_claim(const redisReply *r, struct store_claim *out)
 {
@@ -773,10 +778,10 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     int rc = -1;
 
     if (chunked_alloc(&c, err, errlen) == 0)
-        rc = stream_scripts(st, (n + CHUNK_MAX - 1) / CHUNK_MAX, append_chunk, &c, claim_reply, &cs,
+        rc = stream_scripts(st, chunks_of(n), append_chunk, &c, claim_reply, &cs,
                             err, errlen);
     else
-        for (size_t j = 0; j < (n + CHUNK_MAX - 1) / CHUNK_MAX; j++)
+        for (size_t j = 0; j < chunks_of(n); j++)
             claim_reply(j, NULL, &cs);
     chunked_release(&c);
     return rc;
@@ -832,7 +837,7 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
     }
     if ((r = run_chunked(st, &c, item, err, errlen))) {
         rc = all_answered(item, n, "unexpected reply to mark", err, errlen);
-        free_batch(r, (n + CHUNK_MAX - 1) / CHUNK_MAX);
+        free_batch(r, chunks_of(n));
     }
 out:
     free(a);
