@@ -359,8 +359,10 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
 {
     struct http *http = calloc(1, sizeof(*http));
     struct sockaddr_storage sa;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
-                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop, once one wait returns its whole
+     * batch of 128 events, waits again before serving them, and so leaves 128 connections whose
+     * requests arrived together unanswered until another event or the connection timeout. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 
     if (!http || resolve(cfg->http.listen, &sa, err, errlen) < 0) {
         free(http);

@@ -1,6 +1,7 @@
 """Never lost, never early, never twice from Redis: crashes at random instants, remove racing
 delivery, Redis and Kafka outages, poison input, refused deliveries, HTTP abuse."""
 
+import json
 import os
 import random
 import signal
@@ -69,6 +70,58 @@ def test_slow_clients_do_not_starve_others(stack):
             pass
         s.close()
     assert d.alive()
+
+
+def read_http_response(s):
+    """Reads one HTTP/1.1 response with a Content-Length from socket s: (status, body)."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        assert chunk, "connection closed before an answer"
+        buf += chunk
+    head, body = buf.split(b"\r\n\r\n", 1)
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    while len(body) < length:
+        chunk = s.recv(4096)
+        assert chunk, "connection closed inside an answer"
+        body += chunk
+    return int(head.split(b" ", 2)[1]), body[:length]
+
+
+def test_requests_arriving_on_128_connections_at_once_are_all_answered(stack):
+    # 128 keep-alive clients on one HTTP thread whose requests all arrive while delayqd is
+    # paused: they become readable together. (libmicrohttpd 0.9.75's epoll loop then waited
+    # again for more events before serving them, up to connection_timeout_s.)
+    d = Delayqd(stack, extra={"http_threads": 1, "connection_timeout_s": 300}).start()
+    conns = []
+    for _ in range(128):
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.settimeout(30)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_http_response(s)[0] == 200
+        conns.append(s)
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        for i, s in enumerate(conns):
+            body = json.dumps({"topic": "orders", "delay": 600, "body": f"burst {i}"}).encode()
+            s.sendall(b"POST " + ADD.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        time.sleep(0.5)
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    ids = []
+    for s in conns:
+        try:
+            status, body = read_http_response(s)
+        except socket.timeout:
+            raise AssertionError("a request of the burst was not answered in 30 s")
+        doc = json.loads(body)
+        assert status == 200 and doc["code"] == 0, (status, doc)
+        ids.append(doc["data"]["job_id"])
+        s.close()
+    assert len(set(ids)) == 128
+    assert all(d.get(i)["state"] == "pending" for i in ids[::16])
 
 
 def test_record_that_does_not_decode_goes_to_dead_letter(stack):
