@@ -1,10 +1,14 @@
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <microhttpd.h>
@@ -21,13 +25,25 @@
  * clears it for every request: its default 32 KiB cost about 5 us of memset per add. 16 KiB
  * still takes 14 KB of request headers. */
 #define CONN_MEMORY_BYTES 16384
+#define LOOP_IDLE_MS 1000       /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
 
 enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
+
+/* One HTTP thread and the libmicrohttpd daemon it runs: its connections, in an epoll set. */
+struct server {
+    struct http *http;
+    struct MHD_Daemon *d;
+    int wake;                 /* eventfd: a connection was resumed, or drain or stop began */
+    pthread_t thread;
+};
 
 struct http {
     const struct config *cfg;
     struct jobs *jobs;
-    struct MHD_Daemon *d;
+    struct server *srv;       /* http.threads of them, all accepting on one listening socket */
+    int nsrv;
+    atomic_int quiesce;       /* set at drain: the threads stop accepting connections */
+    atomic_int stop;          /* set at free: the threads return */
     atomic_int draining;      /* set at shutdown: adds are refused */
     atomic_int busy;          /* adds begun and not yet answered */
 };
@@ -35,6 +51,7 @@ struct http {
 /* One request, from its first callback to its completion. */
 struct request {
     struct http *http;
+    struct server *srv;     /* whose thread serves the connection */
     struct MHD_Connection *conn;
     enum http_route route;
     int64_t start_us;       /* monotonic, for the latency metric */
@@ -173,6 +190,11 @@ static void take_body(struct request *req, const char *data, size_t n)
     req->body[req->len] = '\0';
 }
 
+static void wake(struct server *s)
+{
+    (void)eventfd_write(s->wake, 1);
+}
+
 static void add_done(void *opaque, int status, char *response)
 {
     struct request *req = opaque;
@@ -180,8 +202,10 @@ static void add_done(void *opaque, int status, char *response)
     pthread_mutex_lock(&req->mu);
     req->add_status = status;
     req->response = response;
-    if (req->state == ADD_SUSPENDED)
+    if (req->state == ADD_SUSPENDED) {
         MHD_resume_connection(req->conn);
+        wake(req->srv);   /* a daemon run from outside has no channel of its own for this */
+    }
     req->state = ADD_DONE;
     pthread_mutex_unlock(&req->mu);
 }
@@ -282,7 +306,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!req) {
         if (!(req = calloc(1, sizeof(*req))))
             return MHD_NO;
-        req->http = cls;
+        req->srv = cls;
+        req->http = req->srv->http;
         req->conn = conn;
         req->route = match(url);
         req->start_us = clock_mono_us();
@@ -355,46 +380,116 @@ static int resolve(const char *listen, struct sockaddr_storage *sa, char *err, s
     return 0;
 }
 
+/* The thread of one daemon. libmicrohttpd's own threads (0.9.75) wait in epoll_wait again,
+ * with the timeout they computed before, whenever one wait returned its whole batch of 128
+ * events: 128 connections of one thread that became readable together then sat unanswered
+ * until another event or the connection timeout. MHD_run never waits, so the only wait is this
+ * poll() of the daemon's epoll descriptor, with the daemon's own timeout (0 while it has
+ * connections ready). An add answered on another thread wakes it through s->wake. */
+static void *serve_loop(void *arg)
+{
+    struct server *s = arg;
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
+    struct pollfd pfd[2] = { { .fd = info->epoll_fd, .events = POLLIN }, { .fd = s->wake, .events = POLLIN } };
+    int quiesced = 0;
+
+    while (!atomic_load(&s->http->stop)) {
+        MHD_UNSIGNED_LONG_LONG t;
+        int ms = LOOP_IDLE_MS;
+
+        if (!quiesced && atomic_load(&s->http->quiesce)) {
+            MHD_socket fd = MHD_quiesce_daemon(s->d);   /* the daemon's copy of the socket */
+            if (fd != MHD_INVALID_SOCKET)
+                close(fd);
+            quiesced = 1;
+        }
+        if (MHD_get_timeout(s->d, &t) == MHD_YES && t < (MHD_UNSIGNED_LONG_LONG)ms)
+            ms = (int)t;
+        if (ms > 0 && poll(pfd, 2, ms) > 0 && pfd[1].revents) {
+            eventfd_t n;
+            (void)eventfd_read(s->wake, &n);
+        }
+        MHD_run(s->d);
+    }
+    return NULL;
+}
+
+/* A non-blocking listening socket on sa, or -1 with err set. */
+static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, char *err, size_t errlen)
+{
+    socklen_t len = sa->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (const struct sockaddr *)sa, len) < 0 || listen(fd, SOMAXCONN) < 0) {
+        snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)", listen_at);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen)
 {
     struct http *http = calloc(1, sizeof(*http));
+    int n = (int)cfg->http.threads, fd = -1;
+    unsigned limit = (unsigned)(cfg->http.max_connections / n);
     struct sockaddr_storage sa;
-    /* poll(), not epoll: libmicrohttpd 0.9.75's epoll loop, once one wait returns its whole
-     * batch of 128 events, waits again before serving them, and so leaves 128 connections whose
-     * requests arrived together unanswered until another event or the connection timeout. */
-    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 
-    if (!http || resolve(cfg->http.listen, &sa, err, errlen) < 0) {
-        free(http);
-        return NULL;
-    }
-    if (sa.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
+    if (!http || !(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
+        resolve(cfg->http.listen, &sa, err, errlen) < 0 ||
+        (fd = listen_on(&sa, cfg->http.listen, err, errlen)) < 0)
+        goto fail;
     http->cfg = cfg;
     http->jobs = jobs;
-    http->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, http,
-                               MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http.threads,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->http.max_connections,
-                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
-                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
-                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                               MHD_OPTION_END);
-    if (!http->d) {
-        snprintf(err, errlen, "cannot listen on %s (in use, or not an address of this host)",
-                 cfg->http.listen);
-        free(http);
-        return NULL;
+    for (http->nsrv = 0; http->nsrv < n; http->nsrv++) {
+        struct server *s = &http->srv[http->nsrv];
+        int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
+
+        s->http = http;
+        if ((s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+            snprintf(err, errlen, "cannot start an HTTP thread: eventfd: %s", strerror(errno));
+            goto fail;
+        }
+        s->d = own < 0 ? NULL : MHD_start_daemon(
+            MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+            on_request, s,
+            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+            MHD_OPTION_LISTEN_SOCKET, own,
+            MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+            MHD_OPTION_END);
+        if (!s->d) {   /* its copy of the socket stays open: the process is failing to start */
+            close(s->wake);
+            snprintf(err, errlen, "cannot start the HTTP server on %s", cfg->http.listen);
+            goto fail;
+        }
+        if (pthread_create(&s->thread, NULL, serve_loop, s) != 0) {
+            MHD_stop_daemon(s->d);
+            close(s->wake);
+            snprintf(err, errlen, "cannot start an HTTP thread");
+            goto fail;
+        }
     }
-    log_info("listening on %s threads=%lld", cfg->http.listen, (long long)cfg->http.threads);
+    close(fd);
+    log_info("listening on %s threads=%d", cfg->http.listen, n);
     return http;
+fail:
+    if (fd >= 0)
+        close(fd);
+    http_free(http);
+    return NULL;
 }
 
 void http_drain(struct http *http, int timeout_ms)
 {
-    MHD_quiesce_daemon(http->d);
+    atomic_store(&http->quiesce, 1);
     atomic_store(&http->draining, 1);
+    for (int i = 0; i < http->nsrv; i++)
+        wake(&http->srv[i]);
     for (int waited = 0; atomic_load(&http->busy) > 0 && waited < timeout_ms; waited += 10)
         usleep(10 * 1000);
     if (atomic_load(&http->busy) > 0)
@@ -405,6 +500,13 @@ void http_free(struct http *http)
 {
     if (!http)
         return;
-    MHD_stop_daemon(http->d);
+    atomic_store(&http->stop, 1);
+    for (int i = 0; i < http->nsrv; i++) {
+        wake(&http->srv[i]);
+        pthread_join(http->srv[i].thread, NULL);
+        MHD_stop_daemon(http->srv[i].d);
+        close(http->srv[i].wake);
+    }
+    free(http->srv);
     free(http);
 }

@@ -2,8 +2,9 @@
 that names the key and its line."""
 
 import os
+import socket
 
-from harness import DELAYQD, ROOT, run
+from harness import DELAYQD, ROOT, Delayqd, run
 
 
 def delayqd(*args):
@@ -64,3 +65,24 @@ def test_bad_kafka_property_named(stack):
 def test_missing_file(stack):
     p = delayqd("-c", os.path.join(stack.tmp, "absent.conf"))
     assert p.returncode == 1 and "cannot read" in p.stderr, p.stderr
+
+
+def test_port_in_use_is_named(stack):
+    # An address another process listens on stops start-up with a message naming it (and a
+    # second delayqd on the same port is refused, not quietly given half the connections).
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    d = Delayqd(stack)
+    first = Delayqd(stack).start()
+    try:
+        for taken in (port, first.port):
+            d.port = taken
+            d.write_config()
+            p = run([DELAYQD, "-c", d.conf_path], check=False, timeout=60)
+            assert p.returncode != 0, p
+            assert f"cannot listen on 127.0.0.1:{taken}" in p.stdout + p.stderr, p
+        assert first.add_ok(topic="orders", delay=60, body="still served")
+    finally:
+        holder.close()
