@@ -445,15 +445,16 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
     http->jobs = jobs;
     for (http->nsrv = 0; http->nsrv < n; http->nsrv++) {
         struct server *s = &http->srv[http->nsrv];
-        int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
+        int own;
 
         s->http = http;
         if ((s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
             snprintf(err, errlen, "cannot start an HTTP thread: eventfd: %s", strerror(errno));
             goto fail;
         }
+        own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
         s->d = own < 0 ? NULL : MHD_start_daemon(
-            MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
             on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
             MHD_OPTION_LISTEN_SOCKET, own,
