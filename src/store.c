@@ -55,25 +55,26 @@ struct store {
  * the key holds something else; st, due, stamp and claim are the head's fields (st is nil when
  * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
  *
- * Add, ARGV per record: record, ttl ms, topic, body. Returns {result, state letter} per record:
- * 0 added, 1 the same job is there, 2 another job has the id, 3 the key holds no record; or
- * the error of its SET (such as OOM) as that record's answer, not the whole call's. */
+ * Add, ARGV per record: record, ttl ms. Returns {result, state letter} per record: 0 added,
+ * 1 the same job is there (same topic and body), 2 another job has the id, 3 the key holds no
+ * record; or the error of its SET (such as OOM) as that record's answer, not the whole call's.
+ * A new id, the usual case, costs one SET NX; the record there is read only when that fails. */
 static const char add_lua[] =
-    EACH_RECORD("record, ttl, topic, body")
-    "if not v then\n"
-    "  local r = redis.pcall('SET', key, record, 'PX', ttl)\n"
-    "  if type(r) == 'table' and r.err then return r end\n"
-    "  return {0, 'p'}\n"
-    "end\n"
+    "local function one(record, ttl, key)\n"
+    "local r = redis.pcall('SET', key, record, 'PX', ttl, 'NX')\n"
+    "if type(r) == 'table' and r.err then return r end\n"
+    "if r then return {0, 'p'} end\n"
+    READ_RECORD
     "if not st then return {3, ''} end\n"
     "if st ~= 'c' then\n"
     "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
-    "  if ok and type(rec) == 'table' and rec[1] == topic and rec[2] == body then\n"
+    "  local mine = cmsgpack.unpack(string.sub(record, select(5, string.match(record, '" JOB_RECORD_HEAD "'))))\n"
+    "  if ok and type(rec) == 'table' and rec[1] == mine[1] and rec[2] == mine[2] then\n"
     "    return {1, st}\n"
     "  end\n"
     "end\n"
     "return {2, st}\n"
-    END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
+    END_EACH("one(ARGV[2 * i - 1], ARGV[2 * i], KEYS[i])");
 
 static const char drop_lua[] =
     ONE_RECORD
@@ -603,10 +604,10 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
 {
     msgpack_sbuffer *bufs = calloc(n ? n : 1, sizeof(*bufs));
     char (*ttl)[24] = malloc((n ? n : 1) * sizeof(*ttl));
-    const char **ids = malloc((n ? n : 1) * sizeof(*ids)), **args = malloc(4 * n * sizeof(*args) + 1);
-    size_t *lens = malloc(4 * n * sizeof(*lens) + 1);
+    const char **ids = malloc((n ? n : 1) * sizeof(*ids)), **args = malloc(2 * n * sizeof(*args) + 1);
+    size_t *lens = malloc(2 * n * sizeof(*lens) + 1);
     const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
-    struct chunked c = { .script = S_ADD, .n = n, .ids = ids, .per = 4, .args = args, .argslen = lens };
+    struct chunked c = { .script = S_ADD, .n = n, .ids = ids, .per = 2, .args = args, .argslen = lens };
     redisReply **r = NULL;
 
     if (!bufs || !ttl || !ids || !args || !lens || !item) {
@@ -619,10 +620,8 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
         job_record_pack(job, &bufs[i]);
         snprintf(ttl[i], sizeof(ttl[i]), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
         ids[i] = job->id;
-        args[4 * i] = bufs[i].data,     lens[4 * i] = bufs[i].size;
-        args[4 * i + 1] = ttl[i],       lens[4 * i + 1] = strlen(ttl[i]);
-        args[4 * i + 2] = job->topic,   lens[4 * i + 2] = strlen(job->topic);
-        args[4 * i + 3] = job->body,    lens[4 * i + 3] = job->body_len;
+        args[2 * i] = bufs[i].data,     lens[2 * i] = bufs[i].size;
+        args[2 * i + 1] = ttl[i],       lens[2 * i + 1] = strlen(ttl[i]);
     }
     if (!(r = run_chunked(st, &c, item, err, errlen)))
         goto done;
