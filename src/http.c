@@ -34,6 +34,7 @@ struct server {
     struct http *http;
     struct MHD_Daemon *d;
     int wake;                 /* eventfd: a connection was resumed, or drain or stop began */
+    atomic_int woken;         /* wake written since the thread last looked: no need again */
     pthread_t thread;
 };
 
@@ -195,6 +196,14 @@ static void wake(struct server *s)
     (void)eventfd_write(s->wake, 1);
 }
 
+/* Wakes s for a resumed connection, once per turn of its loop: Kafka answers adds in bursts,
+ * and one write and one wake-up serve the burst. */
+static void wake_once(struct server *s)
+{
+    if (!atomic_exchange(&s->woken, 1))
+        wake(s);
+}
+
 static void add_done(void *opaque, int status, char *response)
 {
     struct request *req = opaque;
@@ -204,7 +213,7 @@ static void add_done(void *opaque, int status, char *response)
     req->response = response;
     if (req->state == ADD_SUSPENDED) {
         MHD_resume_connection(req->conn);
-        wake(req->srv);   /* a daemon run from outside has no channel of its own for this */
+        wake_once(req->srv);   /* a daemon run from outside has no channel of its own for this */
     }
     req->state = ADD_DONE;
     pthread_mutex_unlock(&req->mu);
@@ -409,6 +418,9 @@ static void *serve_loop(void *arg)
             eventfd_t n;
             (void)eventfd_read(s->wake, &n);
         }
+        /* Cleared before the run: a connection resumed from here on is served by this run or
+         * wakes the next poll. */
+        atomic_store(&s->woken, 0);
         MHD_run(s->d);
     }
     return NULL;
