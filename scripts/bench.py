@@ -77,13 +77,15 @@ def measured(d, stack, fn, *args):
     share, so a figure can be read against what the machine had left."""
     pids = service_pids(d, stack)
     before = {k: cpu_s(p) for k, p in pids.items() if p}
-    idle0, total0 = machine_idle()
+    idle0, stolen0, total0 = machine_idle()
     load0 = children_cpu_s()
     r = fn(d, stack, *args)
-    idle1, total1 = machine_idle()
+    idle1, stolen1, total1 = machine_idle()
     r["cpu_s"] = {k: round(cpu_s(pids[k]) - v, 1) for k, v in before.items()}
     r["cpu_s"]["load generators"] = round(children_cpu_s() - load0, 1)   # wrk, kcat
     r["machine_idle_pct"] = round(100 * (idle1 - idle0) / max(total1 - total0, 1))
+    # time the hypervisor gave the machine's cores to others: the machine is shared
+    r["machine_stolen_pct"] = round(100 * (stolen1 - stolen0) / max(total1 - total0, 1))
     return r
 
 
@@ -94,9 +96,11 @@ def children_cpu_s():
 
 
 def machine_idle():
+    """Jiffies of all cores so far: idle (with iowait), stolen, and in all (guest time is
+    counted in user already)."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    return v[3] + v[4], sum(v)
+    return v[3] + v[4], v[7], sum(v[:8])
 
 
 def redis_used(stack):
@@ -146,6 +150,15 @@ def phase_add(d, stack, seconds):
     r = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds)
     r["target"] = "adds >= 15000/s, p99 <= 20 ms"
     return r
+
+
+def res_cores(res):
+    return res.get("machine", {}).get("cores") or os.cpu_count()
+
+
+def cpu_per_add(r):
+    """CPU each process used per add in the add phase, in us: what the machine's cores allow."""
+    return {k: round(v * 1e6 / max(r["adds"], 1), 1) for k, v in r["cpu_s"].items()}
 
 
 def end_offset(stack, topic):
@@ -241,6 +254,12 @@ def table(res):
         a = res["add"]
         lines.append(f"add        {a['adds_per_s']:>8} adds/s   p50 {a['p50_ms']:.1f} ms  p99 {a['p99_ms']:.1f} ms  "
                      f"max {a['max_ms']:.1f} ms  ({a['connections']} conns, {a['errors']} errors)   target {a['target']}")
+        if "cpu_us_per_add" in a:
+            per = a["cpu_us_per_add"]
+            total = sum(per.values())
+            lines.append(f"  CPU per add: " + ", ".join(f"{k} {v} us" for k, v in per.items())
+                         + f"; {total:.0f} us in all, so {res_cores(res)} cores add at most "
+                         f"{res_cores(res) * 1e6 / max(total, 1):,.0f}/s")
     if "backlog" in res:
         b = res["backlog"]
         lines.append(f"backlog    {b['jobs_per_s']:>8} jobs/s   {b['delivered']} of {b['jobs']} in {b['seconds']} s"
@@ -263,7 +282,7 @@ def table(res):
         if k in res and "cpu_s" in res[k]:
             c = res[k]
             lines.append(f"  {k + ' cpu':14} " + ", ".join(f"{n} {v} s" for n, v in c["cpu_s"].items())
-                         + f"; machine idle {c['machine_idle_pct']}%")
+                         + f"; machine idle {c['machine_idle_pct']}%, stolen {c['machine_stolen_pct']}%")
     return "\n".join(lines)
 
 
@@ -294,6 +313,7 @@ def main():
             wrk_adds(d, "bench_warmup", now_ms() + FAR_MS, a.warmup)
         if "add" in phases:
             res["add"] = measured(d, stack, phase_add, 5 if q else 20)
+            res["add"]["cpu_us_per_add"] = cpu_per_add(res["add"])
             # how long the later phases give wrk for their adds; a stalled add phase (see the
             # load generators' CPU) must not stretch them to many minutes of waiting
             rate = max(res["add"]["adds_per_s"], rate)
