@@ -49,6 +49,7 @@ struct jobs {
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;
     struct pending_add *q_head, **q_tail;
+    int closed;                 /* set by jobs_free: adds are answered at once, not queued */
     int wake[2];                /* the queue and librdkafka's delivery reports write here */
     struct store *st;           /* the intake thread's own connection */
     struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
@@ -283,17 +284,32 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
     return jobs;
 }
 
+/* Answers every add begun: the HTTP server must not stop while one waits (libmicrohttpd aborts
+ * when stopped with a request suspended). The intake finishes the batch it is on, the adds it
+ * had not taken get 503, and those sent to Kafka get Kafka's answer, or 503 at timeout_ms. */
 void jobs_free(struct jobs *jobs, int timeout_ms)
 {
+    struct pending_add *left;
+
     if (!jobs)
         return;
-    /* The HTTP server is drained and stopped: the queue is empty and stays so. */
-    if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR)
-        log_warn("%d delay-topic messages of adds still unacknowledged at shutdown",
-                 rd_kafka_outq_len(jobs->rk));
     atomic_store(&jobs->stop, 1);
     wake(jobs);
     pthread_join(jobs->thread, NULL);
+    pthread_mutex_lock(&jobs->q_mu);
+    jobs->closed = 1;
+    pthread_mutex_unlock(&jobs->q_mu);
+    for (left = take_queue(jobs); left;) {
+        struct pending_add *next = left->next;
+        finish_add(left, 503, API_UNAVAILABLE, "shutting down", NULL);
+        left = next;
+    }
+    if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        log_warn("%d delay-topic messages of adds still unacknowledged at shutdown; their adds "
+                 "fail", rd_kafka_outq_len(jobs->rk));
+        rd_kafka_purge(jobs->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(jobs->rk, 0);   /* their reports: undone and answered */
+    }
     rd_kafka_destroy(jobs->rk);
     for (int i = 0; i < jobs->npool; i++)
         store_free(jobs->pool[i]);
@@ -323,6 +339,11 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
     if (!id_given)
         job_new_id(pa->job.id);
     pthread_mutex_lock(&jobs->q_mu);
+    if (jobs->closed) {
+        pthread_mutex_unlock(&jobs->q_mu);
+        finish_add(pa, 503, API_UNAVAILABLE, "shutting down", NULL);
+        return;
+    }
     first = jobs->q_head == NULL;
     *jobs->q_tail = pa;
     jobs->q_tail = &pa->next;

@@ -96,8 +96,10 @@ static int serve(const struct config *cfg)
     http_drain(http, (int)cfg->kafka.produce_timeout_ms + 1000);
     rc = 0;
 out:
-    http_free(http);
+    /* jobs first: it answers every add still waiting, so none is left suspended in the HTTP
+     * server, and none is answered after it is gone. */
     jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
+    http_free(http);
     holder_free(holder);
     log_info("stopped");
     return rc;

@@ -337,6 +337,41 @@ def test_kafka_stopped_20s(stack):
     outage(stack, d, stack.stop_kafka, stack.start_kafka, 20)
 
 
+def test_stop_while_redis_is_frozen_answers_every_add_and_exits_cleanly(stack):
+    """SIGTERM while adds wait on a frozen Redis for longer than the drain window (produce
+    timeout + 1 s): every add still gets an answer, and delayqd exits 0. Before, the HTTP
+    server was stopped with adds still suspended, and libmicrohttpd aborts the process then."""
+    d = Delayqd(stack, extra={"redis_timeout_ms": 4000, "produce_timeout_ms": 1000}).start()
+    d.wait_groups_owned()
+    with open(os.path.join(stack.redis_dir, "redis.pid")) as f:
+        pid = int(f.read())
+    deadline = time.time() + 60
+
+    def client(i):
+        answers = []   # adds keep coming until the port closes at the drain
+        while time.time() < deadline:
+            try:
+                answers.append(d.add(topic=f"{d.name}_frozen", delay=60, body=str(i))[0])
+            except RuntimeError as e:   # once the port is closed
+                answers.append(str(e))
+                break
+        return answers
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [pool.submit(client, i) for i in range(4)]
+            time.sleep(1)
+            rc = d.stop(timeout=60)
+            answers = [a for f in futures for a in f.result()]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert rc == 0, (rc, d.log_text()[-2000:])
+    # every add begun was answered; the rest found the port closed (curl's exit 7)
+    assert all(a == 503 or str(a).startswith("curl failed (7)") for a in answers), answers
+    assert 503 in answers, answers
+
+
 def test_copies_of_a_job_message_deliver_it_once(stack):
     """A crash between moving a message down a level and committing leaves two copies of it in
     the lower level; both fall due together and must deliver the job once."""
