@@ -26,6 +26,7 @@
 #define INTAKE_BATCH_MAX 1024   /* adds written to Redis in one pipeline */
 #define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
 #define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
+#define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -49,7 +50,6 @@ struct jobs {
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;
     struct pending_add *q_head, **q_tail;
-    int closed;                 /* set by jobs_free: adds are answered at once, not queued */
     int wake[2];                /* the queue and librdkafka's delivery reports write here */
     struct store *st;           /* the intake thread's own connection */
     struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
@@ -293,12 +293,9 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
 
     if (!jobs)
         return;
-    atomic_store(&jobs->stop, 1);
+    atomic_store(&jobs->stop, 1);   /* before the last take below: jobs_add queues no more */
     wake(jobs);
     pthread_join(jobs->thread, NULL);
-    pthread_mutex_lock(&jobs->q_mu);
-    jobs->closed = 1;
-    pthread_mutex_unlock(&jobs->q_mu);
     for (left = take_queue(jobs); left;) {
         struct pending_add *next = left->next;
         finish_add(left, 503, API_UNAVAILABLE, "shutting down", NULL);
@@ -308,7 +305,9 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
         log_warn("%d delay-topic messages of adds still unacknowledged at shutdown; their adds "
                  "fail", rd_kafka_outq_len(jobs->rk));
         rd_kafka_purge(jobs->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-        rd_kafka_poll(jobs->rk, 0);   /* their reports: undone and answered */
+        /* the purged messages' reports, served here: their adds are undone and answered */
+        if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            log_error("%d adds left unanswered at shutdown", rd_kafka_outq_len(jobs->rk));
     }
     rd_kafka_destroy(jobs->rk);
     for (int i = 0; i < jobs->npool; i++)
@@ -339,7 +338,7 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
     if (!id_given)
         job_new_id(pa->job.id);
     pthread_mutex_lock(&jobs->q_mu);
-    if (jobs->closed) {
+    if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
         pthread_mutex_unlock(&jobs->q_mu);
         finish_add(pa, 503, API_UNAVAILABLE, "shutting down", NULL);
         return;
