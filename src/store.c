@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ struct store {
     const struct config *cfg;
     redisContext *c;
     char sha[S_COUNT][41];
+    char why[96];               /* conn_error's text for a timeout */
 };
 
 #define READ_RECORD                                                                        \
@@ -161,6 +163,18 @@ void store_free(struct store *st)
     free(st);
 }
 
+/* The connection's error, for a message. A read or write that timed out reads as EAGAIN's text
+ * in hiredis ("Resource temporarily unavailable"): it names the timeout instead. */
+static const char *conn_error(struct store *st)
+{
+    if (st->c->err == REDIS_ERR_IO && strcmp(st->c->errstr, strerror(EAGAIN)) == 0) {
+        snprintf(st->why, sizeof(st->why), "no answer within redis.timeout_ms (%lld ms)",
+                 (long long)st->cfg->redis.timeout_ms);
+        return st->why;
+    }
+    return st->c->errstr[0] ? st->c->errstr : "no reply";
+}
+
 static void drop_conn(struct store *st)
 {
     if (st->c) {
@@ -176,7 +190,7 @@ static int setup_cmd(struct store *st, char *err, size_t errlen, const char *fmt
     int rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
 
     if (rc < 0)
-        snprintf(err, errlen, "redis %s: %s", fmt, r ? r->str : st->c->errstr);
+        snprintf(err, errlen, "redis %s: %s", fmt, r ? r->str : conn_error(st));
     if (r)
         freeReplyObject(r);
     return rc;
@@ -193,7 +207,7 @@ static int load_scripts(struct store *st, char *err, size_t errlen)
             memcpy(st->sha[i], r->str, 41);
         else
             snprintf(err, errlen, "redis SCRIPT LOAD: %s",
-                     !r ? st->c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+                     !r ? conn_error(st) : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         if (r)
             freeReplyObject(r);
         if (!ok)
@@ -214,7 +228,7 @@ static int ensure_conn(struct store *st, char *err, size_t errlen)
     st->c = redisConnectWithTimeout(cfg->redis.host, (int)cfg->redis.port, tv);
     if (!st->c || st->c->err) {
         snprintf(err, errlen, "redis %s:%lld: %s", cfg->redis.host, (long long)cfg->redis.port,
-                 st->c ? st->c->errstr : "out of memory");
+                 st->c ? conn_error(st) : "out of memory");
         drop_conn(st);
         return -1;
     }
@@ -257,7 +271,7 @@ static redisReply *read_reply(struct store *st, char *err, size_t errlen)
     void *r = NULL;
 
     if (redisGetReply(st->c, &r) != REDIS_OK || !r) {
-        snprintf(err, errlen, "redis: %s", st->c->errstr[0] ? st->c->errstr : "no reply");
+        snprintf(err, errlen, "redis: %s", conn_error(st));
         drop_conn(st);
         return NULL;
     }
@@ -269,7 +283,7 @@ static redisReply *read_reply(struct store *st, char *err, size_t errlen)
 static redisReply *checked(struct store *st, redisReply *r, char *err, size_t errlen)
 {
     if (!r) {
-        snprintf(err, errlen, "redis: %s", st->c->errstr);
+        snprintf(err, errlen, "redis: %s", conn_error(st));
         drop_conn(st);
         return NULL;
     }
@@ -854,7 +868,7 @@ int store_ping(struct store *st, char *err, size_t errlen)
     if (ensure_conn(st, err, errlen) < 0)
         return -1;
     if (!(r = redisCommand(st->c, "PING"))) {
-        snprintf(err, errlen, "redis: %s", st->c->errstr);
+        snprintf(err, errlen, "redis: %s", conn_error(st));
         drop_conn(st);
         return -1;
     }

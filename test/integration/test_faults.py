@@ -289,10 +289,11 @@ def test_kill9_three_times_loses_nothing(stack):
     reader.close()
 
 
-def outage(stack, d, stop, start, seconds):
+def outage(stack, d, stop, start, seconds, why=""):
     """Pending jobs due before, during and after an outage of `seconds`; an add during it gets
-    503 within its timeout; once the server is back every accepted job arrives, none early and
-    none skipped as "removed". The business topic is read from the beginning afterwards."""
+    503 within its timeout, its message saying `why`; once the server is back every accepted job
+    arrives, none early and none skipped as "removed". The business topic is read from the
+    beginning afterwards."""
     topic = f"{d.name}_outage"
     stack.ensure_topic(topic)
     ids = d.bulk_add([{"topic": topic, "delay_ms": 500 + i * ((seconds + 8) * 1000 // 60),
@@ -303,7 +304,7 @@ def outage(stack, d, stop, start, seconds):
         t_end = time.time() + seconds
         t0 = time.time()
         st, doc = d.add(topic=topic, delay=1, body="during")
-        assert st == 503 and doc["code"] == 10002, (st, doc)
+        assert st == 503 and doc["code"] == 10002 and why in doc["message"], (st, doc)
         assert time.time() - t0 < 10, "an add hung past its timeout"
         time.sleep(max(0, t_end - time.time()))
     finally:
@@ -329,7 +330,8 @@ def test_redis_frozen_10s(stack):
     d = Delayqd(stack, extra={"redis_timeout_ms": 500}).start()
     with open(os.path.join(stack.redis_dir, "redis.pid")) as f:
         pid = int(f.read())
-    outage(stack, d, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT), 10)
+    outage(stack, d, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT), 10,
+           why="no answer within redis.timeout_ms (500 ms)")
 
 
 def test_kafka_stopped_20s(stack):
