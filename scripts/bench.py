@@ -2,19 +2,24 @@
 """make bench: measures delayqd on this machine, with Kafka and Redis on it too, started here
 on free ports in a temp dir. Phases:
   add        concurrent keep-alive HTTP clients (wrk) add jobs with 200-byte bodies
+  profile    the same adds for 10 s under `perf record -a`: each process's CPU per add, split
+             by where it ran (the kernel, each library): where the add rate's limit lies
   backlog    ~200,000 jobs all due at one instant: from that instant to the last delivered
   precision  2,000 jobs/s for 60 s, delays spread over 1-30 s: lateness of each delivery
   memory     delayqd RSS idle and with 1,000,000 pending jobs; Redis bytes per pending job
 Prints a table and writes the figures as JSON (--json FILE, default run/bench.json).
-  scripts/bench.py [--quick] [--json FILE] [--phases add,backlog,precision,memory]"""
+  scripts/bench.py [--quick] [--json FILE] [--phases add,profile,backlog,precision,memory]"""
 
 import argparse
 import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,11 +57,12 @@ def rss_mib(pid):
 
 
 def cpu_s(pid):
-    """CPU seconds (user + system) used so far by process pid and its threads."""
+    """CPU seconds (user + system) used so far by process pid, its threads and its children
+    that ended (Redis's AOF rewrites)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
         return 0.0
 
@@ -161,6 +167,75 @@ def cpu_per_add(r):
     return {k: round(v * 1e6 / max(r["adds"], 1), 1) for k, v in r["cpu_s"].items()}
 
 
+def thread_owners(pids):
+    """The process each thread id belongs to now: perf tells samples by thread."""
+    owner = {}
+    for name, pid in pids.items():
+        try:
+            for t in os.listdir(f"/proc/{pid}/task"):
+                owner[int(t)] = name
+        except (OSError, TypeError):
+            pass
+    return owner
+
+
+def dso_name(dso):
+    """[kernel.kallsyms] -> kernel, [JIT] tid 12 -> JIT, /usr/lib/.../libjansson.so.4.14.0 ->
+    libjansson; Debian's redis-server binary is a link named redis-check-rdb."""
+    if dso.startswith("[kernel"):
+        return "kernel"
+    if dso.startswith("[JIT]"):
+        return "JIT"
+    base = os.path.basename(dso).split(".so")[0]
+    return "redis-server" if base == "redis-check-rdb" else base
+
+
+def phase_profile(d, stack, seconds):
+    """Adds under `perf record -a` (every process on the machine, sampled by CPU time): each
+    process's CPU per add, split by where it ran."""
+    if not shutil.which("perf"):
+        return {"skipped": "perf is not installed (Debian package linux-perf)"}
+    done = {}
+    load = threading.Thread(target=lambda: done.update(
+        wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds + 2)))
+    load.start()
+    time.sleep(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        t0, a0, m0 = time.time(), d.metric("delayq_jobs_added_total"), machine_idle()
+        rec = run(["perf", "record", "-a", "-F", "499", "-o", data, "--", "sleep", str(seconds)],
+                  check=False, timeout=seconds + 60)
+        t1, a1, m1 = time.time(), d.metric("delayq_jobs_added_total"), machine_idle()
+        owner = thread_owners(service_pids(d, stack))
+        load.join()
+        if rec.returncode != 0:
+            return {"skipped": "perf record: " + (rec.stderr.strip().splitlines() or ["failed"])[-1]}
+        rep = run(["perf", "report", "-i", data, "--stdio", "--sort", "pid,dso",
+                   "-F", "period,pid,dso", "-t", "|"], check=False, timeout=300)
+    rate = (a1 - a0) / max(t1 - t0, 1e-3)
+    adds = max(rate * seconds, 1)
+    us = {}     # process -> where -> us per add (the period of cpu-clock samples is in ns)
+    for line in rep.stdout.splitlines():
+        f = [x.strip() for x in line.split("|")]
+        tid, _, comm = f[1].partition(":") if len(f) == 3 else ("", "", "")
+        if line.startswith("#") or not f[0].isdigit() or not tid.isdigit():
+            continue
+        proc = ("idle" if tid == "0" else "wrk" if comm == "wrk" else owner.get(int(tid), "other"))
+        where = comm if proc == "other" else dso_name(f[2])   # others by their thread name
+        us.setdefault(proc, {})
+        us[proc][where] = us[proc].get(where, 0) + int(f[0]) / 1e3 / adds
+    if not us:
+        return {"skipped": "perf report: no samples " + rep.stderr.strip()[-200:]}
+    idle = sum(us.pop("idle", {}).values())
+    r = {"seconds": seconds, "adds_per_s": round(rate), "wrk": done,
+         "cpu_us_per_add": {k: {w: round(v, 1) for w, v in sorted(p.items(), key=lambda x: -x[1])}
+                            for k, p in us.items()},
+         "idle_pct": round(100 * idle * rate / 1e6 / os.cpu_count()),
+         "stolen_pct": round(100 * (m1[1] - m0[1]) / max(m1[2] - m0[2], 1))}
+    r["kernel_us_per_add"] = round(sum(p.get("kernel", 0) for p in us.values()), 1)
+    return r
+
+
 def end_offset(stack, topic):
     p = run(["kcat", "-b", stack.brokers, "-Q", "-t", f"{topic}:0:-1"], check=False)
     m = re.search(r"offset (\d+)", p.stdout)
@@ -260,6 +335,8 @@ def table(res):
             lines.append(f"  CPU per add: " + ", ".join(f"{k} {v} us" for k, v in per.items())
                          + f"; {total:.0f} us in all, so {res_cores(res)} cores add at most "
                          f"{res_cores(res) * 1e6 / max(total, 1):,.0f}/s")
+    if "profile" in res:
+        lines += profile_lines(res["profile"], res_cores(res))
     if "backlog" in res:
         b = res["backlog"]
         lines.append(f"backlog    {b['jobs_per_s']:>8} jobs/s   {b['delivered']} of {b['jobs']} in {b['seconds']} s"
@@ -286,11 +363,34 @@ def table(res):
     return "\n".join(lines)
 
 
+def profile_lines(p, cores):
+    if "skipped" in p:
+        return [f"profile    skipped: {p['skipped']}"]
+    lines = [f"profile    {p['seconds']} s of adds at {p['adds_per_s']}/s under `perf record -a`: "
+             "CPU per add of each process, and where it ran (us)"]
+    total = 0
+    order = ["delayqd", "kafka", "redis", "wrk", "other"]
+    for proc, parts in sorted(p["cpu_us_per_add"].items(), key=lambda x: order.index(x[0])):
+        sub = sum(parts.values())
+        total += sub
+        big = [f"{w} {v}" for w, v in parts.items() if v >= 1]
+        rest = sub - sum(v for v in parts.values() if v >= 1)
+        parts = big + ([f"other {rest:.1f}"] if big and rest >= 0.05 else [])
+        lines.append(f"  {proc:8} {sub:6.1f}" + (": " + ", ".join(parts) if parts else ""))
+    k = p["kernel_us_per_add"]
+    lines.append(f"  {total:.0f} us per add in all, {k:.0f} of them in the kernel (TCP over loopback, epoll, "
+                 f"wake-ups); {cores} cores add at most {cores * 1e6 / max(total, 1):,.0f}/s at this cost; "
+                 f"idle {p['idle_pct']}% of the cores, stolen {p['stolen_pct']}%")
+    if "redis-server" in p["cpu_us_per_add"].get("other", {}):
+        lines.append("  (other: redis-server is a child of Redis's, which rewrites its AOF)")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,backlog,precision,memory")
+    ap.add_argument("--phases", default="add,profile,backlog,precision,memory")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -318,6 +418,9 @@ def main():
             # load generators' CPU) must not stretch them to many minutes of waiting
             rate = max(res["add"]["adds_per_s"], rate)
             print(table({"add": res["add"]}), flush=True)
+        if "profile" in phases:
+            res["profile"] = phase_profile(d, stack, 3 if q else 10)
+            print(table({"profile": res["profile"]}), flush=True)
         if "backlog" in phases:
             res["backlog"] = measured(d, stack, phase_backlog, rate, 10000 if q else 200000)
             print(table({"backlog": res["backlog"]}), flush=True)
