@@ -25,7 +25,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 import harness  # noqa: E402
-from harness import Delayqd, Reader, now_ms, run  # noqa: E402
+from harness import Delayqd, Reader, now_ms, rss_mib, run  # noqa: E402
 
 BODY = "x" * 200
 FAR_MS = 2 * 3600 * 1000     # pending jobs of the add and memory phases never fall due here
@@ -49,11 +49,6 @@ def machine():
         "redis": ver(["redis-server", "--version"]),
         "kafka": "Apache Kafka 3.7.1 (KRaft, single node, scripts/kafka-local.sh)",
     }
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
 
 
 def cpu_s(pid):
@@ -236,12 +231,6 @@ def phase_profile(d, stack, seconds):
     return r
 
 
-def end_offset(stack, topic):
-    p = run(["kcat", "-b", stack.brokers, "-Q", "-t", f"{topic}:0:-1"], check=False)
-    m = re.search(r"offset (\d+)", p.stdout)
-    return int(m.group(1)) if m else 0
-
-
 def phase_backlog(d, stack, add_rate, n):
     topic = f"{d.name}_backlog"
     stack.ensure_topic(topic)
@@ -252,7 +241,7 @@ def phase_backlog(d, stack, add_rate, n):
     pids = service_pids(d, stack)
     before = {k: cpu_s(p) for k, p in pids.items() if p}
     deadline = time.time() + 600
-    while end_offset(stack, topic) < count and time.time() < deadline:
+    while stack.end_offset(topic) < count and time.time() < deadline:
         time.sleep(0.5)
     used = {k: cpu_s(pids[k]) - v for k, v in before.items()}
     p = run(["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q",

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@
 #define NOMEM_RETRY_MS 1000
 #define COMMITTED_TIMEOUT_MS 15000  /* start-up: the group coordinator may be loading */
 #define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
+#define TRIM_AFTER_MOVED 10000   /* a burst: messages taken or finished since memory was given back */
+#define TRIM_INTERVAL_MS 5000    /* memory is given back at most this often */
 
 enum hold { HOLD_NONE, HOLD_HEAD, HOLD_FULL };
 
@@ -56,9 +59,13 @@ struct holder {
     int wake[2];             /* librdkafka queues write here when they become non-empty */
     size_t per_part_cap;     /* in-memory messages per partition before it is paused */
     int64_t last_commit_ms;  /* monotonic */
+    uint64_t taken, done;    /* messages taken from Kafka, and finished, ever */
+    uint64_t taken_at_check, moved_at_trim;
+    int64_t last_trim_ms;    /* monotonic */
 };
 
 static void update_gauges(struct holder *h);
+static void trim_after_burst(struct holder *h, int64_t now);
 
 static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                       rd_kafka_topic_partition_list_t *offsets, void *opaque)
@@ -243,6 +250,7 @@ static void take(struct holder *h, rd_kafka_message_t *rkm)
     struct part *p;
     struct held *m;
 
+    h->taken++;
     if (rkm->err) {
         log_warn("consumer: %s", rd_kafka_message_errstr(rkm));
         return;
@@ -307,6 +315,7 @@ void holder_done(struct holder *h, struct held *m)
     }
     offsets_finish(&p->offs, m->offset);
     p->in_memory--;
+    h->done++;
     free(m);
     if (p->hold == HOLD_FULL && p->in_memory <= h->per_part_cap / 2)
         resume_part(h, p);
@@ -448,6 +457,7 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
         if (clock_mono_ms() - h->last_commit_ms >= COMMIT_INTERVAL_MS) {
             commit(h, -1, 0);
             update_gauges(h);
+            trim_after_burst(h, clock_mono_ms());
             h->last_commit_ms = clock_mono_ms();
         }
     }
@@ -618,6 +628,28 @@ static void update_gauges(struct holder *h)
     }
     metrics_set(M_HELD_PARTITIONS, held);
     metrics_set(M_IN_MEMORY, in_memory);
+}
+
+/* After a burst (a backlog drained) glibc keeps the memory freed in its per-thread arenas:
+ * 100,000 jobs left 80 MiB resident against 10 MiB idle. It is given back when many messages
+ * were taken or finished since the last time and none was taken since the last check (100 ms):
+ * once as a burst is being forwarded, and once more after its last TRIM_AFTER_MOVED. */
+static void trim_after_burst(struct holder *h, int64_t now)
+{
+    int quiet = h->taken == h->taken_at_check;
+
+    h->taken_at_check = h->taken;
+    if (!quiet || h->taken + h->done - h->moved_at_trim < TRIM_AFTER_MOVED ||
+        now - h->last_trim_ms < TRIM_INTERVAL_MS)
+        return;
+#ifdef __GLIBC__
+    malloc_trim(0);
+    log_debug("memory given back after %llu messages taken or finished (%lld ms)",
+              (unsigned long long)(h->taken + h->done - h->moved_at_trim),
+              (long long)(clock_mono_ms() - now));
+#endif
+    h->moved_at_trim = h->taken + h->done;
+    h->last_trim_ms = now;
 }
 
 static int wake_init(struct holder *h, char *err, size_t errlen)

@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +21,12 @@ DELAYQD = os.environ.get("DELAYQD", os.path.join(ROOT, "build", "delayqd"))
 
 def now_ms():
     return int(time.time() * 1000)
+
+
+def rss_mib(pid):
+    """Resident memory of process pid, in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
 
 
 def free_port():
@@ -105,6 +112,12 @@ class Stack:
         p = run(["kcat", "-b", self.brokers, "-L", "-J", "-t", topic])
         t = json.loads(p.stdout)["topics"][0]
         return len(t["partitions"]) if not t.get("error") else 0
+
+    def end_offset(self, topic, partition=0):
+        """The offset after the last message of a partition: how many it holds."""
+        p = run(["kcat", "-b", self.brokers, "-Q", "-t", f"{topic}:{partition}:-1"], check=False)
+        m = re.search(r"offset (\d+)", p.stdout)
+        return int(m.group(1)) if m else 0
 
     def produce(self, topic, value, key=None, headers=None, partition=None):
         """Produces one message with kcat, as any direct producer would."""
