@@ -32,6 +32,7 @@ struct api_error {
 
 struct api_limits {
     const struct levels *levels;   /* a job may not target a delay topic */
+    const char *dlq_topic;         /* nor the dead-letter topic */
     int64_t max_delay_ms;
 };
 
@@ -58,7 +59,9 @@ char *api_response(int code, const char *message, void *data);
 /* data of an add answer: {"job_id": id}. Returns a jansson json_t * as void *. */
 void *api_job_id_data(const char *id);
 
-/* data of a get answer, from the record and its state. delivered_ms < 0 means not delivered. */
-void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms);
+/* data of a get answer, from the record and its state. delivered_ms < 0 means not delivered;
+ * error is why a failed job failed ("" or NULL: null). */
+void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
+                   const char *error);
 
 #endif

@@ -6,13 +6,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "job.h"
+
 #define HDR_TOPIC   "dq-topic"    /* business topic to deliver to (required) */
 #define HDR_ID      "dq-id"       /* job id: the body is in the Redis record */
 #define HDR_DUE     "dq-due-ms"   /* absolute due time, epoch ms */
+#define HDR_TAG     "dq-tag"      /* job tag: the record's and its own messages' shared secret */
 #define HDR_HOPS    "dq-hops"     /* levels this message was moved down by delayqd */
 #define HDR_SENT    "dq-sent-ms"  /* set on delivery: when it was sent */
 #define HDR_ERROR   "dq-error"    /* set on dead letters: why */
 #define HDR_PREFIX  "dq-"         /* every control header; none is copied onto a delivery */
+#define ENVELOPE_TAG_MAX 64       /* longer dq-tag values are refused (delayqd writes 13) */
 
 /* One message header. value may be NULL (a header without value); it is not NUL-terminated. */
 struct hdr {
@@ -27,6 +31,8 @@ struct envelope {
     size_t topic_len;
     const char *id;           /* NULL for a direct message */
     size_t id_len;
+    const char *tag;          /* NULL when absent */
+    size_t tag_len;
     int has_due;
     int64_t due_ms;           /* epoch ms, valid when has_due */
     int hops;                 /* 0 unless moved down the levels by delayqd */
@@ -46,6 +52,11 @@ int envelope_is_control(const char *name);
  *          the earlier of due_ms and the hop time timestamp + level. */
 void envelope_times(const struct envelope *env, int64_t timestamp_ms, int64_t level_ms,
                     int64_t *act_ms, int64_t *due_ms);
+
+/* The size of the message delivered for job as Kafka counts it against message.max.bytes:
+ * key, body, headers (the job's and dq-id, dq-due-ms, dq-sent-ms) and the record's overhead,
+ * rounded up; a job over the producer's limit could never be delivered. */
+size_t envelope_delivery_bytes(const struct job *job);
 
 /* Parses a non-negative decimal int64 of len bytes. Returns 0 or -1. */
 int parse_int64(const char *s, size_t len, int64_t *out);

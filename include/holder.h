@@ -46,7 +46,9 @@ struct held {
     int stage;                  /* the forwarder's */
     int mark;                   /* the forwarder's: state to mark the record once sent */
     int64_t claimed_due_ms;     /* the forwarder's: the due time in the record it claimed */
-    int last_err;               /* the last Kafka error (rd_kafka_resp_err_t), for dq-error */
+    int claimed_tagged;         /* the forwarder's: that record had a tag (the message's) */
+    int last_err;               /* the refusal (rd_kafka_resp_err_t) of its delivery or move */
+    int refused_move;           /* 1: last_err refused a move down the levels, not a delivery */
     int64_t sent_ms;            /* the forwarder's: when its delivery was sent */
     int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */
     int dead_bare;              /* the dead-letter topic refused the body: send it without */
@@ -57,6 +59,11 @@ struct held {
  * NULL with err set on failure. */
 struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_MAX], char *err,
                           size_t errlen);
+
+/* Creates and destroys the consumer that holder_new would, without connecting: librdkafka
+ * checks the whole configuration then (e.g. fetch.max.bytes against message.max.bytes).
+ * Returns 0, or -1 with librdkafka's reason in err. */
+int holder_check_config(const struct config *cfg, char *err, size_t errlen);
 
 /* Runs the loop until *stop is set, then finishes in-flight forwards (up to a limit), commits
  * and returns. */

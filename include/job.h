@@ -12,6 +12,8 @@
 #define JOB_ID_GEN_LEN 36       /* a generated id is a UUID v4 in text */
 #define JOB_HEADERS_MAX 64      /* headers on one delivered message */
 #define JOB_HEADER_NAME_MAX 256
+#define JOB_TAG_LEN 13          /* a job's tag: as long as a stamp and a claim token */
+#define JOB_ERROR_MAX 511       /* why a failed job failed, as kept in its record */
 
 /* pending -> delivering -> delivered; pending -> cancelled (remove);
  * delivering -> failed (the business topic refused it; the job went to the dead-letter topic). */
@@ -33,6 +35,7 @@ struct job {
     int64_t delay_ms;            /* as asked, milliseconds */
     int64_t due_ms;              /* epoch ms */
     int64_t created_ms;          /* epoch ms */
+    char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
 
 /* Frees what the job owns and zeroes it. Safe on a zeroed job. */
@@ -45,29 +48,40 @@ int job_id_valid(const char *id, size_t len, char *err, size_t errlen);
 /* Writes a random UUID v4 (JOB_ID_GEN_LEN characters and a NUL) into out. */
 void job_new_id(char out[JOB_ID_GEN_LEN + 1]);
 
+
+/* Writes a random tag (JOB_TAG_LEN characters of [A-Za-z0-9_-] and a NUL) into out: the secret
+ * that a job's record and its own delay-topic messages share (dq-tag), so that a message that
+ * merely names the job's id cannot claim it. */
+void job_new_tag(char out[JOB_TAG_LEN + 1]);
+
 /* The Redis value of a job (one string per job, to keep Redis small):
- *   <state><due_ms>|<stamp_ms>|<claim>|<tail>
- * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
- * reached delivered, cancelled or failed (empty before); claim the token of the message being
- * delivered: 13 characters, held open in a pending record by JOB_CLAIM_ROOM, so that a claim
- * writes its token over them, and a mark or remove its stamp where the token was, without
- * changing the head's length (store.c writes heads in place). tail is the msgpack array
+ *   <state><due_ms>|<stamp_ms or tag>|<claim>|<tail>[<error>]
+ * state is one letter (job_state_letter); due_ms the due time, epoch ms. The second field holds
+ * the job's tag while it is pending or delivering, and the stamp (when it reached delivered,
+ * cancelled or failed) after; it is empty in records written before tags, and then no tag is
+ * asked of their messages. claim is the token of the message being delivered: 13 characters,
+ * held open in a pending record by JOB_CLAIM_ROOM, so that a claim writes its token over them
+ * without changing the head's length (store.c writes heads in place; a mark or remove writes
+ * its 13-digit stamp over the 13-character tag). tail is the msgpack array
  * [topic, body, delay_ms, key or nil, {headers}], written once at add, with the key and headers
- * left off when there are none and any later elements ignored. The id is the key's, created_ms
- * is due_ms - delay_ms. Records written before the claim room have an empty claim field and
- * the tail [topic, body, key or nil, {headers}, delay_ms]; they are still read, and rewritten
- * whole by the first script that changes their head. store.c's Lua scripts edit the head with
- * the pattern JOB_RECORD_HEAD and never decode the tail, except add's duplicate check. */
-#define JOB_RECORD_HEAD "^(%l)(%d+)|(%d*)|([^|]*)|()"
+ * left off when there are none and any later elements ignored. A failed record may carry a
+ * msgpack string after the tail: why it failed. The id is the key's, created_ms is
+ * due_ms - delay_ms. Records written before the claim room have an empty claim field and the
+ * tail [topic, body, key or nil, {headers}, delay_ms]; they are still read, and rewritten whole
+ * by the first script that changes their head. store.c's Lua scripts edit the head with the
+ * pattern JOB_RECORD_HEAD and never decode the tail, except add's duplicate check. */
+#define JOB_RECORD_HEAD "^(%l)(%d+)|([^|]*)|([^|]*)|()"
 #define JOB_CLAIM_ROOM "-------------"   /* 13 characters, as a claim token */
 
 /* What the head of a record says besides the job. */
 struct job_record {
     enum job_state state;
-    int64_t stamp_ms;            /* -1 when empty */
+    int64_t stamp_ms;                /* -1 when empty, and while pending or delivering */
+    char tag[JOB_TAG_LEN + 1];       /* while pending or delivering; "" when it has none */
+    char error[JOB_ERROR_MAX + 1];   /* why it failed; "" when it did not, or does not say */
 };
 
-/* Appends the value of a new, pending record of job to buf. Returns 0 or -1. */
+/* Appends the value of a new, pending record of job (with its tag) to buf. Returns 0 or -1. */
 int job_record_pack(const struct job *job, msgpack_sbuffer *buf);
 
 /* Decodes the record value v of job id into out (which the caller releases with job_release,

@@ -39,6 +39,20 @@ int levels_route(const struct levels *lv, int64_t remaining_ms);
 /* Index of the level whose topic is named topic, or -1 when it is not a delay topic. */
 int levels_find_topic(const struct levels *lv, const char *topic);
 
+/* What may keep a job from being delivered to a topic. */
+enum target_fault {
+    TARGET_OK = 0,
+    TARGET_INVALID,       /* not a valid topic name */
+    TARGET_DELAY_TOPIC,   /* one of the delay topics: the job would loop */
+    TARGET_DEAD_LETTER,   /* the dead-letter topic: a job would land there without dq-error */
+};
+
+/* Checks a job's target topic (len bytes, no NUL needed) against Kafka's rules, the delay
+ * topics of lv and the dead-letter topic dlq. Returns TARGET_OK, or the fault with the reason
+ * always written to err (it names the topic, cut to TOPIC_NAME_MAX characters). */
+enum target_fault levels_check_target(const struct levels *lv, const char *dlq, const char *topic,
+                                      size_t len, char *err, size_t errlen);
+
 /* Kafka's rules for a topic name: 1-249 characters of [a-zA-Z0-9._-], not "." or "..".
  * Returns 0, or -1 with the reason in err. */
 int topic_name_valid(const char *topic, char *err, size_t errlen);

@@ -29,8 +29,8 @@ enum metric_gauge {
     M_GAUGES
 };
 
-enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_TOO_FAR, DLQ_ID, DLQ_RECORD, DLQ_REFUSED,
-                  DLQ_REASONS };
+enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_DEAD_LETTER_TOPIC, DLQ_TOO_FAR, DLQ_ID,
+                  DLQ_RECORD, DLQ_REFUSED, DLQ_REASONS };
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_OTHER,
                   HTTP_ROUTES };

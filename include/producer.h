@@ -30,6 +30,17 @@ rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t tim
                          void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                          void *opaque, char *err, size_t errlen);
 
+/* Creates and destroys the producer that producer_new would make, without connecting or
+ * logging: librdkafka checks the whole configuration then. 0, or -1 with its reason in err. */
+int producer_check_config(const struct config *cfg, char *err, size_t errlen);
+
+/* rd_kafka_new of a handle that logs nothing (for configuration checks); takes conf. NULL
+ * with err set, conf destroyed. */
+rd_kafka_t *kafka_new_quiet(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t errlen);
+
+/* rk's message.max.bytes: librdkafka refuses to produce a larger message (SIZE_MAX if unknown). */
+size_t producer_max_message_bytes(rd_kafka_t *rk);
+
 /* Fetches the metadata of the delay topics and the dead-letter topic (up to timeout_ms in all),
  * so that the first produce to them does not wait for it. */
 void producer_warm(rd_kafka_t *rk, const struct config *cfg, int timeout_ms);

@@ -34,6 +34,7 @@ struct store_claim {
     int found;              /* 0: no record (removed or expired) */
     int stale;              /* the record is another job's with the same id: skip the message */
     int busy;               /* another copy of this job's message is in flight here: skip */
+    int foreign;            /* the message is not one of the job's own (its dq-tag differs): skip */
     enum job_state before;  /* state before the claim */
     int claimed;            /* 1: was pending or delivering, now delivering; data is set */
     const char *data;       /* record value, when claimed; valid only inside store_claim_fn */
@@ -79,22 +80,25 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
                  enum store_remove_result *res, enum job_state *state, char *err, size_t errlen);
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
- * instance is this process's "<instance>:"; args holds two strings per record: the due time
- * its message carries (decimal text, or "") and the message's claim token "<instance>:<message>",
- * 13 characters (forwarder.c), which a mark replaces with the stamp in place. The answers go to
- * fn as they arrive, 128 records at a time, while Redis claims the next ones. Returns 0, or -1
- * with err set when the connection failed (fn was told for every record not answered). */
+ * instance is this process's "<instance>:"; args holds three strings per record: the due time
+ * its message carries (decimal text, or ""), its dq-tag (or ""), which must be the record's,
+ * and the message's claim token "<instance>:<message>", 13 characters (forwarder.c). The
+ * answers go to fn as they arrive, 128 records at a time, while Redis claims the next ones.
+ * Returns 0, or -1 with err set when the connection failed (fn was told for every record not
+ * answered). */
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, store_claim_fn *fn, void *ctx, char *err,
                       size_t errlen);
 
-/* A claimed record to mark: its job id, the due time and the claim token its claim wrote, and
- * the state to move it to (delivered or failed). */
+/* A claimed record to mark: its job id, the due time, tag and claim token its claim wrote, the
+ * state to move it to (delivered or failed), and for failed why (NULL: no reason kept). */
 struct store_mark {
     const char *id;
     int64_t due_ms;
+    const char *tag;
     const char *token;
     enum job_state state;
+    const char *error;
 };
 
 /* Moves n records, each still claimed by its token, to their states at now_ms, in one pipeline;

@@ -104,18 +104,17 @@ static int parse_id(json_t *v, struct job *out, int *id_given, struct api_error 
 static int parse_topic(json_t *v, const struct api_limits *lim, struct job *out,
                        struct api_error *e)
 {
-    char why[128];
+    char why[TOPIC_NAME_MAX + 128];
+    enum target_fault f;
 
     if (!json_is_string(v))
         return api_fail(e, 400, API_BAD_REQUEST, "topic is required and must be a string");
-    if (strlen(json_string_value(v)) != json_string_length(v))
-        return api_fail(e, 400, API_BAD_REQUEST, "invalid topic: it holds a NUL byte");
-    if (topic_name_valid(json_string_value(v), why, sizeof(why)) < 0)
+    f = levels_check_target(lim->levels, lim->dlq_topic, json_string_value(v), json_string_length(v),
+                            why, sizeof(why));
+    if (f == TARGET_INVALID)
         return api_fail(e, 400, API_BAD_REQUEST, "invalid topic: %s", why);
-    if (levels_find_topic(lim->levels, json_string_value(v)) >= 0)
-        return api_fail(e, 400, API_BAD_REQUEST,
-                        "topic %s is a delay topic; a job must target a business topic",
-                        json_string_value(v));
+    if (f != TARGET_OK)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s", why);
     out->topic = strdup(json_string_value(v));
     return out->topic ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
 }
@@ -294,7 +293,8 @@ void *api_job_id_data(const char *id)
     return json_pack("{s:s}", "job_id", id);
 }
 
-void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms)
+void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
+                   const char *error)
 {
     json_t *d = json_object(), *h = json_object();
 
@@ -312,5 +312,6 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
     json_object_set_new(d, "exec_time_ms", json_integer(job->due_ms));
     json_object_set_new(d, "created_ms", json_integer(job->created_ms));
     json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
+    json_object_set_new(d, "error", error && error[0] ? json_string(error) : json_null());
     return d;
 }

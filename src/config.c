@@ -21,7 +21,7 @@ struct key {
     enum kind kind;
     size_t offset;            /* into struct config */
     size_t size;              /* K_STR: buffer size */
-    int64_t min, max;         /* K_INT: inclusive range */
+    int64_t min, max;         /* K_INT: inclusive range; K_STR: min 1 for a required text */
     custom_fn fn;             /* K_CUSTOM */
 };
 
@@ -29,27 +29,31 @@ static int set_levels(const struct key *, config_setting_t *, struct config *, c
 static int set_groups(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_props(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_log_level(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_listen(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
+/* A text that may not be empty: nothing could work without it. */
+#define STR1(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
+                            sizeof(((struct config *)0)->field), 1, 0, NULL }
 #define INT(g, n, field, lo, hi) { #g, #n, K_INT, offsetof(struct config, field), 0, lo, hi, NULL }
 #define FN(g, n, f) { #g, #n, K_CUSTOM, 0, 0, 0, 0, f }
 
 static const struct key keys[] = {
-    STR(http, listen, http.listen),
+    FN(http, listen, set_listen),
     INT(http, max_body_bytes, http.max_body_bytes, 64, 64 << 20),
     STR(http, auth_token, http.auth_token),
     INT(http, threads, http.threads, 1, 64),
     INT(http, max_connections, http.max_connections, 1, 100000),
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
-    STR(redis, host, redis.host),
+    STR1(redis, host, redis.host),
     INT(redis, port, redis.port, 1, 65535),
     STR(redis, password, redis.password),
     INT(redis, db, redis.db, 0, 1 << 20),
     STR(redis, prefix, redis.prefix),
     INT(redis, timeout_ms, redis.timeout_ms, 10, 600000),
-    STR(kafka, brokers, kafka.brokers),
-    STR(kafka, group_id, kafka.group_id),
+    STR1(kafka, brokers, kafka.brokers),
+    STR1(kafka, group_id, kafka.group_id),
     FN(kafka, properties, set_props),
     INT(kafka, produce_timeout_ms, kafka.produce_timeout_ms, 100, 600000),
     INT(kafka, replication_factor, kafka.replication_factor, -1, 32),
@@ -113,6 +117,30 @@ static int set_log_level(const struct key *k, config_setting_t *s, struct config
         snprintf(why, whylen, "must be one of \"debug\", \"info\", \"warn\", \"error\"");
         return -1;
     }
+    return 0;
+}
+
+/* "host:port" or "[v6 address]:port", the port a decimal 1-65535: anything else would bind
+ * another port than the one logged, or a random one. */
+static int set_listen(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                      size_t whylen)
+{
+    const char *v = config_setting_get_string(s), *colon = v ? strrchr(v, ':') : NULL;
+    long port = 0;
+
+    (void)k;
+    if (!v || strlen(v) >= sizeof(cfg->http.listen) || !colon || colon == v ||
+        (strchr(v, ':') != colon && (v[0] != '[' || colon[-1] != ']'))) {
+        snprintf(why, whylen, "must be a string \"host:port\" (an IPv6 host in brackets: \"[::1]:9277\")");
+        return -1;
+    }
+    for (const char *p = colon + 1; *p; p++)
+        port = *p >= '0' && *p <= '9' && port <= 65535 ? port * 10 + (*p - '0') : 65536;
+    if (port < 1 || port > 65535) {
+        snprintf(why, whylen, "port \"%s\" must be a number from 1 to 65535", colon + 1);
+        return -1;
+    }
+    snprintf(cfg->http.listen, sizeof(cfg->http.listen), "%s", v);
     return 0;
 }
 
@@ -240,6 +268,10 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
         str = config_setting_get_string(s);
         if (!str || strlen(str) >= k->size) {
             snprintf(why, whylen, "must be a string of at most %zu bytes", k->size - 1);
+            return -1;
+        }
+        if (strlen(str) < (size_t)k->min) {
+            snprintf(why, whylen, "must not be empty");
             return -1;
         }
         memcpy(base, str, strlen(str) + 1);

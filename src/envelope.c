@@ -57,6 +57,8 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
             rc = set_once(&env->id, &env->id_len, h, err, errlen);
         else if (strcmp(h->name, HDR_DUE) == 0)
             rc = set_once(&due, &due_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_TAG) == 0)
+            rc = set_once(&env->tag, &env->tag_len, h, err, errlen);
         else if (strcmp(h->name, HDR_HOPS) == 0)
             rc = set_once(&hops, &hops_len, h, err, errlen);
         if (rc < 0)
@@ -64,6 +66,10 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
     }
     if (!env->topic) {
         snprintf(err, errlen, "header %s is missing", HDR_TOPIC);
+        return -1;
+    }
+    if (env->tag_len > ENVELOPE_TAG_MAX) {
+        snprintf(err, errlen, "header %s is longer than %d characters", HDR_TAG, ENVELOPE_TAG_MAX);
         return -1;
     }
     if (due) {
@@ -82,6 +88,29 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
         env->hops = (int)v;
     }
     return 0;
+}
+
+/* At most what Kafka adds to a record's key, value and headers: its length, attributes,
+ * timestamp and offset deltas, and the key, value and header counts as varints of up to 5 or
+ * 10 bytes (36), and the header of the batch that holds it (61), rounded up. */
+#define RECORD_OVERHEAD_MAX 128
+#define HEADER_OVERHEAD_MAX 10   /* the name's and the value's lengths as varints */
+#define NUMBER_TEXT_MAX 20       /* a decimal int64 */
+
+static size_t header_bytes(const char *name, size_t value_len)
+{
+    return strlen(name) + value_len + HEADER_OVERHEAD_MAX;
+}
+
+size_t envelope_delivery_bytes(const struct job *job)
+{
+    size_t n = RECORD_OVERHEAD_MAX + strlen(job->key ? job->key : job->id) + job->body_len +
+               header_bytes(HDR_ID, strlen(job->id)) + header_bytes(HDR_DUE, NUMBER_TEXT_MAX) +
+               header_bytes(HDR_SENT, NUMBER_TEXT_MAX);
+
+    for (size_t i = 0; i < job->nheaders; i++)
+        n += header_bytes(job->headers[i].name, strlen(job->headers[i].value));
+    return n;
 }
 
 void envelope_times(const struct envelope *env, int64_t timestamp_ms, int64_t level_ms,

@@ -18,16 +18,19 @@
 #define DELIVERY_TIMEOUT_MS 30000
 /* A due job leaves within a millisecond, yet a burst still travels in batches. */
 #define FORWARD_LINGER_MS 1
-/* When the dead-letter topic refuses a job's body too, the letter goes without it: the record
- * (state failed) keeps the body for job.retention_s. */
-#define BODY_OMITTED "omitted: refused by the dead-letter topic; get the job by its dq-id"   /* a forward that Kafka has not acknowledged is retried */
+/* When the dead-letter topic refuses a message too, the letter goes without its body, which
+ * stays where dq-body says: the record of a job (state failed) for job.retention_s, the delay
+ * topic (dq-source) for the topic's retention. */
+#define BODY_OMITTED_JOB "omitted: refused by the dead-letter topic; get the job by its dq-id"
+#define BODY_OMITTED_DIRECT "omitted: refused by the dead-letter topic; the message is at dq-source"
 
 enum stage {
     ST_NEW = 0,        /* to be acted on */
     ST_SEND_JOB,       /* produced a job's body; the record is marked delivered after the report */
     ST_SEND_DEAD_JOB,  /* produced a job's body to the dead-letter topic; marked failed after */
     ST_SEND_DIRECT,    /* produced a direct message to its business topic */
-    ST_SEND_OTHER,     /* produced a move down a level, or a dead letter */
+    ST_SEND_MOVE,      /* produced a move down a level */
+    ST_SEND_DEAD,      /* produced a message that cannot be handled to the dead-letter topic */
     ST_MARK,           /* sent; marking the record (m->mark) is pending or retried */
 };
 
@@ -48,14 +51,16 @@ struct vec {
 struct rec_args {
     char id[JOB_ID_MAX + 1];
     char due[24];
+    char tag[ENVELOPE_TAG_MAX + 1];
     char token[CLAIM_TOKEN_LEN + 1];
+    char *error;                /* a failed job's reason, owned; NULL for the others */
 };
 
 /* Per-batch arrays for the Redis pipelines, kept and grown across flushes. */
 struct scratch {
     struct rec_args *a;
     const char **ids;           /* n */
-    const char **args;          /* 2 * n */
+    const char **args;          /* 3 * n */
     struct store_mark *marks;   /* n */
     size_t cap;
 };
@@ -114,34 +119,51 @@ static void retry(struct forwarder *fw, struct held *m)
     holder_retry(fw->h, m, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
 }
 
-/* Errors by which the broker (or librdkafka, for a message it will never accept) refuses a
- * message for good. Every other error, such as a timeout while Kafka is unreachable, is retried
- * for as long as it lasts. */
-static int is_refusal(rd_kafka_resp_err_t e)
+/* How Kafka refused a message. Every error that is no refusal, such as a timeout while Kafka is
+ * unreachable, is retried for as long as it lasts. */
+enum refusal {
+    R_NONE = 0,
+    R_FIXABLE,   /* the topic is missing or not ours to write: retried job.refused_retry_s, in
+                    case an operator creates the topic or grants the right meanwhile */
+    R_NEVER,     /* the message itself can never be written (too large, invalid): at once */
+};
+
+static enum refusal refusal_of(rd_kafka_resp_err_t e)
 {
     switch (e) {
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG:
+    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
+        return R_NEVER;
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
     case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
     case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
     case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
     case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-        return 1;
+        return R_FIXABLE;
     default:
-        return 0;
+        return R_NONE;
     }
 }
 
+/* A produce of m failed with e, right away or in its delivery report. A refused letter is sent
+ * again without its body; a refused delivery or move is remembered, for refused_for_good. */
 static void note_failure(struct held *m, rd_kafka_resp_err_t e)
 {
     metrics_inc(M_KAFKA_ERRORS);
+    if (refusal_of(e) == R_NONE)
+        return;
+    if (m->stage == ST_SEND_DEAD_JOB || m->stage == ST_SEND_DEAD) {
+        m->dead_bare = 1;
+        return;
+    }
     m->last_err = e;
-    if (is_refusal(e) && !m->refused_since_ms)
+    m->refused_move = m->stage == ST_SEND_MOVE;
+    if (!m->refused_since_ms)
         m->refused_since_ms = clock_now_ms();
 }
 
@@ -159,14 +181,27 @@ static void note_failure(struct held *m, rd_kafka_resp_err_t e)
 
 static int refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now)
 {
-    return m->refused_since_ms && now - m->refused_since_ms >= fw->cfg->job.refused_retry_s * 1000;
+    return m->refused_since_ms &&
+           (refusal_of((rd_kafka_resp_err_t)m->last_err) == R_NEVER ||
+            now - m->refused_since_ms >= fw->cfg->job.refused_retry_s * 1000);
 }
 
+/* Why m goes to the dead letters after refused_for_good. */
 static void refusal_reason(const struct held *m, char *out, size_t outlen)
 {
-    snprintf(out, outlen, "delivery to topic %.*s refused for %lld s: %s", (int)m->env.topic_len,
-             m->env.topic, (long long)((clock_now_ms() - m->refused_since_ms) / 1000),
-             rd_kafka_err2str((rd_kafka_resp_err_t)m->last_err));
+    rd_kafka_resp_err_t e = (rd_kafka_resp_err_t)m->last_err;
+    char what[TOPIC_NAME_MAX + 32];
+
+    if (m->refused_move)
+        snprintf(what, sizeof(what), "its move down the delay topics");
+    else
+        snprintf(what, sizeof(what), "delivery to topic %.*s", (int)m->env.topic_len, m->env.topic);
+    if (refusal_of(e) == R_NEVER)
+        snprintf(out, outlen, "%s refused: %s%s", what, rd_kafka_err2str(e),
+                 e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? " (over message.max.bytes)" : "");
+    else
+        snprintf(out, outlen, "%s refused for %lld s: %s", what,
+                 (long long)((clock_now_ms() - m->refused_since_ms) / 1000), rd_kafka_err2str(e));
 }
 
 static const char *topic_of(const struct forwarder *fw, const struct held *m)
@@ -231,9 +266,11 @@ static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason wh
     snprintf(source, sizeof(source), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     headers_add(hdrs, "dq-source", source, strlen(source));
-    m->stage = ST_SEND_OTHER;
-    if (produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len, m->value, m->value_len, hdrs,
-                clock_now_ms()) < 0)
+    if (m->dead_bare)
+        headers_add(hdrs, "dq-body", BODY_OMITTED_DIRECT, strlen(BODY_OMITTED_DIRECT));
+    m->stage = ST_SEND_DEAD;
+    if (produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len, m->dead_bare ? NULL : m->value,
+                m->dead_bare ? 0 : m->value_len, hdrs, clock_now_ms()) < 0)
         retry(fw, m);
 }
 
@@ -253,7 +290,7 @@ static void dead_letter_job(struct forwarder *fw, struct held *m, const struct j
     headers_add_int(hdrs, HDR_DUE, job->due_ms);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     if (m->dead_bare)
-        headers_add(hdrs, "dq-body", BODY_OMITTED, strlen(BODY_OMITTED));
+        headers_add(hdrs, "dq-body", BODY_OMITTED_JOB, strlen(BODY_OMITTED_JOB));
     m->stage = ST_SEND_DEAD_JOB;
     if (produce(fw, m, fw->cfg->delay.dlq_topic, key, strlen(key), m->dead_bare ? NULL : job->body,
                 m->dead_bare ? 0 : job->body_len, hdrs, clock_now_ms()) < 0)
@@ -276,7 +313,7 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
     headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);
     log_debug("move topic=%s offset=%lld to=%s due=%lld", topic_of(fw, m), (long long)m->offset,
               lv->topic[level], (long long)m->due_ms);
-    m->stage = ST_SEND_OTHER;
+    m->stage = ST_SEND_MOVE;
     rc = produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now);
     if (rc < 0)
         retry(fw, m);
@@ -330,6 +367,13 @@ static void id_of(const struct held *m, char out[JOB_ID_MAX + 1])
     out[len] = '\0';
 }
 
+/* Copies the message's dq-tag into out ("" when it has none); the envelope checked its length. */
+static void tag_of(const struct held *m, char out[ENVELOPE_TAG_MAX + 1])
+{
+    memcpy(out, m->env.tag ? m->env.tag : "", m->env.tag_len);
+    out[m->env.tag_len] = '\0';
+}
+
 /* What a claimed record says to do with its message. */
 static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -344,6 +388,8 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         log_info("skip job=%s: %s", id, !c->found ? "no record (removed or expired)"
                                         : c->stale ? "message of an earlier job with this id"
                                         : c->busy  ? "another copy of its message is in flight"
+                                        : c->foreign ? "the message is not the job's own (its "
+                                                       HDR_TAG " is not the record's)"
                                                    : job_state_name(c->before));
         done(fw, m);
         return;
@@ -355,6 +401,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         return;
     }
     m->claimed_due_ms = job.due_ms;   /* the claim wrote it into the head, with the token */
+    m->claimed_tagged = rec.tag[0] != '\0';   /* and the record's tag: the message's, or none */
     if (refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter_job(fw, m, &job, reason);
@@ -382,7 +429,7 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->ids, cap * sizeof(*sc->ids))))
         return -1;
     sc->ids = p;
-    if (!(p = realloc(sc->args, 2 * cap * sizeof(*sc->args))))
+    if (!(p = realloc(sc->args, 3 * cap * sizeof(*sc->args))))
         return -1;
     sc->args = p;
     if (!(p = realloc(sc->marks, cap * sizeof(*sc->marks))))
@@ -436,13 +483,15 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
     struct rec_args *a = &fw->sc.a[i];
 
     id_of(m, a->id);
+    tag_of(m, a->tag);
     a->due[0] = '\0';
     if (m->env.has_due)
         snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
     claim_token(fw, m, a->token);
     fw->sc.ids[i] = a->id;
-    fw->sc.args[2 * i] = a->due;
-    fw->sc.args[2 * i + 1] = a->token;
+    fw->sc.args[3 * i] = a->due;
+    fw->sc.args[3 * i + 1] = a->tag;
+    fw->sc.args[3 * i + 2] = a->token;
 }
 
 static void retry_all(struct forwarder *fw, struct vec *v)
@@ -491,26 +540,46 @@ static void run_claims(struct forwarder *fw, int64_t now)
     fw->claims.n = 0;
 }
 
+/* Fills the mark of m into slot i: what its claim wrote, the state, and a failed job's reason. */
+static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
+{
+    struct rec_args *a = &fw->sc.a[i];
+    char reason[512];
+
+    id_of(m, a->id);
+    tag_of(m, a->tag);
+    if (!m->claimed_tagged)
+        a->tag[0] = '\0';
+    claim_token(fw, m, a->token);
+    a->error = NULL;
+    if (m->mark == JOB_FAILED) {
+        refusal_reason(m, reason, sizeof(reason));
+        a->error = strdup(reason);   /* without it, the record is still marked */
+    }
+    fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->tag, a->token,
+                                           (enum job_state)m->mark, a->error };
+}
+
 static void run_marks(struct forwarder *fw)
 {
     size_t n = fw->marks.n;
     char err[256];
+    int rc;
 
     if (scratch_reserve(&fw->sc, n) < 0) {
         log_error("out of memory marking %zu records; retrying", n);
         retry_all(fw, &fw->marks);
         return;
     }
+    for (size_t i = 0; i < n; i++)
+        mark_args(fw, fw->marks.v[i], i);
+    rc = store_mark_batch(fw->st, n, fw->sc.marks, clock_now_ms(), fw->cfg->job.retention_s * 1000,
+                          err, sizeof(err));
     for (size_t i = 0; i < n; i++) {
-        const struct held *m = fw->marks.v[i];
-        struct rec_args *a = &fw->sc.a[i];
-        id_of(m, a->id);
-        claim_token(fw, m, a->token);
-        fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
-                                               (enum job_state)m->mark };
+        free(fw->sc.a[i].error);
+        fw->sc.a[i].error = NULL;
     }
-    if (store_mark_batch(fw->st, n, fw->sc.marks, clock_now_ms(), fw->cfg->job.retention_s * 1000,
-                         err, sizeof(err)) < 0) {
+    if (rc < 0) {
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
         retry_all(fw, &fw->marks);
@@ -524,7 +593,12 @@ static void run_marks(struct forwarder *fw)
 /* Sorts one message of a flush: at once, or into the claim and mark pipelines. */
 static void route(struct forwarder *fw, struct held *m, int64_t now)
 {
-    char topic[TOPIC_NAME_MAX + 1], why[128], reason[512];
+    static const enum dlq_reason fault_reason[] = {
+        [TARGET_INVALID] = DLQ_TOPIC, [TARGET_DELAY_TOPIC] = DLQ_LOOP,
+        [TARGET_DEAD_LETTER] = DLQ_DEAD_LETTER_TOPIC,
+    };
+    char topic[TOPIC_NAME_MAX + 1], why[TOPIC_NAME_MAX + 128], reason[512];
+    enum target_fault fault;
 
     if (m->stage == ST_MARK) {
         vec_push(&fw->marks, m);
@@ -534,15 +608,16 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         dead_letter(fw, m, DLQ_ENVELOPE, m->env_err);
         return;
     }
+    fault = levels_check_target(&fw->cfg->delay.levels, fw->cfg->delay.dlq_topic, m->env.topic,
+                                m->env.topic_len, why, sizeof(why));
+    if (fault != TARGET_OK) {
+        snprintf(reason, sizeof(reason), "header %s %s: %s", HDR_TOPIC,
+                 fault == TARGET_INVALID ? "is not a valid topic" : "names no business topic", why);
+        dead_letter(fw, m, fault_reason[fault], reason);
+        return;
+    }
     snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-    if (m->env.topic_len > TOPIC_NAME_MAX || topic_name_valid(topic, why, sizeof(why)) < 0) {
-        snprintf(reason, sizeof(reason), "header %s is not a valid topic: %s", HDR_TOPIC, why);
-        dead_letter(fw, m, DLQ_TOPIC, reason);
-    } else if (levels_find_topic(&fw->cfg->delay.levels, topic) >= 0) {
-        snprintf(reason, sizeof(reason), "header %s names a delay topic (%s): it would loop",
-                 HDR_TOPIC, topic);
-        dead_letter(fw, m, DLQ_LOOP, reason);
-    } else if (m->due_ms - now > fw->cfg->job.max_delay_s * 1000) {
+    if (m->due_ms - now > fw->cfg->job.max_delay_s * 1000) {
         snprintf(reason, sizeof(reason), "header %s is more than job.max_delay_s (%lld s) away",
                  HDR_DUE, (long long)fw->cfg->job.max_delay_s);
         dead_letter(fw, m, DLQ_TOO_FAR, reason);
@@ -594,8 +669,6 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
         warn_retried(&fw->kafka_gate, "delivery to topic=%s failed (retried): %s",
                      rd_kafka_topic_name(rkm->rkt), rd_kafka_err2str(rkm->err));
         note_failure(m, rkm->err);
-        if (m->stage == ST_SEND_DEAD_JOB && is_refusal(rkm->err))
-            m->dead_bare = 1;
         m->stage = ST_NEW;
         retry(fw, m);
         return;

@@ -81,7 +81,7 @@ static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
 }
 
-static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
+static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_t errlen)
 {
     /* fetch.wait.max.ms 100: new messages end a waiting fetch at once anyway; the wait only
      * delays a resumed partition's first fetch, and partitions resume half a READ_AHEAD_MS
@@ -93,7 +93,7 @@ static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
      * defaults; backlog forwarding (24-27k jobs/s) did not depend on it. */
     const char *const defaults[][2] = {
         { "client.id", "delayq-holder" },
-        { "group.id", h->cfg->kafka.group_id },
+        { "group.id", cfg->kafka.group_id },
         { "enable.auto.commit", "false" },
         { "enable.auto.offset.store", "false" },
         { "auto.offset.reset", "earliest" },
@@ -105,21 +105,38 @@ static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
         { "fetch.max.bytes", "4194304" },
         { "socket.nagle.disable", "true" },
     };
+
+    return kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen);
+}
+
+static rd_kafka_t *consumer_new(struct holder *h, char *err, size_t errlen)
+{
     rd_kafka_conf_t *conf;
     char why[512];
     rd_kafka_t *rk;
 
-    if (!(conf = kafka_conf_build(h->cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err,
-                                  errlen)))
+    if (!(conf = consumer_conf(h->cfg, err, errlen)))
         return NULL;
     rd_kafka_conf_set_offset_commit_cb(conf, on_commit);
     rd_kafka_conf_set_opaque(conf, h);
     if (!(rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof(why)))) {
         snprintf(err, errlen, "kafka consumer: %s", why);
+        rd_kafka_conf_destroy(conf);
         return NULL;
     }
     rd_kafka_poll_set_consumer(rk);
     return rk;
+}
+
+int holder_check_config(const struct config *cfg, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = consumer_conf(cfg, err, errlen);
+    rd_kafka_t *rk;
+
+    if (!conf || !(rk = kafka_new_quiet(RD_KAFKA_CONSUMER, conf, err, errlen)))
+        return -1;
+    rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    return 0;
 }
 
 static rd_kafka_topic_partition_list_t *part_list(struct holder *h, struct part *p)
@@ -660,6 +677,10 @@ static int wake_init(struct holder *h, char *err, size_t errlen)
     }
     h->cq = rd_kafka_queue_get_consumer(h->rk);
     h->pq = rd_kafka_queue_get_main(forwarder_producer(h->fw));
+    if (!h->cq || !h->pq) {   /* no consumer group: the config check refuses that before */
+        snprintf(err, errlen, "kafka: no consumer queue (is kafka.group_id set?)");
+        return -1;
+    }
     rd_kafka_queue_io_event_enable(h->cq, h->wake[1], "c", 1);
     rd_kafka_queue_io_event_enable(h->pq, h->wake[1], "p", 1);
     return 0;

@@ -97,6 +97,17 @@ void job_new_id(char out[JOB_ID_GEN_LEN + 1])
     *out = '\0';
 }
 
+void job_new_tag(char out[JOB_TAG_LEN + 1])
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned char b[JOB_TAG_LEN];
+
+    random_bytes(b, sizeof(b));
+    for (int i = 0; i < JOB_TAG_LEN; i++)
+        out[i] = digits[b[i] & 63];
+    out[JOB_TAG_LEN] = '\0';
+}
+
 static void pack_str(msgpack_packer *pk, const char *s, size_t len)
 {
     msgpack_pack_str(pk, len);
@@ -107,8 +118,8 @@ int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
     char head[48];
-    int n = snprintf(head, sizeof(head), "%c%lld||" JOB_CLAIM_ROOM "|",
-                     job_state_letter(JOB_PENDING), (long long)job->due_ms);
+    int n = snprintf(head, sizeof(head), "%c%lld|%s|" JOB_CLAIM_ROOM "|",
+                     job_state_letter(JOB_PENDING), (long long)job->due_ms, job->tag);
 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
@@ -187,7 +198,24 @@ static int head_number(const char **p, const char *end, int64_t *out)
     return 0;
 }
 
-/* The head of a record: state, due, stamp, claim. Returns the tail, or NULL with err set. */
+/* The second field of a head: the tag of a pending or delivering record, else the stamp. */
+static int head_tag_or_stamp(const char **p, const char *end, struct job_record *rec)
+{
+    const char *bar;
+    size_t len;
+
+    if (rec->state != JOB_PENDING && rec->state != JOB_DELIVERING)
+        return head_number(p, end, &rec->stamp_ms);
+    rec->stamp_ms = -1;
+    if (!(bar = memchr(*p, '|', (size_t)(end - *p))) || (len = (size_t)(bar - *p)) > JOB_TAG_LEN)
+        return -1;
+    memcpy(rec->tag, *p, len);
+    rec->tag[len] = '\0';
+    *p = bar + 1;
+    return 0;
+}
+
+/* The head of a record: state, due, stamp or tag, claim. Returns the tail, or NULL with err. */
 static const char *read_head(const char *v, size_t len, struct job *out, struct job_record *rec,
                              char *err, size_t errlen)
 {
@@ -201,8 +229,8 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
         snprintf(err, errlen, "record head has no due time");
         return NULL;
     }
-    if (head_number(&p, end, &out->due_ms) < 0 || head_number(&p, end, &rec->stamp_ms) < 0) {
-        snprintf(err, errlen, "record head is not <state><due_ms>|<stamp_ms>|<claim>|");
+    if (head_number(&p, end, &out->due_ms) < 0 || head_tag_or_stamp(&p, end, rec) < 0) {
+        snprintf(err, errlen, "record head is not <state><due_ms>|<stamp_ms or tag>|<claim>|");
         return NULL;
     }
     while (p < end && *p != '|')   /* the claim token: the scripts' business */
@@ -265,6 +293,100 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
     return NULL;
 }
 
+/* Big-endian unsigned of n (1, 2 or 4) bytes at p. */
+static uint32_t be(const unsigned char *p, int n)
+{
+    uint32_t v = 0;
+
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The reason a failed record may carry after its tail (a msgpack string), into rec->error, cut
+ * to fit; anything else there is ignored, as later tail elements are. */
+static void read_error(const unsigned char *p, size_t len, struct job_record *rec)
+{
+    size_t hdr = 0, n = 0;
+
+    if (len >= 1 && p[0] >= 0xa0 && p[0] <= 0xbf)
+        hdr = 1, n = p[0] & 0x1f;
+    else if (len >= 2 && p[0] == 0xd9)
+        hdr = 2, n = p[1];
+    else if (len >= 3 && p[0] == 0xda)
+        hdr = 3, n = be(p + 1, 2);
+    if (!hdr || n > len - hdr)
+        return;
+    n = n < JOB_ERROR_MAX ? n : JOB_ERROR_MAX;
+    memcpy(rec->error, p + hdr, n);
+    rec->error[n] = '\0';
+}
+
+/* What follows a msgpack type byte from 0xc0 to 0xdf: hdr bytes, which are the value itself
+ * (M_FIXED) or a big-endian count of payload bytes (M_BYTES; M_EXT has a type byte more) or of
+ * elements (M_ARRAY; M_MAP has two per entry). */
+enum mp_kind { M_BAD, M_FIXED, M_BYTES, M_EXT, M_ARRAY, M_MAP };
+static const struct { unsigned char hdr, kind; } mp_ext[32] = {
+    { 0, M_FIXED }, { 0, M_BAD }, { 0, M_FIXED }, { 0, M_FIXED },         /* nil, -, false, true */
+    { 1, M_BYTES }, { 2, M_BYTES }, { 4, M_BYTES },                       /* bin 8/16/32 */
+    { 1, M_EXT }, { 2, M_EXT }, { 4, M_EXT },                             /* ext 8/16/32 */
+    { 4, M_FIXED }, { 8, M_FIXED },                                       /* float 32/64 */
+    { 1, M_FIXED }, { 2, M_FIXED }, { 4, M_FIXED }, { 8, M_FIXED },       /* uint 8-64 */
+    { 1, M_FIXED }, { 2, M_FIXED }, { 4, M_FIXED }, { 8, M_FIXED },       /* int 8-64 */
+    { 2, M_FIXED }, { 3, M_FIXED }, { 5, M_FIXED }, { 9, M_FIXED }, { 17, M_FIXED },   /* fixext */
+    { 1, M_BYTES }, { 2, M_BYTES }, { 4, M_BYTES },                       /* str 8/16/32 */
+    { 2, M_ARRAY }, { 4, M_ARRAY }, { 2, M_MAP }, { 4, M_MAP },
+};
+
+/* Walks the msgpack object at p without decoding it and stores its length in *used. -1 when
+ * it is cut short, malformed, or claims more elements than its bytes could hold: msgpack-c
+ * allocates room for every element a header claims before reading one, so a 20-byte record
+ * claiming 2^32 elements would ask for 96 GiB. Every element takes at least one byte, so the
+ * count of elements still to come never exceeds the bytes left. */
+static int msgpack_bounded(const unsigned char *p, size_t len, size_t *used)
+{
+    size_t at = 0;
+    uint64_t todo = 1;   /* elements still to walk */
+
+    while (todo > 0) {
+        uint64_t n = 0, skip = 0;   /* elements this one adds; its payload bytes */
+        unsigned c;
+
+        if (at >= len)
+            return -1;
+        c = p[at++];
+        todo--;
+        if (c >= 0x80 && c <= 0x8f) {
+            n = 2 * (uint64_t)(c & 0x0f);
+        } else if (c >= 0x90 && c <= 0x9f) {
+            n = c & 0x0f;
+        } else if (c >= 0xa0 && c <= 0xbf) {
+            skip = c & 0x1f;
+        } else if (c >= 0xc0 && c <= 0xdf) {
+            unsigned hdr = mp_ext[c - 0xc0].hdr, kind = mp_ext[c - 0xc0].kind;
+            uint64_t v;
+            if (kind == M_BAD || len - at < hdr)
+                return -1;
+            if (kind == M_FIXED) {
+                skip = hdr;
+            } else {
+                v = be(p + at, (int)hdr);
+                at += hdr;
+                skip = kind == M_BYTES ? v : kind == M_EXT ? v + 1 : 0;
+                n = kind == M_ARRAY ? v : kind == M_MAP ? 2 * v : 0;
+            }
+        }   /* else a fixint: the type byte is all */
+        if (skip > len - at)
+            return -1;
+        at += (size_t)skip;
+        todo += n;
+        if (todo > len - at)
+            return -1;
+    }
+    *used = at;
+    return 0;
+}
+
 int job_record_read(const char *id, const char *v, size_t len, struct job *out,
                     struct job_record *rec, char *err, size_t errlen)
 {
@@ -282,7 +404,8 @@ int job_record_read(const char *id, const char *v, size_t len, struct job *out,
     if (!(tail = read_head(v, len, out, rec, err, errlen)))
         return -1;
     msgpack_unpacked_init(&u);
-    if (msgpack_unpack_next(&u, tail, (size_t)(v + len - tail), &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (msgpack_bounded((const unsigned char *)tail, (size_t)(v + len - tail), &off) < 0 ||
+        (off = 0, msgpack_unpack_next(&u, tail, (size_t)(v + len - tail), &off)) != MSGPACK_UNPACK_SUCCESS ||
         find_tail_fields(&u.data, &f) < 0) {
         snprintf(err, errlen, "record tail is not a msgpack array [topic, body, delay_ms, ...]");
         goto out;
@@ -291,6 +414,7 @@ int job_record_read(const char *id, const char *v, size_t len, struct job *out,
         snprintf(err, errlen, "record field %s is malformed", bad);
         goto out;
     }
+    read_error((const unsigned char *)tail + off, (size_t)(v + len - tail) - off, rec);
     rc = 0;
 out:
     msgpack_unpacked_destroy(&u);

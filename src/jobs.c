@@ -32,6 +32,7 @@
 struct pending_add {
     struct jobs *jobs;
     struct job job;             /* owned */
+    int64_t queued_ms;          /* monotonic: when it entered the intake queue */
     jobs_done_fn done;
     void *opaque;
     struct pending_add *next;   /* in the intake queue */
@@ -40,6 +41,7 @@ struct pending_add {
 struct jobs {
     const struct config *cfg;
     struct api_limits limits;
+    size_t max_message_bytes;   /* the producers' message.max.bytes: no delivery is larger */
     rd_kafka_t *rk;
     pthread_t thread;
     atomic_int stop;
@@ -130,11 +132,12 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
     const struct job *job = &pa->job;
     const struct levels *lv = &jobs->cfg->delay.levels;
     int level = levels_route(lv, job->delay_ms);
-    rd_kafka_headers_t *h = rd_kafka_headers_new(3);
+    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
     rd_kafka_resp_err_t e;
 
     headers_add(h, HDR_TOPIC, job->topic, strlen(job->topic));
     headers_add(h, HDR_ID, job->id, strlen(job->id));
+    headers_add(h, HDR_TAG, job->tag, strlen(job->tag));
     headers_add_int(h, HDR_DUE, job->due_ms);
     /* CreateTime = the instant the delay was measured from, so timestamp + level <= due. */
     e = rd_kafka_producev(jobs->rk, RD_KAFKA_V_TOPIC(lv->topic[level]),
@@ -179,20 +182,34 @@ static void after_record(struct jobs *jobs, struct pending_add *pa, const struct
     }
 }
 
-/* Writes up to INTAKE_BATCH_MAX queued adds to Redis in one pipeline, then produces them. */
+/* Writes up to INTAKE_BATCH_MAX queued adds to Redis in one pipeline, then produces them. An add
+ * that waited longer than kafka.produce_timeout_ms for its turn (Redis slow or hung) is answered
+ * 503 without being written: its client has most likely given up, and a queue of them would
+ * only grow. */
 static void run_batch(struct jobs *jobs, struct pending_add **list)
 {
     const struct job *js[INTAKE_BATCH_MAX] = { NULL };
     struct pending_add *pa[INTAKE_BATCH_MAX];
+    int64_t oldest = clock_mono_ms() - jobs->cfg->kafka.produce_timeout_ms;
     char err[256], msg[512];
     size_t n = 0;
 
     while (*list && n < INTAKE_BATCH_MAX) {
-        pa[n] = *list;
-        *list = (*list)->next;
+        struct pending_add *a = *list;
+        *list = a->next;
+        if (a->queued_ms < oldest) {
+            snprintf(msg, sizeof(msg), "add failed: not handed to Redis within "
+                     "kafka.produce_timeout_ms (%lld ms); nothing was written",
+                     (long long)jobs->cfg->kafka.produce_timeout_ms);
+            finish_add(a, 503, API_ADD_FAILED, msg, NULL);
+            continue;
+        }
+        pa[n] = a;
         js[n] = &pa[n]->job;
         n++;
     }
+    if (n == 0)
+        return;
     if (store_add_batch(jobs->st, n, js, jobs->cfg->job.retention_s * 1000, jobs->answers, err,
                         sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
@@ -258,6 +275,7 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
     }
     jobs->cfg = cfg;
     jobs->limits.levels = &cfg->delay.levels;
+    jobs->limits.dlq_topic = cfg->delay.dlq_topic;
     jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
     jobs->q_tail = &jobs->q_head;
     pthread_mutex_init(&jobs->pool_mu, NULL);
@@ -265,6 +283,7 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
     jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, dr_cb,
                             jobs, err, errlen);
     if (jobs->rk) {
+        jobs->max_message_bytes = producer_max_message_bytes(jobs->rk);
         producer_warm(jobs->rk, cfg, WARM_TIMEOUT_MS);
         q = rd_kafka_queue_get_main(jobs->rk);
         rd_kafka_queue_io_event_enable(q, jobs->wake[1], "d", 1);
@@ -335,8 +354,18 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
         finish_add(pa, e.status, e.code, e.message, NULL);
         return;
     }
+    if (envelope_delivery_bytes(&pa->job) > jobs->max_message_bytes) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "job too large: its delivered message would be about %zu bytes, "
+                 "over kafka message.max.bytes (%zu)", envelope_delivery_bytes(&pa->job),
+                 jobs->max_message_bytes);
+        finish_add(pa, 413, API_TOO_LARGE, msg, NULL);
+        return;
+    }
     if (!id_given)
         job_new_id(pa->job.id);
+    job_new_tag(pa->job.tag);
+    pa->queued_ms = clock_mono_ms();
     pthread_mutex_lock(&jobs->q_mu);
     if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
         pthread_mutex_unlock(&jobs->q_mu);
@@ -378,7 +407,8 @@ char *jobs_get(struct jobs *jobs, const char *id, int *status)
         resp = api_response(API_GET_FAILED, msg, NULL);
     } else {
         resp = api_response(API_OK, "ok", api_job_data(&job, rec.state,
-                                                        rec.state == JOB_DELIVERED ? rec.stamp_ms : -1));
+                                                        rec.state == JOB_DELIVERED ? rec.stamp_ms : -1,
+                                                        rec.error));
     }
     job_release(&job);
     free(data);

@@ -142,3 +142,34 @@ int levels_find_topic(const struct levels *lv, const char *topic)
             return i;
     return -1;
 }
+
+enum target_fault levels_check_target(const struct levels *lv, const char *dlq, const char *topic,
+                                      size_t len, char *err, size_t errlen)
+{
+    char name[TOPIC_NAME_MAX + 1], why[128];
+
+    if (len > TOPIC_NAME_MAX) {
+        snprintf(err, errlen, "topic is longer than %d characters", TOPIC_NAME_MAX);
+        return TARGET_INVALID;
+    }
+    memcpy(name, topic, len);
+    name[len] = '\0';
+    if (strlen(name) != len) {
+        snprintf(err, errlen, "topic holds a NUL byte");
+        return TARGET_INVALID;
+    }
+    if (topic_name_valid(name, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "%s", why);
+        return TARGET_INVALID;
+    }
+    if (levels_find_topic(lv, name) >= 0) {
+        snprintf(err, errlen, "topic %s is a delay topic; a job must target a business topic", name);
+        return TARGET_DELAY_TOPIC;
+    }
+    if (strcmp(name, dlq) == 0) {
+        snprintf(err, errlen, "topic %s is the dead-letter topic; a job must target a business topic",
+                 name);
+        return TARGET_DEAD_LETTER;
+    }
+    return TARGET_OK;
+}

@@ -36,14 +36,14 @@ static void usage(FILE *out)
             "  -h, --help          print this help\n");
 }
 
-/* librdkafka checks kafka.properties only when a handle is configured: do that at load time. */
-static int check_kafka_properties(const struct config *cfg, char *err, size_t errlen)
+/* librdkafka checks kafka.properties only when a handle is created: create the producer and
+ * the consumer that delayqd runs, without connecting, so that --check-config and start-up
+ * refuse any property that cannot work, with librdkafka's reason. */
+static int check_kafka(const struct config *cfg, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    int rc = kafka_conf_apply(conf, cfg, err, errlen);
-
-    rd_kafka_conf_destroy(conf);
-    return rc;
+    if (producer_check_config(cfg, err, errlen) < 0)
+        return -1;
+    return holder_check_config(cfg, err, errlen);
 }
 
 static int ensure_topics(const struct config *cfg, int partitions[LEVELS_MAX])
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     }
     config_defaults(&cfg);
     if (config_load_file(&cfg, path, err, sizeof(err)) < 0 ||
-        check_kafka_properties(&cfg, err, sizeof(err)) < 0) {
+        check_kafka(&cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "delayqd: %s\n", err);
         return 1;
     }

@@ -39,6 +39,7 @@ static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
 
 static const char *const dlq_names[DLQ_REASONS] = {
     [DLQ_ENVELOPE] = "envelope", [DLQ_TOPIC] = "bad_topic", [DLQ_LOOP] = "delay_topic",
+    [DLQ_DEAD_LETTER_TOPIC] = "dead_letter_topic",
     [DLQ_TOO_FAR] = "too_far", [DLQ_ID] = "bad_id", [DLQ_RECORD] = "bad_record",
     [DLQ_REFUSED] = "refused",
 };

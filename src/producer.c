@@ -1,4 +1,6 @@
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -61,12 +63,11 @@ rd_kafka_conf_t *kafka_conf_build(const struct config *cfg, const char *const (*
     return conf;
 }
 
-rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
-                         int linger_ms,
-                         void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
-                         void *opaque, char *err, size_t errlen)
+/* The configuration of a producer, as producer_new describes it; NULL with err set. */
+static rd_kafka_conf_t *producer_conf(const struct config *cfg, const char *role, int64_t timeout_ms,
+                                      int linger_ms, char *err, size_t errlen)
 {
-    char id[64], timeout[32], linger[16], why[512];
+    char id[64], timeout[32], linger[16];
     /* Idempotence keeps broker-side retries from writing a message twice. */
     const char *const defaults[][2] = {
         { "client.id", id },
@@ -75,21 +76,66 @@ rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t tim
         { "message.timeout.ms", timeout },
         { "socket.nagle.disable", "true" },
     };
-    rd_kafka_conf_t *conf;
-    rd_kafka_t *rk;
 
     snprintf(id, sizeof(id), "delayq-%s", role);
     snprintf(timeout, sizeof(timeout), "%lld", (long long)timeout_ms);
     snprintf(linger, sizeof(linger), "%d", linger_ms);
-    if (!(conf = kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen)))
+    return kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen);
+}
+
+rd_kafka_t *kafka_new_quiet(rd_kafka_type_t type, rd_kafka_conf_t *conf, char *err, size_t errlen)
+{
+    char why[512];
+    rd_kafka_t *rk;
+
+    rd_kafka_conf_set(conf, "log_level", "0", why, sizeof(why));
+    if (!(rk = rd_kafka_new(type, conf, why, sizeof(why)))) {
+        snprintf(err, errlen, "kafka %s: %s", type == RD_KAFKA_PRODUCER ? "producer" : "consumer", why);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+int producer_check_config(const struct config *cfg, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = producer_conf(cfg, "check", 1000, 0, err, errlen);
+    rd_kafka_t *rk;
+
+    if (!conf || !(rk = kafka_new_quiet(RD_KAFKA_PRODUCER, conf, err, errlen)))
+        return -1;
+    rd_kafka_destroy(rk);
+    return 0;
+}
+
+rd_kafka_t *producer_new(const struct config *cfg, const char *role, int64_t timeout_ms,
+                         int linger_ms,
+                         void (*dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                         void *opaque, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = producer_conf(cfg, role, timeout_ms, linger_ms, err, errlen);
+    char why[512];
+    rd_kafka_t *rk;
+
+    if (!conf)
         return NULL;
     rd_kafka_conf_set_dr_msg_cb(conf, dr);
     rd_kafka_conf_set_opaque(conf, opaque);
     if (!(rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof(why)))) {
         snprintf(err, errlen, "kafka producer: %s", why);
+        rd_kafka_conf_destroy(conf);
         return NULL;
     }
     return rk;
+}
+
+size_t producer_max_message_bytes(rd_kafka_t *rk)
+{
+    char v[32];
+    size_t len = sizeof(v);
+
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", v, &len) != RD_KAFKA_CONF_OK)
+        return SIZE_MAX;
+    return (size_t)strtoull(v, NULL, 10);
 }
 
 void headers_add(rd_kafka_headers_t *hdrs, const char *name, const char *value, size_t len)

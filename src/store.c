@@ -84,23 +84,28 @@ static const char drop_lua[] =
     "return 0\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
- * key holds no record. The stamp goes where the claim room was, as a mark's does. */
+ * key holds no record. The stamp goes where the tag was; a record without a tag (written before
+ * tags) gives up its claim room for it instead, so the head keeps its length either way. */
 static const char remove_lua[] =
     WRITE_HEAD
     ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
     "if st == 'p' then\n"
-    "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '||')\n"
+    "  local room = stamp == '' and '' or claim\n"
+    "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '|' .. room .. '|')\n"
     "  redis.call('PEXPIRE', key, ARGV[2])\n"
     "  return {0, 'c'}\n"
     "end\n"
     "return {2, st}\n";
 
-/* Claim, ARGV: "<instance>:", then per record the message's due ms or "" and its claim token
- * "<instance>:<message>" (forwarder.c). Returns per record: {} when no record, {'stale'}
- * when the message is not this record's, {'busy'} when another message of the job (a copy left
- * by a crash in the middle of a move down the levels) is being delivered by this instance,
+/* Claim, ARGV: "<instance>:", then per record the message's due ms or "", its dq-tag or "",
+ * and its claim token "<instance>:<message>" (forwarder.c). Returns per record: {} when no
+ * record, {'stale'} when the message is an earlier job's with this id (its due time differs),
+ * {'foreign'} when it is not one of the job's own messages (its tag is not the record's: any
+ * producer can write a dq-id, not the tag; a record written before tags has none to ask for),
+ * {'busy'} when another message of the job (a copy
+ * left by a crash in the middle of a move down the levels) is being delivered by this instance,
  * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
  * no record (the caller dead-letters it). A delivering record claimed by another instance
  * (which crashed) is taken over. The token goes over the room a pending record holds for it
@@ -108,29 +113,31 @@ static const char remove_lua[] =
  * a record written before that room existed is rewritten whole. */
 static const char claim_lua[] =
     WRITE_HEAD
-    EACH_RECORD("mdue, token, instance")
+    EACH_RECORD("mdue, mtag, token, instance")
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
     "if mdue ~= '' and due ~= mdue then return {'stale'} end\n"
+    "if (st == 'p' or st == 's') and stamp ~= '' and stamp ~= mtag then return {'foreign'} end\n"
     "if st == 's' and claim ~= token and string.sub(claim, 1, #instance) == instance then\n"
     "  return {'busy'}\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
-    "  write_head(key, v, at, 's' .. due .. '||' .. token .. '|')\n"
+    "  write_head(key, v, at, 's' .. due .. '|' .. stamp .. '|' .. token .. '|')\n"
     "  return {st, v}\n"
     "end\n"
     "return {st}\n"
-    END_EACH("one(ARGV[2 * i], ARGV[2 * i + 1], ARGV[1], KEYS[i])");
+    END_EACH("one(ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], ARGV[1], KEYS[i])");
 
-/* Mark, ARGV per record: the head its claim wrote ("s<due>||<token>|"), the head to write in its
- * place ("<letter><due>|<now>|<rest of the token>|": the stamp takes the token's place, so the
- * two have the same length), and a ttl in ms to renew the expiry with, or "" to keep it.
+/* Mark, ARGV per record: the head its claim wrote ("s<due>|<tag>|<token>|"), the head to write
+ * in its place ("<letter><due>|<now>|<token>|": the stamp takes the tag's place, so the two
+ * have the same length), a ttl in ms to renew the expiry with, or "" to keep it, and why the
+ * job failed, or "" (appended to the record as a msgpack string, see job.h).
  * Returns 1 per record marked, 0 per record no longer claimed by that token (delivered, or taken
  * over by another instance). The head is compared and written in place: no read or write of
  * the tail, and a few bytes to the AOF instead of the whole value. Numbers go to redis.call as
  * strings, which Lua would otherwise format with printf's floating point. */
 static const char mark_lua[] =
-    "local function one(claimed, head, ttl, key)\n"
+    "local function one(claimed, head, ttl, why, key)\n"
     "local v = redis.pcall('GETRANGE', key, '0', tostring(#claimed - 1))\n"
     "if v ~= claimed then return 0 end\n"
     "if #head == #claimed then\n"
@@ -139,9 +146,10 @@ static const char mark_lua[] =
     "  v = redis.call('GET', key)\n"
     "  redis.call('SET', key, head .. string.sub(v, #claimed + 1), 'KEEPTTL')\n"
     "end\n"
+    "if why ~= '' then redis.call('APPEND', key, cmsgpack.pack(why)) end\n"
     "if ttl ~= '' then redis.call('PEXPIRE', key, ttl) end\n"
     "return 1\n"
-    END_EACH("one(ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i], KEYS[i])");
+    END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
 
 static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua };
 
@@ -742,6 +750,10 @@ static void read_claim(const redisReply *r, struct store_claim *out)
         out->busy = 1;
         return;
     }
+    if (r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "foreign") == 0) {
+        out->foreign = 1;
+        return;
+    }
     if (parse_state(r->element[0], &out->before) < 0)
         out->before = JOB_DELIVERING;   /* no record of ours: claimed, and the value does not decode */
     if (r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING) {
@@ -786,7 +798,7 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
                       size_t errlen)
 {
     struct chunked c = { .script = S_CLAIM, .n = n, .ids = ids, .nshared = 1, .shared = &instance,
-                         .per = 2, .args = args };
+                         .per = 3, .args = args };
     struct claim_stream cs = { n, fn, ctx, err };
     int rc = -1;
 
@@ -800,7 +812,7 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     return rc;
 }
 
-/* A head "<letter><due>|<stamp>|<token>|": two 20-digit numbers and a token of up to 19
+/* A head "<letter><due>|<stamp or tag>|<token>|": two 20-digit numbers and a token of up to 19
  * characters (the forwarder's have 13). */
 #define MARK_HEAD_MAX 64
 
@@ -811,14 +823,16 @@ struct mark_args {
     char ttl[24];
 };
 
+/* The stamp goes where the tag was, and keeps the token; in a record without a tag (written
+ * before tags) it goes where the token was instead, and the token keeps only what is left. */
 static void mark_args(const struct store_mark *m, int64_t now_ms, int64_t retention_ms,
                       struct mark_args *out)
 {
     size_t now_len = (size_t)snprintf(out->ttl, sizeof(out->ttl), "%lld", (long long)now_ms);
-    const char *rest = strlen(m->token) > now_len ? m->token + now_len : "";
+    const char *rest = m->tag[0] ? m->token : strlen(m->token) > now_len ? m->token + now_len : "";
 
-    snprintf(out->claimed, sizeof(out->claimed), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
-             (long long)m->due_ms, m->token);
+    snprintf(out->claimed, sizeof(out->claimed), "%c%lld|%s|%s|", job_state_letter(JOB_DELIVERING),
+             (long long)m->due_ms, m->tag, m->token);
     snprintf(out->head, sizeof(out->head), "%c%lld|%lld|%s|", job_state_letter(m->state),
              (long long)m->due_ms, (long long)now_ms, rest);
     out->ttl[0] = '\0';
@@ -831,9 +845,9 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
 {
     struct mark_args *a = malloc((n ? n : 1) * sizeof(*a));
     const char **ids = malloc((n ? n : 1) * sizeof(*ids));
-    const char **argv = malloc((n ? n : 1) * 3 * sizeof(*argv));
+    const char **argv = malloc((n ? n : 1) * 4 * sizeof(*argv));
     const redisReply **item = malloc((n ? n : 1) * sizeof(*item));
-    struct chunked c = { .script = S_MARK, .n = n, .ids = ids, .per = 3, .args = argv };
+    struct chunked c = { .script = S_MARK, .n = n, .ids = ids, .per = 4, .args = argv };
     redisReply **r;
     int rc = -1;
 
@@ -844,9 +858,10 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
     for (size_t i = 0; i < n; i++) {
         mark_args(&marks[i], now_ms, retention_ms, &a[i]);
         ids[i] = marks[i].id;
-        argv[3 * i] = a[i].claimed;
-        argv[3 * i + 1] = a[i].head;
-        argv[3 * i + 2] = a[i].ttl;
+        argv[4 * i] = a[i].claimed;
+        argv[4 * i + 1] = a[i].head;
+        argv[4 * i + 2] = a[i].ttl;
+        argv[4 * i + 3] = marks[i].error ? marks[i].error : "";
     }
     if ((r = run_chunked(st, &c, item, err, errlen))) {
         rc = all_answered(item, n, "unexpected reply to mark", err, errlen);

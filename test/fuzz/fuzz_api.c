@@ -38,6 +38,7 @@ static const struct api_limits *limits(void)
         if (levels_init(&lv, names, 3, "delay_topic_%s", err, sizeof(err)) < 0)
             fuzz_fail(__FILE__, __LINE__, err);
         lim.levels = &lv;
+        lim.dlq_topic = "delay_topic_dlq";
         lim.max_delay_ms = MAX_DELAY_MS;
     }
     return &lim;

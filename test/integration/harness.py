@@ -416,7 +416,7 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
 def record(stack, d, job_id):
     """The Redis record: its text head, and its msgpack tail decoded by Redis's own library."""
     lua = ("local v = redis.call('GET', KEYS[1])\n"
-           "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
+           "local at = string.match(v, '^%l%d+|[^|]*|[^|]*|()')\n"
            "return cjson.encode({string.sub(v, 1, at - 1), cmsgpack.unpack(string.sub(v, at)), #v})")
     return json.loads(stack.redis("EVAL", lua, "1", f"{d.prefix}job:{job_id}"))
 

@@ -2,6 +2,7 @@
 bad request answered with a clear code while the process keeps serving."""
 
 import json
+import re
 import time
 
 from harness import Delayqd, now_ms, record, run
@@ -52,7 +53,8 @@ def test_add_extensions_are_stored(stack):
     assert d.get(d.add_ok(topic="orders", delay_ms=90500, body="x"))["delay_ms"] == 90500
 
     head, tail, size = record(stack, d, job_id)
-    assert head == f"p{due}||-------------|", head    # pending, due, no stamp, room for a claim
+    # pending, due, the job's tag (its messages carry it), room for a claim
+    assert re.fullmatch(rf"p{due}\|[A-Za-z0-9_-]{{13}}\|-------------\|", head), head
     assert tail[0] == "orders" and tail[3] == "customer-9" and tail[4]["tenant"] == "acme", tail
     assert json.loads(tail[1]) == {"order": 77, "items": [1, 2]} and tail[2] == job["delay_ms"], tail
     # Compact: no id and no field names inside, so Redis holds little besides what was sent.
@@ -86,6 +88,7 @@ def test_bad_requests_get_clear_errors(stack):
         ('{"topic": "bad topic!", "delay": 5}', 400, 400, "invalid topic"),
         ('{"topic": "%s", "delay": 5}' % long_topic, 400, 400, "longer than 249"),
         ('{"topic": "%s", "delay": 5}' % d.delay_topic("5s"), 400, 400, "is a delay topic"),
+        ('{"topic": "%s", "delay": 5}' % d.dlq, 400, 400, "is the dead-letter topic"),
         ('{"topic": "orders", "body": "x"}', 400, 400, "one of delay"),
         ('{"topic": "orders", "delay": 5, "delay_ms": 5000}', 400, 400, "only one of"),
         ('{"topic": "orders", "delay": -1}', 400, 10001, "must not be negative"),

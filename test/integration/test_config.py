@@ -62,6 +62,27 @@ def test_bad_kafka_property_named(stack):
     assert p.returncode == 1 and "no.such.property" in p.stderr, p.stderr
 
 
+def test_values_that_cannot_work_fail_the_check_and_start_up(stack):
+    # Each of these passed --check-config: an empty group id then crashed start-up, the listen
+    # ports bound another port than the one logged (or a random one), and the Kafka clients
+    # refused the properties only once delayqd was starting.
+    cases = [
+        ('kafka: {\n  group_id = "";\n};\n', ":2: kafka.group_id: must not be empty"),
+        ('kafka: { brokers = ""; };\n', ":1: kafka.brokers: must not be empty"),
+        ('http: { listen = "127.0.0.1:99999"; };\n', ":1: http.listen: port \"99999\" must be"),
+        ('http: { listen = "127.0.0.1:65536"; };\n', ":1: http.listen: port \"65536\" must be"),
+        ('http: { listen = "127.0.0.1:0"; };\n', ":1: http.listen: port \"0\" must be"),
+        ('kafka: { properties = ( "acks=1" ); };\n', "`acks` must be set to `all`"),
+        ('kafka: { properties = ( "message.max.bytes=8000000" ); };\n',
+         "`fetch.max.bytes` must be >= `message.max.bytes`"),
+    ]
+    for i, (text, expect) in enumerate(cases):
+        path = write(stack, f"unworkable{i}.conf", text)
+        for args in (["--check-config"], []):
+            p = run([DELAYQD, "-c", path, *args], check=False, timeout=30)
+            assert p.returncode == 1 and expect in p.stderr, (text, args, p.returncode, p.stderr)
+
+
 def test_missing_file(stack):
     p = delayqd("-c", os.path.join(stack.tmp, "absent.conf"))
     assert p.returncode == 1 and "cannot read" in p.stderr, p.stderr

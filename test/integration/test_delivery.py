@@ -128,12 +128,13 @@ def test_claims_marks_and_removes_rewrite_the_record_head_in_place(stack):
     for i in ids:
         head, tail, _ = record(stack, d, i)
         job = d.get(i)
-        assert head == f"d{job['exec_time_ms']}|{job['delivered_ms']}||", head
+        assert re.fullmatch(rf"d{job['exec_time_ms']}\|{job['delivered_ms']}\|[\w-]{{6}}:[\w-]{{6}}\|",
+                            head), head   # the stamp where the tag was, the claim token kept
         assert tail[1] == body, tail[:1]
     gone = d.add_ok(topic=reader.topic, delay=60, body=body)
     assert d.remove(gone)[0] == 200
     head, tail, size = record(stack, d, gone)
-    assert re.fullmatch(r"c\d{13}\|\d{13}\|\|", head) and tail[1] == body, head
+    assert re.fullmatch(r"c\d{13}\|\d{13}\|-------------\|", head) and tail[1] == body, head
     calls = dict(re.findall(r"cmdstat_(\w+):calls=(\d+)", stack.redis("INFO", "commandstats")))
     assert int(calls["setrange"]) >= setranges + 1 and int(calls["set"]) == sets + 1, calls
     reader.close()
@@ -143,7 +144,7 @@ def test_claims_marks_and_removes_rewrite_the_record_head_in_place(stack):
 # {headers}, delay_ms]. Built by Redis from the record this one wrote, keeping its expiry.
 TO_OLD_LAYOUT = """
 local v = redis.call('GET', KEYS[1])
-local st, due, at = string.match(v, '^(%l)(%d+)|%d*|[^|]*|()')
+local st, due, at = string.match(v, '^(%l)(%d+)|[^|]*|[^|]*|()')
 local t = cmsgpack.unpack(string.sub(v, at))
 local tail = '\\149' .. cmsgpack.pack(t[1]) .. cmsgpack.pack(t[2]) ..
              (t[4] and cmsgpack.pack(t[4]) or '\\192') .. (t[5] and cmsgpack.pack(t[5]) or '\\128') ..
@@ -289,16 +290,23 @@ def test_poison_goes_to_dead_letter_and_partition_moves_on(stack):
     stack.produce(topic, "bad due", headers={"dq-topic": good.topic, "dq-due-ms": "soon"})
     stack.produce(topic, "loop", headers={"dq-topic": d.delay_topic("5s")})
     stack.produce(topic, "bad name", headers={"dq-topic": "no spaces allowed"})
+    stack.produce(topic, "long name", headers={"dq-topic": "t" * 300})
+    stack.produce(topic, "to the dlq", headers={"dq-topic": d.dlq})
     stack.produce(topic, "too far", headers={"dq-topic": good.topic,
                                              "dq-due-ms": str(t0 + 400 * 86400 * 1000)})
     stack.produce(topic, "fine", key="good", headers={"dq-topic": good.topic})
     dlq = Reader(stack, d.dlq)
-    dead = dlq.wait_count(5, 20)
+    dead = dlq.wait_count(7, 20)
     reasons = {m["payload"]: m["headers"]["dq-error"] for m in dead}
     assert "dq-topic is missing" in reasons["no target"], reasons
     assert "dq-due-ms" in reasons["bad due"], reasons
     assert "delay topic" in reasons["loop"], reasons
     assert "not a valid topic" in reasons["bad name"], reasons
+    # Every reason is written whole: a too-long topic once got stack memory as its tail.
+    assert reasons["long name"] == ("header dq-topic is not a valid topic: topic is longer than "
+                                    "249 characters"), reasons
+    assert reasons["to the dlq"] == (f"header dq-topic names no business topic: topic {d.dlq} is "
+                                     "the dead-letter topic; a job must target a business topic"), reasons
     assert "job.max_delay_s" in reasons["too far"], reasons
     assert all(m["headers"]["dq-source"].startswith(topic + "/0/") for m in dead), dead
     (m,) = good.wait_count(1, 10)

@@ -9,7 +9,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import Delayqd, Reader, lateness, now_ms, wait_until
+from harness import Delayqd, Reader, lateness, now_ms, record, wait_until
 
 ADD = "/delay-queue/api/jobs/add"
 
@@ -132,7 +132,7 @@ def test_record_that_does_not_decode_goes_to_dead_letter(stack):
     ok_id = d.add_ok(topic=good.topic, delay=2, body="fine")
     # A readable head with a tail that is not msgpack; a key of another type altogether.
     stack.redis("EVAL", "local v = redis.call('GET', KEYS[1])\n"
-                "local at = string.match(v, '^%l%d+|%d*|[^|]*|()')\n"
+                "local at = string.match(v, '^%l%d+|[^|]*|[^|]*|()')\n"
                 "return redis.call('SET', KEYS[1], string.sub(v, 1, at - 1) .. ARGV[1], 'KEEPTTL')",
                 "1", f"{d.prefix}job:{bad_id}", "\x01not msgpack")
     alien = f"{d.prefix}job:{alien_id}"
@@ -237,6 +237,107 @@ def test_refused_delivery_is_retried_then_dead_lettered(stack):
     assert st == 409 and "failed" in doc["message"], doc
     good.close()
     dlq.close()
+
+
+def test_job_whose_message_could_not_fit_is_refused_at_add(stack):
+    """The delivered message must fit the producer's message.max.bytes: a larger job is refused
+    with 413 naming the limit, where it was once accepted and then never delivered."""
+    d = Delayqd(stack, extra={"max_body_bytes": 1 << 20,
+                              "properties": ["message.max.bytes=100000"]}).start()
+    st, doc = d.add(topic="orders", delay=60, body="x" * 150000)
+    assert st == 413 and doc["code"] == 413, (st, doc)
+    assert "over kafka message.max.bytes (100000)" in doc["message"], doc
+    st, doc = d.add(topic="orders", delay=60, body="x" * 99500, headers={"h": "v" * 500})
+    assert st == 413, (st, doc)   # the headers count too
+    job_id = d.add_ok(topic="orders", delay=60, body="x" * 99000)
+    assert d.get(job_id)["state"] == "pending"
+
+
+def test_message_kafka_never_accepts_is_dead_lettered_at_once_and_the_partition_moves_on(stack):
+    """A job accepted under a larger message.max.bytes, and a direct message larger than it, can
+    never be delivered: each goes to the dead-letter topic at once (not after
+    job.refused_retry_s, which is for refusals an operator can fix), without its body when that
+    does not fit either, the job's record says failed and why, and the partition's later
+    messages are delivered and committed, so a restart sends none of them again."""
+    d = Delayqd(stack, partitions=1, extra={"max_body_bytes": 1 << 20, "refused_retry_s": 600})
+    d.start().wait_groups_owned()
+    biz = Reader(stack, f"{d.name}_biz")
+    big_id = d.add_ok(topic=biz.topic, delay=3, body="b" * 600000)
+    ok_id = d.add_ok(topic=biz.topic, delay=4, body="small")
+    assert d.stop() == 0
+    small = Delayqd(stack, cluster=d, extra={"properties": ["message.max.bytes=300000"]})
+    small.start()
+    stack.produce(d.delay_topic("1s"), "d" * 400000, key="direct", headers={"dq-topic": biz.topic})
+    stack.produce(d.delay_topic("1s"), "after", headers={"dq-topic": biz.topic})
+    dlq = Reader(stack, d.dlq)
+    letters = dlq.wait_count(2, 30)
+    job_letter = next(m for m in letters if m["headers"].get("dq-id") == big_id)
+    direct = next(m for m in letters if m["key"] == "direct")
+    for m in (job_letter, direct):
+        assert "refused" in m["headers"]["dq-error"] and "too large" in m["headers"]["dq-error"], m
+        assert m["payload"] is None and "omitted" in m["headers"]["dq-body"], m["headers"]
+    assert direct["headers"]["dq-source"].startswith(d.delay_topic("1s") + "/0/"), direct
+    job = small.get(big_id)
+    assert job["state"] == "failed" and "too large" in job["error"], job
+    assert len(job["body"]) == 600000
+    wait_until(lambda: {ok_id, None} <= set(biz.by_id()) and
+               any(m["payload"] == "after" for m in biz.all()), 30, "the later messages")
+    assert small.stop() == 0
+    small.start().wait_groups_owned()
+    time.sleep(3)
+    assert len(dlq.all()) == 2, [m["headers"] for m in dlq.all()]
+    assert len(biz.all()) == 2, [(m["payload"], m["headers"]) for m in biz.all()]
+    biz.close()
+    dlq.close()
+
+
+def test_message_naming_a_job_it_does_not_belong_to_cannot_claim_it(stack):
+    """Any producer can write a dq-id into a delay topic: a message that is not the job's own
+    (no dq-tag, or another) leaves the job pending, so remove still cancels it, and it is not
+    delivered through that message."""
+    d = Delayqd(stack, partitions=1).start().wait_groups_owned()
+    biz = Reader(stack, f"{d.name}_biz")
+    job_id = d.add_ok(topic=biz.topic, delay=60, body="mine")
+    for tag in (None, "AAAAAAAAAAAAA"):
+        headers = {"dq-topic": biz.topic, "dq-id": job_id}
+        if tag:
+            headers["dq-tag"] = tag
+        stack.produce(d.delay_topic("1s"), "forged", headers=headers)
+    stack.produce(d.delay_topic("1s"), "after them", headers={"dq-topic": biz.topic})
+    biz.wait_count(1, 20)   # the partition went past both
+    time.sleep(0.5)
+    assert d.get(job_id)["state"] == "pending"
+    st, doc = d.remove(job_id)
+    assert st == 200 and doc["message"] == "ok", (st, doc)
+    time.sleep(1)
+    assert [m["payload"] for m in biz.all()] == ["after them"], biz.all()
+    assert d.log_text().count("is not the record's") == 2
+    biz.close()
+
+
+def test_adds_not_handed_to_redis_in_time_are_answered_503_and_not_written(stack):
+    """While Redis hangs, adds queue behind the one it holds; one that waited longer than
+    kafka.produce_timeout_ms is answered 503 and dropped rather than written late for a client
+    that has given up."""
+    d = Delayqd(stack, extra={"redis_timeout_ms": 5000, "produce_timeout_ms": 1000}).start()
+    d.add_ok(topic=f"{d.name}_late", delay=60, body="warm")   # the intake's connection is up
+    with open(os.path.join(stack.redis_dir, "redis.pid")) as f:
+        pid = int(f.read())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(d.add, id="held-by-redis", topic=f"{d.name}_late", delay=60)
+            time.sleep(0.5)
+            queued = pool.submit(d.add, id="queued-behind", topic=f"{d.name}_late", delay=60)
+            time.sleep(2)
+            os.kill(pid, signal.SIGCONT)
+            first, queued = first.result(), queued.result()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert first[0] == 200, first   # Redis answered it within redis.timeout_ms
+    st, doc = queued
+    assert st == 503 and "not handed to Redis within kafka.produce_timeout_ms (1000 ms)" in doc["message"], queued
+    assert d.get("queued-behind") is None
 
 
 def test_remove_racing_delivery_has_one_winner(stack):
@@ -381,7 +482,9 @@ def test_copies_of_a_job_message_deliver_it_once(stack):
     reader = Reader(stack, f"{d.name}_copies")
     job_id = d.add_ok(topic=reader.topic, delay=3, body="once")
     due = d.get(job_id)["exec_time_ms"]
-    copy = {"dq-topic": reader.topic, "dq-id": job_id, "dq-due-ms": str(due), "dq-hops": "1"}
+    tag = record(stack, d, job_id)[0].split("|")[1]   # a copy carries the tag of the original
+    copy = {"dq-topic": reader.topic, "dq-id": job_id, "dq-tag": tag, "dq-due-ms": str(due),
+            "dq-hops": "1"}
     for _ in range(2):
         stack.produce(d.delay_topic("1s"), "copy", key=job_id, headers=copy)
     reader.wait_ids([job_id], 15)

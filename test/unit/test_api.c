@@ -21,6 +21,7 @@ static const struct api_limits *limits(void)
         if (levels_init(&lv, names, 2, "delay_topic_%s", err, sizeof(err)) < 0)
             abort();
         lim.levels = &lv;
+        lim.dlq_topic = "delay_topic_dlq";
         lim.max_delay_ms = MAX_DELAY_MS;
     }
     return &lim;
@@ -274,6 +275,9 @@ static void add_topic_is_delay_topic(void)
                     "delay topic"));
     CHECK(add_fails("{\"topic\":\"delay_topic_1s\",\"delay\":1}", 400, API_BAD_REQUEST,
                     "delay_topic_1s"));
+    /* A job there would land among the dead letters without dq-error. */
+    CHECK(add_fails("{\"topic\":\"delay_topic_dlq\",\"delay\":1}", 400, API_BAD_REQUEST,
+                    "topic delay_topic_dlq is the dead-letter topic"));
 }
 
 static void add_topic_like_delay_topic_is_fine(void)
@@ -564,7 +568,7 @@ static void job_data_fields(void)
     json_t *d;
 
     job_for_data(&j);
-    d = api_job_data(&j, JOB_PENDING, -1);
+    d = api_job_data(&j, JOB_PENDING, -1, NULL);
     job_release(&j);
     CHECK_STR(json_string_value(json_object_get(d, "id")), "j1");
     CHECK_STR(json_string_value(json_object_get(d, "topic")), "orders");
@@ -576,6 +580,20 @@ static void job_data_fields(void)
     CHECK_EQ_INT(json_integer_value(json_object_get(d, "created_ms")), NOW);
     CHECK(json_is_null(json_object_get(d, "delivered_ms")));
     CHECK_STR(json_string_value(json_object_get(d, "key")), "j1");
+    CHECK(json_is_null(json_object_get(d, "error")));
+    json_decref(d);
+}
+
+static void job_data_failed_says_why(void)
+{
+    struct job j;
+    json_t *d;
+
+    job_for_data(&j);
+    d = api_job_data(&j, JOB_FAILED, -1, "delivery to topic orders refused: too large");
+    job_release(&j);
+    CHECK_STR(json_string_value(json_object_get(d, "state")), "failed");
+    CHECK_STR(json_string_value(json_object_get(d, "error")), "delivery to topic orders refused: too large");
     json_decref(d);
 }
 
@@ -589,7 +607,7 @@ static void job_data_delivered_with_key_and_headers(void)
     j.headers = calloc(1, sizeof(*j.headers));
     j.headers[0] = (struct job_header){ strdup("trace"), strdup("abc") };
     j.nheaders = 1;
-    d = api_job_data(&j, JOB_DELIVERED, NOW + 31000);
+    d = api_job_data(&j, JOB_DELIVERED, NOW + 31000, "");
     job_release(&j);
     h = json_object_get(d, "headers");
     CHECK_STR(json_string_value(json_object_get(d, "key")), "k9");
@@ -606,7 +624,7 @@ static void job_data_in_response(void)
     json_t *r, *d;
 
     job_for_data(&j);
-    r = response_object(api_response(API_OK, "ok", api_job_data(&j, JOB_CANCELLED, -1)));
+    r = response_object(api_response(API_OK, "ok", api_job_data(&j, JOB_CANCELLED, -1, NULL)));
     job_release(&j);
     d = json_object_get(r, "data");
     CHECK(r != NULL);
@@ -618,6 +636,7 @@ static void job_data_in_response(void)
 void unit_api(void)
 {
     RUN(add_go_delayqueue_body);
+    RUN(job_data_failed_says_why);
     RUN(add_with_id);
     RUN(add_empty_or_null_id_is_generated);
     RUN(add_bad_id);

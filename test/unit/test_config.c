@@ -168,6 +168,35 @@ static void out_of_range(void)
     CHECK(load_fails("http: { threads = -1; };", "http.threads", "from"));
 }
 
+/* A port out of range once bound another port than the one logged, or a random one. */
+static void listen_checked(void)
+{
+    CHECK(load_fails("http: { listen = \"127.0.0.1:99999\"; };", "http.listen", "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1:65536\"; };", "http.listen", "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1:0\"; };", "http.listen", "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1:00000000000000000000080x\"; };", "http.listen",
+                     "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1:-1\"; };", "http.listen", "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1:\"; };", "http.listen", "1 to 65535"));
+    CHECK(load_fails("http: { listen = \"127.0.0.1\"; };", "http.listen", "host:port"));
+    CHECK(load_fails("http: { listen = \":80\"; };", "http.listen", "host:port"));
+    CHECK(load_fails("http: { listen = \"::1:80\"; };", "http.listen", "brackets"));
+    CHECK(load_fails("http: { listen = \"\"; };", "config:1: http.listen", "host:port"));
+    CHECK(load_ok("http: { listen = \"[::1]:9277\"; };"));
+    CHECK_STR(cfg.http.listen, "[::1]:9277");
+    CHECK(load_ok("http: { listen = \"localhost:65535\"; };"));
+    CHECK(load_ok("http: { listen = \"0.0.0.0:1\"; };"));
+}
+
+/* An empty group id once crashed start-up; without brokers or a Redis host nothing works. */
+static void required_texts(void)
+{
+    CHECK(load_fails("kafka: { group_id = \"\"; };", "config:1: kafka.group_id", "must not be empty"));
+    CHECK(load_fails("kafka: { brokers = \"\"; };", "kafka.brokers", "must not be empty"));
+    CHECK(load_fails("redis: { host = \"\"; };", "redis.host", "must not be empty"));
+    CHECK(load_ok("redis: { prefix = \"\"; password = \"\"; };"));
+}
+
 static void syntax_error_has_line(void)
 {
     CHECK(load_fails("http: {\n  listen = ;\n};", "config:2:", ""));
@@ -343,6 +372,8 @@ void unit_config(void)
     RUN(unknown_key_names_key_and_line);
     RUN(wrong_types);
     RUN(out_of_range);
+    RUN(listen_checked);
+    RUN(required_texts);
     RUN(syntax_error_has_line);
     RUN(levels_refused);
     RUN(bad_topic_format);

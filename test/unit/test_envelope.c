@@ -111,6 +111,55 @@ static void parse_repeated_header(void)
     CHECK_HAS(err, HDR_ID);
 }
 
+static void parse_tag(void)
+{
+    char long_tag[ENVELOPE_TAG_MAX + 2];
+    struct hdr ok[] = { H(HDR_TOPIC, "a"), H(HDR_ID, "x"), H(HDR_TAG, "Tag-_0123456z") };
+    struct hdr twice[] = { H(HDR_TOPIC, "a"), H(HDR_TAG, "t"), H(HDR_TAG, "t") };
+    struct hdr empty[] = { H(HDR_TOPIC, "a"), H(HDR_TAG, "") };
+    struct hdr too_long[2];
+    struct envelope env;
+    char err[256];
+
+    memset(long_tag, 't', ENVELOPE_TAG_MAX + 1);
+    long_tag[ENVELOPE_TAG_MAX + 1] = '\0';
+    too_long[0] = H(HDR_TOPIC, "a");
+    too_long[1] = H(HDR_TAG, long_tag);
+    CHECK_EQ_INT(parse(ok, 3, &env, err), 0);
+    CHECK_EQ_INT(env.tag_len, 13);
+    CHECK(memcmp(env.tag, "Tag-_0123456z", 13) == 0);
+    CHECK_EQ_INT(parse(ok, 2, &env, err), 0);
+    CHECK(env.tag == NULL);
+    CHECK_EQ_INT(parse(twice, 3, &env, err), -1);
+    CHECK_STR(err, "header dq-tag is repeated");
+    CHECK_EQ_INT(parse(empty, 2, &env, err), -1);
+    CHECK_STR(err, "header dq-tag is empty");
+    CHECK_EQ_INT(parse(too_long, 2, &env, err), -1);
+    CHECK_STR(err, "header dq-tag is longer than 64 characters");
+    too_long[1].len = ENVELOPE_TAG_MAX;
+    CHECK_EQ_INT(parse(too_long, 2, &env, err), 0);
+}
+
+/* Key, body, every header and the record's overhead count; a byte more of any part is a byte
+ * more in all. */
+static void delivery_bytes(void)
+{
+    char topic[] = "orders", body[] = "0123456789", key[] = "kk", name[] = "trace", value[] = "abc";
+    struct job_header h = { name, value };
+    struct job job = { .id = "job-1", .topic = topic, .body = body, .body_len = 10 };
+    size_t bare = envelope_delivery_bytes(&job);
+
+    /* key (the id) 5, body 10, dq-id 5+5, dq-due-ms and dq-sent-ms 9+10 and 10+20 */
+    CHECK_EQ_INT(bare, 128 + 5 + 10 + (5 + 5 + 10) + (9 + 20 + 10) + (10 + 20 + 10));
+    job.key = key;
+    CHECK_EQ_INT(envelope_delivery_bytes(&job), bare - 5 + 2);
+    job.headers = &h;
+    job.nheaders = 1;
+    CHECK_EQ_INT(envelope_delivery_bytes(&job), bare - 5 + 2 + 5 + 3 + 10);
+    job.body_len = 1000000;
+    CHECK_EQ_INT(envelope_delivery_bytes(&job), bare - 5 + 2 + 5 + 3 + 10 - 10 + 1000000);
+}
+
 /* envelope_parse with dq-due-ms set to v must fail naming the header. */
 static int due_refused(const char *v)
 {
@@ -313,6 +362,8 @@ void unit_envelope(void)
     RUN(parse_malformed_due);
     RUN(parse_due_limits);
     RUN(parse_hops);
+    RUN(parse_tag);
+    RUN(delivery_bytes);
     RUN(is_control);
     RUN(parse_int64_cases);
     RUN(times_direct_without_due);

@@ -144,6 +144,52 @@ static void record_layout(void)
     CHECK(bare);
     CHECK(keyed);
     CHECK(headed);
+    memcpy(in.tag, "Tag-_0123456z", JOB_TAG_LEN + 1);
+    CHECK(PACKS_AS(&in, "p1700000030000|Tag-_0123456z|-------------|"
+                        "\x95\xa6orders\xa2hi\xcd\x75\x30\xc0\x81\xa2tr\xa1" "1"));
+}
+
+/* A pending or delivering record holds its tag where a final one has its stamp. */
+static void read_tag_and_error(void)
+{
+    static const char pending[] = "p17|Tag-_0123456z|-------------|\x93\xa1t\xa1" "b\x07";
+    static const char failed[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xa4" "why!";
+    static const char failed8[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xd9\x03" "abc";
+    static const char cut[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xa9" "why";
+    struct job out;
+    struct job_record rec;
+    char err[256] = "";
+
+    CHECK_EQ_INT(job_record_read("a", pending, sizeof(pending) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_STR(rec.tag, "Tag-_0123456z");
+    CHECK_EQ_INT(rec.stamp_ms, -1);
+    CHECK_STR(rec.error, "");
+    CHECK_EQ_INT(job_record_read("a", failed, sizeof(failed) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_EQ_INT(rec.state, JOB_FAILED);
+    CHECK_EQ_INT(rec.stamp_ms, 1700000000123LL);
+    CHECK_STR(rec.tag, "");
+    CHECK_STR(rec.error, "why!");
+    CHECK_EQ_INT(job_record_read("a", failed8, sizeof(failed8) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_STR(rec.error, "abc");
+    /* a reason cut short is no reason, and the record still reads */
+    CHECK_EQ_INT(job_record_read("a", cut, sizeof(cut) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_STR(rec.error, "");
+}
+
+static void new_tag_is_random_text(void)
+{
+    char a[JOB_TAG_LEN + 1], b[JOB_TAG_LEN + 1];
+
+    job_new_tag(a);
+    job_new_tag(b);
+    CHECK_EQ_INT(strlen(a), JOB_TAG_LEN);
+    CHECK_EQ_INT(strspn(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+                 JOB_TAG_LEN);
+    CHECK(strcmp(a, b) != 0);
 }
 
 /* A record written before the claim room (empty claim field, delay_ms last in a tail of five)
@@ -192,7 +238,8 @@ static void read_bad_heads(void)
     CHECK(READ_FAILS("p|||\x90", "due"));
     CHECK(READ_FAILS("p17", "head"));
     CHECK(READ_FAILS("p17||", "no end"));
-    CHECK(READ_FAILS("p17|x||\x90", "head"));
+    CHECK(READ_FAILS("d17|x||\x90", "head"));             /* a stamp after delivery */
+    CHECK(READ_FAILS("p17|12345678901234||\x90", "head"));  /* a tag of 14 */
     CHECK(READ_FAILS("p-17|||\x90", "head"));
     CHECK(READ_FAILS("p1234567890123456789|||\x90", "head"));   /* 19 digits */
     CHECK(READ_FAILS("\x01not msgpack", "state"));
@@ -220,6 +267,22 @@ static void read_bad_tails(void)
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x80\xa1" "1", "field delay_ms"));
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x80\xff", "field delay_ms"));   /* -1 */
     CHECK(READ_FAILS("p17|||\x95\xa1t\xa1" "b\xc0\x80\x12", "field delay_ms"));   /* 18 > due */
+}
+
+/* Headers that claim more elements or bytes than the record holds are refused before msgpack-c
+ * allocates for them (an array of 2^32 - 1 once made it try for 96 GiB). */
+static void read_refuses_huge_claims(void)
+{
+    CHECK(READ_FAILS("p17||-------------|\xdd\xff\xff\xff\xff\xa1t\xa1" "b\x01", "array"));
+    CHECK(READ_FAILS("p17||-------------|\xdc\xff\xff\xa1t\xa1" "b\x01", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x95\xa1t\xa1" "b\x01\xc0\xdf\xff\xff\xff\xff", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x95\xa1t\xa1" "b\x01\xc0\xde\x00\x02\xa1h\xa1v", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xdb\xff\xff\xff\xff" "b\x01", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xc6\x00\x00\x00\x02" "b", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xa1" "b\xcf\x00\x00", "array"));
+    CHECK(READ_FAILS("p17||-------------|\x93\xa1t\xa1" "b\xc9\xff\xff\xff\xff", "array"));
+    /* nested arrays, each claiming exactly what is there, are fine to walk */
+    CHECK(READ_FAILS("p17||-------------|\x93\x91\x91\x90\xa1" "b\x01", "field topic"));
 }
 
 static void read_truncated(void)
@@ -400,8 +463,11 @@ void unit_job(void)
     RUN(read_record_before_claim_room);
     RUN(read_bad_heads);
     RUN(read_bad_tails);
+    RUN(read_refuses_huge_claims);
     RUN(read_truncated);
     RUN(read_later_states);
+    RUN(read_tag_and_error);
+    RUN(new_tag_is_random_text);
     RUN(read_empty_strings);
     RUN(read_refuses_invalid_id);
     RUN(id_valid_rules);

@@ -213,6 +213,33 @@ static void find_topic(void)
     CHECK_EQ_INT(levels_find_topic(&lv, ""), -1);
 }
 
+/* The reason is always written, whatever the fault: a 300-character topic once left it unset. */
+static void check_target(void)
+{
+    struct levels lv;
+    char err[512], long_topic[301];
+
+    CHECK_EQ_INT(init_three(&lv), 0);
+    memset(long_topic, 'a', 300);
+    long_topic[300] = '\0';
+    strcpy(err, "untouched");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", long_topic, 300, err, sizeof(err)), TARGET_INVALID);
+    CHECK_STR(err, "topic is longer than 249 characters");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "a b", 3, err, sizeof(err)), TARGET_INVALID);
+    CHECK_STR(err, "topic may hold only letters, digits, '.', '_' and '-'");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "ab\0cd", 5, err, sizeof(err)), TARGET_INVALID);
+    CHECK_STR(err, "topic holds a NUL byte");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "", 0, err, sizeof(err)), TARGET_INVALID);
+    CHECK_STR(err, "topic is empty");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "delay_topic_5sXX", 14, err, sizeof(err)),
+                 TARGET_DELAY_TOPIC);
+    CHECK_STR(err, "topic delay_topic_5s is a delay topic; a job must target a business topic");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "dlq", 3, err, sizeof(err)), TARGET_DEAD_LETTER);
+    CHECK_STR(err, "topic dlq is the dead-letter topic; a job must target a business topic");
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "orders", 6, err, sizeof(err)), TARGET_OK);
+    CHECK_EQ_INT(levels_check_target(&lv, "dlq", "dlq2", 4, err, sizeof(err)), TARGET_OK);
+}
+
 static int name_ok(const char *topic)
 {
     char err[128] = "";
@@ -306,6 +333,7 @@ void unit_levels(void)
     RUN(route_below_smallest_and_above_largest);
     RUN(route_single_and_default_ladder);
     RUN(find_topic);
+    RUN(check_target);
     RUN(topic_name_rules);
     RUN(topic_name_refusals);
     RUN(topic_format_rules);
