@@ -293,6 +293,20 @@ void *api_job_id_data(const char *id)
     return json_pack("{s:s}", "job_id", id);
 }
 
+/* A JSON string of text that may hold anything (a record's bytes): invalid UTF-8 becomes '?'. */
+static json_t *text_value(const char *text)
+{
+    char *copy = strdup(text);
+    json_t *v;
+
+    if (!copy)
+        return json_null();
+    utf8_sanitize(copy);
+    v = json_string(copy);
+    free(copy);
+    return v ? v : json_null();
+}
+
 void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
                    const char *error)
 {
@@ -312,6 +326,6 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
     json_object_set_new(d, "exec_time_ms", json_integer(job->due_ms));
     json_object_set_new(d, "created_ms", json_integer(job->created_ms));
     json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
-    json_object_set_new(d, "error", error && error[0] ? json_string(error) : json_null());
+    json_object_set_new(d, "error", error && error[0] ? text_value(error) : json_null());
     return d;
 }

@@ -96,7 +96,7 @@ static void check_job_fields(const struct job *j, int id_given)
 /* The get answer of job j: the fields a client sent come back unchanged. */
 static void check_get_answer(const struct job *j)
 {
-    json_t *root = load_answer(api_response(API_OK, "ok", api_job_data(j, JOB_PENDING, -1)));
+    json_t *root = load_answer(api_response(API_OK, "ok", api_job_data(j, JOB_PENDING, -1, NULL)));
     json_t *d = json_object_get(root, "data"), *body = json_object_get(d, "body");
 
     ASSERT(json_is_object(d));

@@ -65,7 +65,7 @@ static void check_round_trip(const struct job *j)
 /* The record as a get answer: text a client can parse, whatever bytes the record holds. */
 static void check_get_answer(const struct job *j, const struct job_record *rec)
 {
-    char *text = api_response(API_OK, "ok", api_job_data(j, rec->state, rec->stamp_ms));
+    char *text = api_response(API_OK, "ok", api_job_data(j, rec->state, rec->stamp_ms, rec->error));
     json_t *root;
 
     ASSERT(text != NULL);
@@ -74,6 +74,8 @@ static void check_get_answer(const struct job *j, const struct job_record *rec)
     ASSERT(json_is_integer(json_object_get(root, "code")));
     ASSERT(json_is_string(json_object_get(root, "message")));
     ASSERT(json_is_object(json_object_get(root, "data")));
+    ASSERT(rec->error[0] ? json_is_string(json_object_get(json_object_get(root, "data"), "error"))
+                         : json_is_null(json_object_get(json_object_get(root, "data"), "error")));
     json_decref(root);
     free(text);
 }

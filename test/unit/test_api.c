@@ -595,6 +595,11 @@ static void job_data_failed_says_why(void)
     CHECK_STR(json_string_value(json_object_get(d, "state")), "failed");
     CHECK_STR(json_string_value(json_object_get(d, "error")), "delivery to topic orders refused: too large");
     json_decref(d);
+    job_for_data(&j);
+    d = api_job_data(&j, JOB_FAILED, -1, "bad \xff byte");   /* a record's bytes, whatever they are */
+    job_release(&j);
+    CHECK_STR(json_string_value(json_object_get(d, "error")), "bad ? byte");
+    json_decref(d);
 }
 
 static void job_data_delivered_with_key_and_headers(void)
