@@ -68,7 +68,7 @@ unit: $(BUILD)/unit
 
 test: deps
 	$(MAKE) all $(BUILD)/unit
-	BUILD=$(BUILD) bash scripts/test.sh
+	SANITIZE=$(SANITIZE) BUILD=$(BUILD) bash scripts/test.sh
 
 run: deps
 	$(MAKE) all

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the unit tests, then the integration tests (which start their own Redis and Kafka on free
-# ports in a temp dir and stop them on exit). Ends with one line: "N passed, N failed".
+# ports in a temp dir and stop them on exit). Ends with one line: "N passed, N failed", and
+# ", N skipped" when a test could not judge the build (resident memory under the sanitizers).
 # Extra arguments go to the integration runner, e.g.: scripts/test.sh -k test_delivery
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +20,11 @@ up=${up:-0}; uf=${uf:-1}
 DELAYQD="$PWD/$BUILD/delayqd" python3 -u test/integration/run.py "$@" | tee "${TMPDIR:-/tmp}/delayq-it.$$"
 it_rc=${PIPESTATUS[0]}
 read -r ip if_ <<<"$(count <"${TMPDIR:-/tmp}/delayq-it.$$")"
+skipped=$(grep -oE '[0-9]+ skipped' "${TMPDIR:-/tmp}/delayq-it.$$" | tail -n 1 | awk '{ print $1 }')
 rm -f "${TMPDIR:-/tmp}/delayq-it.$$"
 ip=${ip:-0}; if_=${if_:-1}
 ((it_rc == 0 || if_ > 0)) || if_=1
 
 passed=$((up + ip)); failed=$((uf + if_))
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed${skipped:+, $skipped skipped}"
 ((failed == 0))

@@ -17,6 +17,13 @@ import uuid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DELAYQD = os.environ.get("DELAYQD", os.path.join(ROOT, "build", "delayqd"))
+# The sanitizers' allocator keeps freed memory in quarantine and ignores malloc_trim: figures of
+# resident memory say nothing about delayqd then.
+SANITIZED = bool(os.environ.get("SANITIZE"))
+
+
+class Skip(Exception):
+    """Raised by a test that cannot judge this build; the runner counts it as skipped."""
 
 
 def now_ms():

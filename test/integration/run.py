@@ -34,7 +34,7 @@ def main(argv):
     filters = [argv[i + 1] for i, a in enumerate(argv) if a == "-k" and i + 1 < len(argv)]
     tests = collect(filters)
     stack = harness.Stack()
-    passed = failed = 0
+    passed = failed = skipped = 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         t0 = time.time()
@@ -52,6 +52,9 @@ def main(argv):
                 assert not reports, "sanitizer report in a delayqd log:\n" + "\n".join(reports)
                 passed += 1
                 print(f"PASS {full} ({time.time() - t0:.1f}s)", flush=True)
+            except harness.Skip as e:
+                skipped += 1
+                print(f"SKIP {full}: {e}", flush=True)
             except Exception:
                 failed += 1
                 print(f"FAIL {full} ({time.time() - t0:.1f}s)\n{traceback.format_exc()}", flush=True)
@@ -64,7 +67,7 @@ def main(argv):
             shutil.rmtree(stack.tmp, ignore_errors=True)
         else:
             print(f"logs kept in {stack.tmp}")
-    print(f"integration: {passed} passed, {failed} failed")
+    print(f"integration: {passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 1 if failed else 0
 
 
