@@ -11,15 +11,25 @@
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 #define HEADER_VALUE_MAX 4096
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one. */
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one: no
+ * overlong form, no surrogate, nothing above U+10FFFF (RFC 3629), as jansson requires. */
 static size_t utf8_seq_len(const unsigned char *s)
 {
-    size_t n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
+             : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    unsigned char lo = 0x80, hi = 0xBF;   /* the range of the second byte */
 
-    if (n == 2 && s[0] < 0xC2)
-        return 0;   /* overlong */
-    for (size_t i = 1; i < n; i++)
+    if (s[0] == 0xE0)
+        lo = 0xA0;
+    else if (s[0] == 0xED)
+        hi = 0x9F;
+    else if (s[0] == 0xF0)
+        lo = 0x90;
+    else if (s[0] == 0xF4)
+        hi = 0x8F;
+    if (n > 1 && (s[1] < lo || s[1] > hi))
+        return 0;
+    for (size_t i = 2; i < n; i++)
         if ((s[i] & 0xC0) != 0x80)
             return 0;
     return n;

@@ -600,6 +600,12 @@ static void job_data_failed_says_why(void)
     job_release(&j);
     CHECK_STR(json_string_value(json_object_get(d, "error")), "bad ? byte");
     json_decref(d);
+    /* overlong, surrogate, above U+10FFFF: jansson refuses them, so they are replaced too */
+    job_for_data(&j);
+    d = api_job_data(&j, JOB_FAILED, -1, "a\xe0\x8b\x90 b\xed\xa0\x80 c\xf4\x90\x80\x80 d\xc3\xa9");
+    job_release(&j);
+    CHECK_STR(json_string_value(json_object_get(d, "error")), "a??? b??? c???? d\xc3\xa9");
+    json_decref(d);
 }
 
 static void job_data_delivered_with_key_and_headers(void)
