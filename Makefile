@@ -1,5 +1,5 @@
 # delayq: plain Makefile, pkg-config for every library.
-#   make                 build bin/delayqd
+#   make                 build build/delayqd
 #   make test            install deps, build, run unit and integration tests
 #   make run             install deps, start local Redis + Kafka, run delayqd in the foreground
 #   make stop            stop the local stack
@@ -7,6 +7,8 @@
 #   make WERROR=0        build without -Werror
 #   make fuzz            libFuzzer targets, FUZZ_SECONDS (default 300) each
 #   make bench           the benchmark (BENCH_ARGS=--quick for a short try)
+#   make install         PREFIX (/usr/local), DESTDIR: the binary, delayq-claims, the annotated
+#                        config under etc/delayq/ and a systemd unit; make uninstall
 
 PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
 CC       ?= cc
@@ -14,7 +16,7 @@ WERROR   ?= 1
 # Sanitized objects never mix with plain ones.
 BUILD    ?= build$(if $(SANITIZE),-san)
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Iinclude -pthread -MMD -MP \
             -Wall -Wextra -Wstrict-prototypes -Wmissing-prototypes -Wwrite-strings \
             -Wformat=2 -Wvla -fno-common -Wshadow
 ifeq ($(WERROR),1)
@@ -37,7 +39,7 @@ PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
 ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
 UNIT_SRC  := $(wildcard test/unit/*.c)
 
-.PHONY: all clean test unit integration run stop deps check-deps fuzz bench
+.PHONY: all clean test unit run stop deps fuzz bench install uninstall
 all: $(BUILD)/delayqd
 
 # make V=1 shows the full commands.
@@ -45,7 +47,8 @@ ifneq ($(V),1)
 Q := @
 endif
 
-$(BUILD)/%.o: src/%.c $(wildcard include/*.h) | $(BUILD)
+# Each object depends on the headers it includes (-MMD -MP writes them to $(BUILD)/%.d).
+$(BUILD)/%.o: src/%.c | $(BUILD)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(LIBS_CFLAGS) -c -o $@ $<
 
@@ -56,9 +59,9 @@ $(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(BUILD)/$(MAIN).o
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h)
+$(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h include/*.h)
 	@echo "  LINK    $@"
-	$(Q)$(CC) $(CFLAGS) $(LIBS_CFLAGS) -Itest/unit $(LDFLAGS) -o $@ $(UNIT_SRC) $(PURE_OBJ) $(LIBS)
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(LIBS_CFLAGS) -Itest/unit $(LDFLAGS) -o $@ $(UNIT_SRC) $(PURE_OBJ) $(LIBS)
 
 deps:
 	@bash scripts/deps.sh
@@ -90,6 +93,33 @@ fuzz:
 
 clean:
 	rm -rf $(BUILD)
+
+# Installation: where each file goes, under DESTDIR (a package's staging root) when set.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+
+# The config is installed only where there is none: an operator's edits survive a reinstall.
+# delayq-claims reads the installed config unless given -c.
+install: $(BUILD)/delayqd
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SYSCONFDIR)/delayq $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BUILD)/delayqd $(DESTDIR)$(BINDIR)/delayqd
+	sed 's|^conf="$$ROOT/conf/delayq.conf"$$|conf="$(SYSCONFDIR)/delayq/delayq.conf"|' scripts/claims.sh \
+	    > $(DESTDIR)$(BINDIR)/delayq-claims
+	chmod 0755 $(DESTDIR)$(BINDIR)/delayq-claims
+	test -e $(DESTDIR)$(SYSCONFDIR)/delayq/delayq.conf || \
+	    install -m 0644 conf/delayq.conf $(DESTDIR)$(SYSCONFDIR)/delayq/delayq.conf
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' conf/delayq.service.in \
+	    > $(DESTDIR)$(UNITDIR)/delayq.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/delayq.service
+
+# The config stays: it may hold an operator's edits.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/delayqd $(DESTDIR)$(BINDIR)/delayq-claims \
+	      $(DESTDIR)$(UNITDIR)/delayq.service
+
+-include $(wildcard $(BUILD)/*.d)
 
 # Last, so that nothing in it becomes the default goal.
 -include test/fuzz/fuzz.mk
