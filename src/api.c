@@ -1,3 +1,6 @@
+/* api: the JSON of the HTTP API, wire compatible with go-delayqueue: add and id requests
+ * parsed into a job, answers and job data built with jansson. Owns the UTF-8 cleaning of every
+ * message text. The contract is in include/api.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

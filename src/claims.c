@@ -1,3 +1,6 @@
+/* claims: the Redis side of partition-group leases: claim, renew and release scripts, the
+ * instances' heartbeats, operators' hand-back requests, the status owners publish, and the view
+ * of all of it that GET /delay-queue/api/claims answers. The contract is in include/claims.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

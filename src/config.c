@@ -1,3 +1,6 @@
+/* config: the table of every config key with its type, range and default, the libconfig walk
+ * that fills struct config from a file, and the checks that need several keys at once. The
+ * contract is in include/config.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

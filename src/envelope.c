@@ -1,3 +1,6 @@
+/* envelope: the dq-* control headers of a delay-topic message (parsed from a neutral header
+ * array), the due and act times they imply, and the size a job's delivered message will have.
+ * The contract is in include/envelope.h. */
 #include <stdio.h>
 #include <string.h>
 

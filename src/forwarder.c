@@ -1,3 +1,7 @@
+/* forwarder: the delivery path of a message whose time has come: claim its record, produce to
+ * the business topic, mark the record, or move the message down a level, or dead-letter it.
+ * Owns the refusal rules, claim tokens and the Redis pipelines of claims and marks. The
+ * contract is in include/forwarder.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

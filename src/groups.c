@@ -1,3 +1,5 @@
+/* groups: the partition groups this instance forwards: winning, renewing, fencing and handing
+ * back their leases on the holder's clock. The contract is in include/groups.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

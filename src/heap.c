@@ -1,3 +1,5 @@
+/* heap: a binary min-heap keyed by time, FIFO among equal keys (an insertion counter breaks
+ * ties). The contract is in include/heap.h. */
 #include <stdlib.h>
 
 #include "heap.h"

@@ -1,3 +1,7 @@
+/* holder: the consumer assigned to every delay-topic partition of the groups this instance
+ * owns; pauses each partition until its head is due, resumes and seeks it by timer, reads the
+ * smallest level ahead into the due heap, commits up to the lowest unfinished offset, and runs
+ * the forwarder from its loop. The contract is in include/holder.h. */
 #include <fcntl.h>
 #include <malloc.h>
 #include <poll.h>
@@ -85,12 +89,12 @@ static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_
 {
     /* fetch.wait.max.ms 100: new messages end a waiting fetch at once anyway; the wait only
      * delays a resumed partition's first fetch, and partitions resume half a READ_AHEAD_MS
-     * early. Each fetch names every assigned partition: with 104 of them, 10 ms kept an idle
-     * broker at 20% of a core, 100 ms at 4%.
+     * early. Each fetch names every assigned partition: with 104 of them, a 10 ms wait keeps an
+     * idle broker at a fifth of a core, 100 ms at a twenty-fifth.
      * Small pre-fetch: a paused partition's head is all the holder needs, and what was fetched
-     * before the pause is dropped anyway. make bench, 1M pending jobs: RSS 15 MiB with 256 KiB
-     * per partition fetch and 2 MiB queued, 98 MiB with 1 MiB and 4 MiB, 114 MiB with the
-     * defaults; backlog forwarding (24-27k jobs/s) did not depend on it. */
+     * before a pause is dropped. With a million jobs pending, librdkafka's default pre-fetch
+     * costs several times the resident memory of these sizes, and forwarding a backlog is no
+     * faster with it (docs/performance.md). */
     const char *const defaults[][2] = {
         { "client.id", "delayq-holder" },
         { "group.id", cfg->kafka.group_id },
@@ -157,8 +161,10 @@ static void pause_part(struct holder *h, struct part *p, enum hold why, int64_t 
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* Resume alone restarts after the last message handed out and may leave the fetcher asleep;
- * the seek to the held offset wakes it (see DESIGN.md, librdkafka 2.0.2 facts). */
+/* In librdkafka 2.0.2, resume alone restarts after the last message handed out and may leave
+ * the fetcher asleep for up to a second; the seek to the held offset wakes it at once.
+ * rd_kafka_seek does not block on a paused partition (rd_kafka_seek_partitions in 2.0.2 divides
+ * its timeout by 1000). */
 static void resume_part(struct holder *h, struct part *p)
 {
     rd_kafka_topic_partition_list_t *l = part_list(h, p);
@@ -647,10 +653,11 @@ static void update_gauges(struct holder *h)
     metrics_set(M_IN_MEMORY, in_memory);
 }
 
-/* After a burst (a backlog drained) glibc keeps the memory freed in its per-thread arenas:
- * 100,000 jobs left 80 MiB resident against 10 MiB idle. It is given back when many messages
- * were taken or finished since the last time and none was taken since the last check (100 ms):
- * once as a burst is being forwarded, and once more after its last TRIM_AFTER_MOVED. */
+/* After a burst (a backlog drained) glibc keeps the memory freed in its per-thread arenas: a
+ * burst of 100,000 jobs would leave 80 MiB resident against 10 MiB idle. It is given back when
+ * many messages were taken or finished since the last time and none was taken since the last
+ * check (100 ms): once as a burst is being forwarded, and once more after its last
+ * TRIM_AFTER_MOVED. */
 static void trim_after_burst(struct holder *h, int64_t now)
 {
     int quiet = h->taken == h->taken_at_check;

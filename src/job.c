@@ -1,3 +1,6 @@
+/* job: the job model, ids and tags, and the record kept in Redis: its text head and msgpack
+ * tail, written at add and read (bounded before msgpack-c allocates) at get and delivery. The
+ * contract is in include/job.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

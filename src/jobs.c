@@ -1,3 +1,7 @@
+/* jobs: the intake. HTTP threads queue parsed adds; one intake thread writes them to Redis in
+ * pipelines and produces their delay-topic references, answering each add from Kafka's delivery
+ * report. get, remove, readiness and the claims view run on the caller's thread with a pooled
+ * Redis connection. The contract is in include/jobs.h. */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -126,7 +130,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
 /* Produces the delay-topic message that references a stored job. 0, or -1 with err set.
  * It has no key (the id is in dq-id): librdkafka's sticky partitioner then fills one partition
  * at a time, and the broker takes one produce request per few milliseconds, not one per
- * partition per linger. Keyed by id, the broker spent about 40 us of CPU per add on requests. */
+ * partition per linger. Keyed by id, the broker would spend about 40 us of CPU per add on
+ * requests. */
 static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, size_t errlen)
 {
     const struct job *job = &pa->job;

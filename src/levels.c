@@ -1,3 +1,5 @@
+/* levels: durations, the delay levels and their topic names, the choice of level for a
+ * remaining time, and the checks of a job's target topic. The contract is in include/levels.h. */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,3 +1,5 @@
+/* log: one line per event on stderr, with time, level and module, filtered by level; gates that
+ * turn a repeating failure into one line per interval. The contract is in include/log.h. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,5 @@
+/* metrics: the process-wide counters, gauges and histograms as relaxed atomics, and their
+ * Prometheus text. The contract is in include/metrics.h. */
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>

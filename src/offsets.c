@@ -1,3 +1,5 @@
+/* offsets: the taken-but-unfinished offsets of one partition and the commit point they allow.
+ * The contract is in include/offsets.h. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,3 +1,6 @@
+/* producer: librdkafka configuration from the config file (project defaults, then every
+ * kafka.properties entry), producers with delivery reports, configuration checks without
+ * connecting, and header helpers. The contract is in include/producer.h. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,5 @@
+/* share: the fair share of partition groups among live instances. The contract is in
+ * include/share.h. */
 #include "share.h"
 
 struct share_plan share_plan(int groups, int live, int least, int held)

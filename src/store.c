@@ -1,3 +1,6 @@
+/* store: job records in Redis over hiredis: the Lua scripts that add, claim, mark, remove and
+ * drop records atomically, loaded once per connection and run in pipelines of 128 records per
+ * call. The contract is in include/store.h. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,5 @@
+/* topics: creates the missing delay topics and the dead-letter topic at start-up and reads
+ * their partition counts. The contract is in include/topics.h. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
