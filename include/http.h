@@ -14,7 +14,8 @@ struct http;
 struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen);
 
 /* Stops accepting connections, refuses further adds with 503, and waits up to timeout_ms for
- * the adds in progress to be answered. */
+ * the adds in progress to be answered (an add whose client left counts once its request has
+ * ended). */
 void http_drain(struct http *http, int timeout_ms);
 
 /* Stops the server and frees it. Call http_drain first, so no add waits on Kafka any more. */

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <microhttpd.h>
@@ -26,6 +29,9 @@
  * still takes 14 KB of request headers. */
 #define CONN_MEMORY_BYTES 16384
 #define LOOP_IDLE_MS 1000       /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
+/* Clients' FINs taken per turn of an HTTP thread; more wait for the next turn, which the wakes
+ * of this one bring at once. */
+#define FIN_BATCH 64
 
 enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
 
@@ -35,6 +41,8 @@ struct server {
     struct MHD_Daemon *d;
     int wake;                 /* eventfd: a connection was resumed, or drain or stop began */
     atomic_int woken;         /* wake written since the thread last looked: no need again */
+    int fins;                 /* epoll: the daemon's connections, each until its client's FIN */
+    unsigned conns, limit;    /* the daemon's connections; its MHD_OPTION_CONNECTION_LIMIT */
     pthread_t thread;
 };
 
@@ -64,6 +72,7 @@ struct request {
     enum add_state state;
     int add_status;
     char *response;
+    int counted;            /* the add is in http->busy */
 };
 
 /* Queues text (taken, freed by MHD) as the answer of req. */
@@ -133,7 +142,39 @@ static int authorized(const struct http *http, struct MHD_Connection *conn)
     return h && strncmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, http->cfg->http.auth_token);
 }
 
-/* Checks made before any body is read. Returns 0 to go on, or -1 when an answer was queued. */
+/* The Content-Length headers of a request: libmicrohttpd frames the body by the first. */
+struct lengths {
+    const char *first;
+    int differ;             /* another one says otherwise */
+};
+
+static enum MHD_Result note_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    struct lengths *l = cls;
+
+    (void)kind;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0)
+        return MHD_YES;
+    if (!l->first)
+        l->first = value;
+    else if (strcmp(value, l->first) != 0)
+        l->differ = 1;
+    return MHD_YES;
+}
+
+/* Whether two Content-Length headers disagree: where the body ends is then a guess, and a
+ * proxy in front may guess otherwise (request smuggling). */
+static int lengths_differ(struct MHD_Connection *conn)
+{
+    struct lengths l = { NULL, 0 };
+
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, note_length, &l);
+    return l.differ;
+}
+
+/* Checks made before any body is read. Returns 0 to go on, or -1 when an answer was queued
+ * (libmicrohttpd then reads no body and closes the connection after the answer). */
 static int admit(struct request *req, const char *method, enum MHD_Result *ret)
 {
     struct MHD_Connection *conn = req->conn;
@@ -141,6 +182,10 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
     int open = req->route == R_HEALTH || req->route == R_READY || req->route == R_METRICS;
 
+    if (lengths_differ(conn)) {
+        *ret = send_error(req, 400, API_BAD_REQUEST, "Content-Length headers disagree");
+        return -1;
+    }
     if (req->route == R_OTHER) {
         *ret = send_error(req, 404, API_NOT_FOUND, "no such path");
         return -1;
@@ -207,16 +252,33 @@ static void wake_once(struct server *s)
 static void add_done(void *opaque, int status, char *response)
 {
     struct request *req = opaque;
+    struct MHD_Connection *conn = req->conn;
+    struct server *srv = req->srv;
+    int suspended;
 
     pthread_mutex_lock(&req->mu);
     req->add_status = status;
     req->response = response;
-    if (req->state == ADD_SUSPENDED) {
-        MHD_resume_connection(req->conn);
-        wake_once(req->srv);   /* a daemon run from outside has no channel of its own for this */
-    }
+    suspended = req->state == ADD_SUSPENDED;
     req->state = ADD_DONE;
     pthread_mutex_unlock(&req->mu);
+    /* Last, and without req: once resumed, the request may end (its client gone) and req be
+     * freed before this thread would have left req->mu. */
+    if (suspended) {
+        MHD_resume_connection(conn);
+        wake_once(srv);   /* a daemon run from outside has no channel of its own for this */
+    }
+}
+
+/* Takes the add of req out of http->busy, once: when its answer is queued, or when its
+ * request ends without (its client left, and libmicrohttpd read the end of the connection
+ * before asking for the answer). */
+static void add_uncount(struct request *req)
+{
+    if (req->counted) {
+        req->counted = 0;
+        atomic_fetch_sub(&req->http->busy, 1);
+    }
 }
 
 static enum MHD_Result serve_add(struct request *req)
@@ -227,8 +289,9 @@ static enum MHD_Result serve_add(struct request *req)
     if (req->state == ADD_NEW) {
         /* busy first, then the flag: http_drain waits for every add that saw it clear. */
         atomic_fetch_add(&http->busy, 1);
+        req->counted = 1;
         if (atomic_load(&http->draining)) {
-            atomic_fetch_sub(&http->busy, 1);
+            add_uncount(req);
             return send_error(req, 503, API_UNAVAILABLE, "shutting down");
         }
         jobs_add(http->jobs, req->body ? req->body : "", req->len, add_done, req);
@@ -237,7 +300,7 @@ static enum MHD_Result serve_add(struct request *req)
     if (req->state == ADD_DONE) {
         ret = send_json(req, req->add_status, req->response);
         req->response = NULL;
-        atomic_fetch_sub(&http->busy, 1);
+        add_uncount(req);
     } else if (req->state == ADD_NEW) {
         /* Answered later by add_done, which resumes the connection. */
         req->state = ADD_SUSPENDED;
@@ -245,6 +308,20 @@ static enum MHD_Result serve_add(struct request *req)
     }
     pthread_mutex_unlock(&req->mu);
     return ret;
+}
+
+/* The job_id of the query string into id. libmicrohttpd decodes %00 into the value, which a
+ * C string would cut short: "abc%00x" named job abc. Returns 0, or -1 with e set. */
+static int query_job_id(struct MHD_Connection *conn, char id[JOB_ID_MAX + 1], struct api_error *e)
+{
+    static const char key[] = "job_id";
+    const char *v = NULL;
+    size_t len = 0;
+
+    if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, key, sizeof(key) - 1, &v,
+                                      &len) == MHD_YES && v && strlen(v) != len)
+        return api_fail(e, 400, API_BAD_REQUEST, "job_id: holds a NUL byte");
+    return api_check_job_id(v, id, e);
 }
 
 static enum MHD_Result serve_id(struct request *req)
@@ -257,8 +334,7 @@ static enum MHD_Result serve_id(struct request *req)
     if (req->len > 0) {
         if (api_parse_job_id(req->body, req->len, id, &e) < 0)
             return send_error(req, e.status, e.code, e.message);
-    } else if (api_check_job_id(MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "job_id"),
-                                id, &e) < 0) {
+    } else if (query_job_id(req->conn, id, &e) < 0) {
         return send_error(req, e.status, e.code, e.message);
     }
     resp = req->route == R_GET ? jobs_get(req->http->jobs, id, &status)
@@ -333,6 +409,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return serve(req);
 }
 
+/* The end of a request, whatever its termination code. libmicrohttpd ends a suspended one only
+ * in MHD_stop_daemon, after jobs_free has answered every add: no add still refers to req. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
@@ -343,6 +421,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)why;
     if (!req)
         return;
+    add_uncount(req);
     if (req->status)
         metrics_http(req->route, req->status, (double)(clock_mono_us() - req->start_us) / 1e6);
     pthread_mutex_destroy(&req->mu);
@@ -389,6 +468,63 @@ static int resolve(const char *listen, struct sockaddr_storage *sa, char *err, s
     return 0;
 }
 
+/* libmicrohttpd 0.9.75 watches connections edge-triggered and takes a read shorter than its
+ * buffer for a drained socket: when a client's last bytes and its FIN come in one edge (always
+ * so for a connection accepted from the backlog after its client left), it reads the bytes,
+ * never the end, and no edge follows. The closed connection would keep its slot until
+ * connection_timeout_s, and a full daemon accepts nothing. So each daemon's connections are
+ * also in s->fins until their client's FIN: once libmicrohttpd has read every byte before it
+ * and still holds the connection, shutdown(SHUT_RD) wakes the socket (and does nothing else:
+ * nothing arrives after a FIN), the daemon's epoll reports it again, and libmicrohttpd reads
+ * the end and closes the connection. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct server *s = cls;
+    const union MHD_ConnectionInfo *ci;
+    struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT };
+
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        s->conns--;   /* closing the socket takes it out of s->fins */
+        return;
+    }
+    s->conns++;
+    ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    ev.data.fd = ci->connect_fd;
+    if (epoll_ctl(s->fins, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+        log_warn("connection fd=%d not watched for its client's FIN: %s", ev.data.fd, strerror(errno));
+}
+
+/* Wakes the connections whose client has sent its FIN and whose bytes have all been read (see
+ * on_connection); one with bytes still unread is looked at again after the next run. */
+static void wake_fins(struct server *s)
+{
+    struct epoll_event ev[FIN_BATCH];
+    int n = epoll_wait(s->fins, ev, FIN_BATCH, 0);
+
+    for (int i = 0; i < n; i++) {
+        int fd = ev[i].data.fd, unread = 0;
+
+        if (ioctl(fd, FIONREAD, &unread) == 0 && unread > 0) {
+            ev[i].events = EPOLLRDHUP | EPOLLONESHOT;
+            (void)epoll_ctl(s->fins, EPOLL_CTL_MOD, fd, &ev[i]);
+        } else {
+            (void)shutdown(fd, SHUT_RD);
+        }
+    }
+}
+
+/* How long the thread of s may sleep: the daemon's own timeout, at most LOOP_IDLE_MS. */
+static int sleep_ms(struct server *s)
+{
+    MHD_UNSIGNED_LONG_LONG t;
+
+    if (MHD_get_timeout(s->d, &t) == MHD_YES && t < (MHD_UNSIGNED_LONG_LONG)LOOP_IDLE_MS)
+        return (int)t;
+    return LOOP_IDLE_MS;
+}
+
 /* The thread of one daemon. libmicrohttpd's own threads (0.9.75) wait in epoll_wait again,
  * with the timeout they computed before, whenever one wait returned its whole batch of 128
  * events: 128 connections of one thread that became readable together then sat unanswered
@@ -400,11 +536,10 @@ static void *serve_loop(void *arg)
     struct server *s = arg;
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_EPOLL_FD);
     struct pollfd pfd[2] = { { .fd = info->epoll_fd, .events = POLLIN }, { .fd = s->wake, .events = POLLIN } };
-    int quiesced = 0;
+    int quiesced = 0, freed = 0;
 
     while (!atomic_load(&s->http->stop)) {
-        MHD_UNSIGNED_LONG_LONG t;
-        int ms = LOOP_IDLE_MS;
+        int ms, full;
 
         if (!quiesced && atomic_load(&s->http->quiesce)) {
             MHD_socket fd = MHD_quiesce_daemon(s->d);   /* the daemon's copy of the socket */
@@ -412,8 +547,7 @@ static void *serve_loop(void *arg)
                 close(fd);
             quiesced = 1;
         }
-        if (MHD_get_timeout(s->d, &t) == MHD_YES && t < (MHD_UNSIGNED_LONG_LONG)ms)
-            ms = (int)t;
+        ms = freed ? 0 : sleep_ms(s);
         if (ms > 0 && poll(pfd, 2, ms) > 0 && pfd[1].revents) {
             eventfd_t n;
             (void)eventfd_read(s->wake, &n);
@@ -421,7 +555,12 @@ static void *serve_loop(void *arg)
         /* Cleared before the run: a connection resumed from here on is served by this run or
          * wakes the next poll. */
         atomic_store(&s->woken, 0);
+        full = s->conns >= s->limit;
         MHD_run(s->d);
+        wake_fins(s);
+        /* A full daemon takes its listening socket out of its epoll set, and puts it back only
+         * at the start of a run: once slots are free, that run must not wait for another event. */
+        freed = full && s->conns < s->limit;
     }
     return NULL;
 }
@@ -460,8 +599,12 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
         int own;
 
         s->http = http;
-        if ((s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
-            snprintf(err, errlen, "cannot start an HTTP thread: eventfd: %s", strerror(errno));
+        s->limit = limit ? limit : 1u;
+        if ((s->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0 ||
+            (s->fins = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+            snprintf(err, errlen, "cannot start an HTTP thread: %s", strerror(errno));
+            if (s->wake >= 0)
+                close(s->wake);
             goto fail;
         }
         own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
@@ -470,19 +613,22 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
             on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
             MHD_OPTION_LISTEN_SOCKET, own,
-            MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
+            MHD_OPTION_CONNECTION_LIMIT, s->limit,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
             MHD_OPTION_END);
         if (!s->d) {   /* its copy of the socket stays open: the process is failing to start */
             close(s->wake);
+            close(s->fins);
             snprintf(err, errlen, "cannot start the HTTP server on %s", cfg->http.listen);
             goto fail;
         }
         if (pthread_create(&s->thread, NULL, serve_loop, s) != 0) {
             MHD_stop_daemon(s->d);
             close(s->wake);
+            close(s->fins);
             snprintf(err, errlen, "cannot start an HTTP thread");
             goto fail;
         }
@@ -519,6 +665,7 @@ void http_free(struct http *http)
         pthread_join(http->srv[i].thread, NULL);
         MHD_stop_daemon(http->srv[i].d);
         close(http->srv[i].wake);
+        close(http->srv[i].fins);
     }
     free(http->srv);
     free(http);

@@ -258,7 +258,8 @@ class Delayqd:
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}";
-         connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)}; }};
+         connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
+         max_connections = {x.get('max_connections', 1024)}; }};
 redis: {{ host = "127.0.0.1"; port = {x.get('redis_port', self.stack.redis_port)}; prefix = "{self.prefix}";
          timeout_ms = {x.get('redis_timeout_ms', 1000)}; }};
 kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
