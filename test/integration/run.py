@@ -14,8 +14,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-MODULES = ["test_config", "test_install", "test_api", "test_http_hardening", "test_delivery",
-           "test_faults", "test_instances"]
+MODULES = ["test_config", "test_install", "test_api", "test_readme", "test_http_hardening",
+           "test_delivery", "test_faults", "test_instances"]
 
 
 def collect(filters):
