@@ -13,6 +13,7 @@
 #define CONFIG_PROPS_MAX 64       /* librdkafka properties passed through */
 #define CONFIG_PARTITIONS_MAX 1024
 #define CONFIG_GROUPS_MAX 1024
+#define CONFIG_SENTINELS_MAX 16   /* Sentinels asked for the master, in turn */
 
 struct config {
     struct {
@@ -26,10 +27,17 @@ struct config {
     struct {
         char host[CONFIG_STR_MAX];
         int64_t port;
+        char sentinels[CONFIG_SENTINELS_MAX][CONFIG_STR_MAX];   /* "host:port"; none: host/port */
+        int nsentinels;
+        char master_name[CONFIG_STR_MAX];  /* the master the Sentinels watch */
+        char sentinel_password[CONFIG_STR_MAX];   /* AUTH on the Sentinels; empty for none */
+        char username[CONFIG_STR_MAX];     /* ACL user for AUTH; empty: the default user */
         char password[CONFIG_STR_MAX];
         int64_t db;
         char prefix[CONFIG_STR_MAX];
         int64_t timeout_ms;                /* connect and command timeout */
+        int64_t wait_replicas;             /* writes a guarantee rests on wait for this many */
+        int64_t wait_timeout_ms;           /* replicas to confirm them (WAIT), this long at most */
     } redis;
     struct {
         char brokers[CONFIG_STR_MAX];

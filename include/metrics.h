@@ -10,7 +10,6 @@ enum metric_counter {
     M_JOBS_ADDED,           /* adds answered with success (new jobs) */
     M_JOBS_DELIVERED,       /* business messages acknowledged by Kafka */
     M_JOBS_CANCELLED,       /* removes of pending jobs */
-    M_JOBS_SKIPPED,         /* due messages skipped: removed, expired, stale, a copy */
     M_FORWARDS,             /* produce calls to a business topic (counted when sent) */
     M_MOVES,                /* messages moved down a level */
     M_RESUMES,              /* held partitions resumed (each costs a fetch) */
@@ -32,6 +31,19 @@ enum metric_gauge {
 enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_DEAD_LETTER_TOPIC, DLQ_TOO_FAR, DLQ_ID,
                   DLQ_RECORD, DLQ_REFUSED, DLQ_REASONS };
 
+/* Why a due message of a job added over HTTP was not delivered. */
+enum skip_reason {
+    SKIP_EXPIRED,           /* no record, and it would have expired by now */
+    SKIP_MISSING,           /* no record although it should still be there: lost in Redis */
+    SKIP_CANCELLED,         /* removed */
+    SKIP_DELIVERED,         /* delivered already (by another copy of its message) */
+    SKIP_FAILED,            /* dead-lettered already */
+    SKIP_EARLIER_JOB,       /* the message of an earlier job with this id */
+    SKIP_COPY,              /* another copy of its message is being delivered here */
+    SKIP_FOREIGN,           /* not one of the job's own messages (dq-tag) */
+    SKIP_REASONS
+};
+
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_OTHER,
                   HTTP_ROUTES };
 
@@ -39,6 +51,7 @@ void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);
 void metrics_set(enum metric_gauge g, int64_t v);
 void metrics_dead_letter(enum dlq_reason r);
+void metrics_skipped(enum skip_reason r);
 /* One HTTP request: its route, status and how long it took. */
 void metrics_http(enum http_route r, int status, double seconds);
 /* A delivery's lateness: sent minus due, milliseconds. */

@@ -57,6 +57,8 @@ struct store_add_answer {
     int ok;                     /* 0: Redis refused this one; err says why */
     enum store_add_result res;
     enum job_state state;       /* the record's state after the call */
+    char tag[JOB_TAG_LEN + 1];  /* STORE_DUPLICATE: the record's tag ("" if it has none) */
+    int64_t due_ms;             /* STORE_DUPLICATE: the record's due time, epoch ms; else -1 */
     char err[160];
 };
 
@@ -115,6 +117,12 @@ redisReply *store_eval(struct store *st, const char *script, const char *key, in
                        const char *const *argv, const size_t *argvlen, char *err, size_t errlen);
 redisReply *store_command(struct store *st, char *err, size_t errlen, const char *fmt, ...);
 redisReply *store_argv(struct store *st, int argc, const char **argv, char *err, size_t errlen);
+
+/* With redis.wait_replicas set: WAIT for that many replicas to confirm the writes made on this
+ * store's connection so far. 0 when they did (or none are asked for), -1 with err set when
+ * fewer did within redis.wait_timeout_ms or Redis did not answer. Every record call above
+ * confirms its own writes this way before it answers. */
+int store_confirm(struct store *st, char *err, size_t errlen);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

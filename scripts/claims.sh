@@ -57,6 +57,7 @@ get() { printf '%s\n' "$settings" | sed -n "s/^$1=//p" | tail -n 1; }
 
 host=$(get redis.host); host=${host:-127.0.0.1}
 port=$(get redis.port); port=${port:-6379}
+username=$(get redis.username)
 password=$(get redis.password)
 db=$(get redis.db); db=${db:-0}
 prefix=$(get redis.prefix); prefix=${prefix-dq:}
@@ -74,8 +75,24 @@ else
 fi
 ngroups=$(printf '%s\n' "$group_lines" | grep -c .)
 
+# With redis.sentinels, the master is the one the first Sentinel that answers names.
+sentinels=$(get redis.sentinels | tr -d '[]" ' | tr ',' ' ')
+if [ -n "$sentinels" ]; then
+  name=$(get redis.master_name); spass=$(get redis.sentinel_password); found=
+  for s in $sentinels; do
+    sargs=(-h "${s%:*}" -p "${s##*:}" --raw)
+    [ -z "$spass" ] || sargs+=(-a "$spass" --no-auth-warning)
+    addr=$(timeout 2 redis-cli "${sargs[@]}" SENTINEL get-master-addr-by-name "$name" 2>/dev/null) || continue
+    [ "$(printf '%s\n' "$addr" | grep -c .)" = 2 ] || continue
+    host=$(printf '%s\n' "$addr" | sed -n 1p); port=$(printf '%s\n' "$addr" | sed -n 2p); found=1
+    break
+  done
+  [ -n "$found" ] || die "no Sentinel of redis.sentinels ($sentinels) names master '$name'"
+fi
+
 rcli() {
   local args=(-h "$host" -p "$port" -n "$db" --raw)
+  [ -z "$username" ] || args+=(--user "$username")
   [ -z "$password" ] || args+=(-a "$password" --no-auth-warning)
   redis-cli "${args[@]}" "$@"
 }

@@ -165,6 +165,14 @@ int claims_acquire(struct claims *c, int group, char *err, size_t errlen)
         return -1;
     got = r->type == REDIS_REPLY_STATUS;   /* OK; nil when someone holds it */
     freeReplyObject(r);
+    /* A lease a failover could take back is no lease: with redis.wait_replicas, it counts once
+     * the replicas have it, and is given up when they do not confirm it in time. */
+    if (got && store_confirm(c->st, err, errlen) < 0) {
+        char why[256];
+        if (claims_release(c, group, why, sizeof(why)) < 0)
+            snprintf(err + strlen(err), errlen - strlen(err), "; giving it up failed: %s", why);
+        return -1;
+    }
     return got;
 }
 

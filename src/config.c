@@ -33,6 +33,7 @@ static int set_groups(const struct key *, config_setting_t *, struct config *, c
 static int set_props(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_log_level(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_listen(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_sentinels(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
@@ -51,10 +52,16 @@ static const struct key keys[] = {
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
     STR1(redis, host, redis.host),
     INT(redis, port, redis.port, 1, 65535),
+    FN(redis, sentinels, set_sentinels),
+    STR(redis, master_name, redis.master_name),
+    STR(redis, sentinel_password, redis.sentinel_password),
+    STR(redis, username, redis.username),
     STR(redis, password, redis.password),
     INT(redis, db, redis.db, 0, 1 << 20),
     STR(redis, prefix, redis.prefix),
     INT(redis, timeout_ms, redis.timeout_ms, 10, 600000),
+    INT(redis, wait_replicas, redis.wait_replicas, 0, 64),
+    INT(redis, wait_timeout_ms, redis.wait_timeout_ms, 1, 600000),
     STR1(kafka, brokers, kafka.brokers),
     STR1(kafka, group_id, kafka.group_id),
     FN(kafka, properties, set_props),
@@ -91,6 +98,7 @@ void config_defaults(struct config *cfg)
     cfg->redis.port = 6379;
     snprintf(cfg->redis.prefix, sizeof(cfg->redis.prefix), "dq:");
     cfg->redis.timeout_ms = 2000;
+    cfg->redis.wait_timeout_ms = 1000;
     snprintf(cfg->kafka.brokers, sizeof(cfg->kafka.brokers), "127.0.0.1:9092");
     snprintf(cfg->kafka.group_id, sizeof(cfg->kafka.group_id), "delayq");
     cfg->kafka.produce_timeout_ms = 5000;
@@ -124,16 +132,13 @@ static int set_log_level(const struct key *k, config_setting_t *s, struct config
 }
 
 /* "host:port" or "[v6 address]:port", the port a decimal 1-65535: anything else would bind
- * another port than the one logged, or a random one. */
-static int set_listen(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                      size_t whylen)
+ * or reach another port than the one written, or a random one. 0, or -1 with why set. */
+static int host_port_valid(const char *v, char *why, size_t whylen)
 {
-    const char *v = config_setting_get_string(s), *colon = v ? strrchr(v, ':') : NULL;
+    const char *colon = strrchr(v, ':');
     long port = 0;
 
-    (void)k;
-    if (!v || strlen(v) >= sizeof(cfg->http.listen) || !colon || colon == v ||
-        (strchr(v, ':') != colon && (v[0] != '[' || colon[-1] != ']'))) {
+    if (!colon || colon == v || (strchr(v, ':') != colon && (v[0] != '[' || colon[-1] != ']'))) {
         snprintf(why, whylen, "must be a string \"host:port\" (an IPv6 host in brackets: \"[::1]:9277\")");
         return -1;
     }
@@ -143,7 +148,49 @@ static int set_listen(const struct key *k, config_setting_t *s, struct config *c
         snprintf(why, whylen, "port \"%s\" must be a number from 1 to 65535", colon + 1);
         return -1;
     }
+    return 0;
+}
+
+static int set_listen(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                      size_t whylen)
+{
+    const char *v = config_setting_get_string(s);
+
+    (void)k;
+    if (!v || strlen(v) >= sizeof(cfg->http.listen)) {
+        snprintf(why, whylen, "must be a string \"host:port\" (an IPv6 host in brackets: \"[::1]:9277\")");
+        return -1;
+    }
+    if (host_port_valid(v, why, whylen) < 0)
+        return -1;
     snprintf(cfg->http.listen, sizeof(cfg->http.listen), "%s", v);
+    return 0;
+}
+
+static int set_sentinels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                         size_t whylen)
+{
+    int n = config_setting_length(s);
+    char what[256];
+
+    (void)k;
+    if (!config_setting_is_aggregate(s) || n < 1 || n > CONFIG_SENTINELS_MAX) {
+        snprintf(why, whylen, "must be a list of 1 to %d \"host:port\" strings", CONFIG_SENTINELS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *v = config_setting_get_string_elem(s, i);
+        if (!v || strlen(v) >= CONFIG_STR_MAX) {
+            snprintf(why, whylen, "element %d must be a \"host:port\" string", i);
+            return -1;
+        }
+        if (host_port_valid(v, what, sizeof(what)) < 0) {
+            snprintf(why, whylen, "element %d: %s", i, what);
+            return -1;
+        }
+        snprintf(cfg->redis.sentinels[i], CONFIG_STR_MAX, "%s", v);
+    }
+    cfg->redis.nsentinels = n;
     return 0;
 }
 
@@ -335,9 +382,38 @@ static int line_of(config_t *lc, const char *path)
 }
 
 /* Checks that need several keys at once. */
+/* Where Redis is: one server (host, port) or the master that Sentinels name, not both. */
+static int check_redis_mode(config_t *lc, const struct config *cfg, const char *src, char *err,
+                            size_t errlen)
+{
+    const char *mixed = config_lookup(lc, "redis.host") ? "redis.host"
+                      : config_lookup(lc, "redis.port") ? "redis.port" : NULL;
+
+    if (cfg->redis.nsentinels && mixed) {
+        snprintf(err, errlen, "%s:%d: %s: not with redis.sentinels (line %d): give one server or "
+                 "the Sentinels that name the master", src, line_of(lc, mixed), mixed,
+                 line_of(lc, "redis.sentinels"));
+        return -1;
+    }
+    if (cfg->redis.nsentinels && !cfg->redis.master_name[0]) {
+        snprintf(err, errlen, "%s:%d: redis.master_name: required with redis.sentinels", src,
+                 line_of(lc, "redis.sentinels"));
+        return -1;
+    }
+    if (!cfg->redis.nsentinels && (cfg->redis.master_name[0] || cfg->redis.sentinel_password[0])) {
+        const char *k = cfg->redis.master_name[0] ? "redis.master_name" : "redis.sentinel_password";
+        snprintf(err, errlen, "%s:%d: %s: only with redis.sentinels", src, line_of(lc, k), k);
+        return -1;
+    }
+    return 0;
+}
+
 static int finish(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
 {
     char why[256];
+
+    if (check_redis_mode(lc, cfg, src, err, errlen) < 0)
+        return -1;
 
     if (topic_format_valid(cfg->delay.topic_format, why, sizeof(why)) < 0) {
         snprintf(err, errlen, "%s:%d: delay.topic_format: %s", src, line_of(lc, "delay.topic_format"), why);

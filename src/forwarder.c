@@ -378,6 +378,47 @@ static void tag_of(const struct held *m, char out[ENVELOPE_TAG_MAX + 1])
     out[m->env.tag_len] = '\0';
 }
 
+/* Why a claim did not claim: pure, from the claim's answer and the message's due time. A
+ * record is kept until due + retention at least (a removed one for retention after the remove),
+ * so none before then means it was lost, not removed. */
+static enum skip_reason skip_reason_of(const struct store_claim *c, int64_t due_ms,
+                                       int64_t retention_ms, int64_t now)
+{
+    if (!c->found)
+        return now >= due_ms + retention_ms ? SKIP_EXPIRED : SKIP_MISSING;
+    if (c->stale)
+        return SKIP_EARLIER_JOB;
+    if (c->busy)
+        return SKIP_COPY;
+    if (c->foreign)
+        return SKIP_FOREIGN;
+    return c->before == JOB_CANCELLED ? SKIP_CANCELLED
+         : c->before == JOB_FAILED    ? SKIP_FAILED : SKIP_DELIVERED;
+}
+
+static void skip(struct forwarder *fw, struct held *m, const char *id, enum skip_reason why)
+{
+    static const char *const text[SKIP_REASONS] = {
+        [SKIP_EXPIRED] = "no record (expired)",
+        [SKIP_MISSING] = "no record, though it should be there until due + job.retention_s: "
+                         "lost in Redis (a failover without its replica, or a Redis crash)",
+        [SKIP_CANCELLED] = "removed",
+        [SKIP_DELIVERED] = "delivered already",
+        [SKIP_FAILED] = "dead-lettered already",
+        [SKIP_EARLIER_JOB] = "message of an earlier job with this id",
+        [SKIP_COPY] = "another copy of its message is in flight",
+        [SKIP_FOREIGN] = "the message is not the job's own (its " HDR_TAG " is not the record's)",
+    };
+
+    metrics_skipped(why);
+    if (why == SKIP_MISSING)
+        log_warn("skip job=%s topic=%s partition=%d offset=%lld: %s", id, topic_of(fw, m),
+                 m->partition, (long long)m->offset, text[why]);
+    else
+        log_info("skip job=%s: %s", id, text[why]);
+    done(fw, m);
+}
+
 /* What a claimed record says to do with its message. */
 static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -388,14 +429,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
 
     id_of(m, id);
     if (!c->found || !c->claimed) {
-        metrics_inc(M_JOBS_SKIPPED);
-        log_info("skip job=%s: %s", id, !c->found ? "no record (removed or expired)"
-                                        : c->stale ? "message of an earlier job with this id"
-                                        : c->busy  ? "another copy of its message is in flight"
-                                        : c->foreign ? "the message is not the job's own (its "
-                                                       HDR_TAG " is not the record's)"
-                                                   : job_state_name(c->before));
-        done(fw, m);
+        skip(fw, m, id, skip_reason_of(c, m->due_ms, fw->cfg->job.retention_s * 1000, now));
         return;
     }
     if (job_record_read(id, c->data, c->len, &job, &rec, err, sizeof(err)) < 0) {

@@ -37,6 +37,7 @@ struct pending_add {
     struct jobs *jobs;
     struct job job;             /* owned */
     int64_t queued_ms;          /* monotonic: when it entered the intake queue */
+    int resent;                 /* its record was there already: not this add's to undo */
     jobs_done_fn done;
     void *opaque;
     struct pending_add *next;   /* in the intake queue */
@@ -117,14 +118,16 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
     if (m->err) {
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
-        undo(jobs, pa->job.id);
+        if (!pa->resent)
+            undo(jobs, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: kafka: %s", rd_kafka_err2str(m->err));
         finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
         return;
     }
     log_debug("added job=%s partition=%d offset=%lld", pa->job.id, m->partition, (long long)m->offset);
     metrics_inc(M_JOBS_ADDED);
-    finish_add(pa, 200, API_OK, "ok", api_job_id_data(pa->job.id));
+    finish_add(pa, 200, API_OK, pa->resent ? "ok (the same job was already added)" : "ok",
+               api_job_id_data(pa->job.id));
 }
 
 /* Produces the delay-topic message that references a stored job. 0, or -1 with err set.
@@ -142,7 +145,8 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
 
     headers_add(h, HDR_TOPIC, job->topic, strlen(job->topic));
     headers_add(h, HDR_ID, job->id, strlen(job->id));
-    headers_add(h, HDR_TAG, job->tag, strlen(job->tag));
+    if (job->tag[0])   /* a record written before tags has none */
+        headers_add(h, HDR_TAG, job->tag, strlen(job->tag));
     headers_add_int(h, HDR_DUE, job->due_ms);
     /* CreateTime = the instant the delay was measured from, so timestamp + level <= due. */
     e = rd_kafka_producev(jobs->rk, RD_KAFKA_V_TOPIC(lv->topic[level]),
@@ -158,6 +162,26 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
     return 0;
 }
 
+/* The same job is pending already: an earlier add of it may have failed after writing the
+ * record, before Kafka had its message, so the message is sent again, with the record's tag and
+ * due time, and the add answered when Kafka has it. A second message of one job is harmless:
+ * the first to claim the record delivers it, the other finds it delivered (or busy) and skips. */
+static void resend(struct jobs *jobs, struct pending_add *pa, const struct store_add_answer *a)
+{
+    char err[256], msg[512];
+    int64_t now = clock_now_ms();
+
+    pa->resent = 1;
+    snprintf(pa->job.tag, sizeof(pa->job.tag), "%s", a->tag);
+    pa->job.due_ms = a->due_ms;
+    pa->job.created_ms = now;
+    pa->job.delay_ms = a->due_ms > now ? a->due_ms - now : 0;
+    if (produce_ref(jobs, pa, err, sizeof(err)) == 0)
+        return;
+    snprintf(msg, sizeof(msg), "add failed: %s", err);   /* the record stays: a retry sends again */
+    finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+}
+
 /* What the record said: answer at once, or go on to Kafka. */
 static void after_record(struct jobs *jobs, struct pending_add *pa, const struct store_add_answer *a)
 {
@@ -167,6 +191,8 @@ static void after_record(struct jobs *jobs, struct pending_add *pa, const struct
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "add failed: %s", a->err);
         finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+    } else if (a->res == STORE_DUPLICATE && a->state == JOB_PENDING && a->due_ms >= 0) {
+        resend(jobs, pa, a);
     } else if (a->res == STORE_DUPLICATE) {
         finish_add(pa, 200, API_OK, "ok (the same job was already added)", api_job_id_data(pa->job.id));
     } else if (a->res == STORE_ADD_NOT_A_RECORD) {

@@ -22,7 +22,6 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_JOBS_ADDED] = { "delayq_jobs_added_total", "Jobs added over HTTP." },
     [M_JOBS_DELIVERED] = { "delayq_jobs_delivered_total", "Messages delivered to business topics." },
     [M_JOBS_CANCELLED] = { "delayq_jobs_cancelled_total", "Pending jobs removed." },
-    [M_JOBS_SKIPPED] = { "delayq_jobs_skipped_total", "Due messages skipped (removed, expired, stale or a copy)." },
     [M_FORWARDS] = { "delayq_forwards_total", "Sends to business topics, counted when sent." },
     [M_MOVES] = { "delayq_moves_total", "Messages moved down a level." },
     [M_RESUMES] = { "delayq_partition_resumes_total", "Held partitions resumed; each one fetches again." },
@@ -46,6 +45,13 @@ static const char *const dlq_names[DLQ_REASONS] = {
     [DLQ_REFUSED] = "refused",
 };
 
+static const char *const skip_names[SKIP_REASONS] = {
+    [SKIP_EXPIRED] = "expired", [SKIP_MISSING] = "record_missing", [SKIP_CANCELLED] = "removed",
+    [SKIP_DELIVERED] = "already_delivered", [SKIP_FAILED] = "already_failed",
+    [SKIP_EARLIER_JOB] = "earlier_job", [SKIP_COPY] = "copy_in_flight",
+    [SKIP_FOREIGN] = "not_its_message",
+};
+
 static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
@@ -54,6 +60,7 @@ static const char *const route_names[HTTP_ROUTES] = {
 static atomic_uint_fast64_t counters[M_COUNTERS];
 static atomic_int_fast64_t gauges[M_GAUGES];
 static atomic_uint_fast64_t dead[DLQ_REASONS];
+static atomic_uint_fast64_t skipped[SKIP_REASONS];
 static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
 static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
 static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
@@ -67,6 +74,7 @@ void metrics_inc(enum metric_counter c) { ADD(counters[c], 1); }
 void metrics_add(enum metric_counter c, uint64_t n) { ADD(counters[c], n); }
 void metrics_set(enum metric_gauge g, int64_t v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
 void metrics_dead_letter(enum dlq_reason r) { ADD(dead[r], 1); }
+void metrics_skipped(enum skip_reason r) { ADD(skipped[r], 1); }
 
 void metrics_http(enum http_route r, int status, double seconds)
 {
@@ -201,6 +209,11 @@ char *metrics_render(void)
     for (int r = 0; r < DLQ_REASONS; r++)
         put(&b, "delayq_dead_letters_total{reason=\"%s\"} %llu\n", dlq_names[r],
             (unsigned long long)GET(dead[r]));
+    put(&b, "# HELP delayq_jobs_skipped_total Due messages of jobs not delivered, by reason.\n"
+            "# TYPE delayq_jobs_skipped_total counter\n");
+    for (int r = 0; r < SKIP_REASONS; r++)
+        put(&b, "delayq_jobs_skipped_total{reason=\"%s\"} %llu\n", skip_names[r],
+            (unsigned long long)GET(skipped[r]));
     render_http(&b);
     render_lateness(&b);
     if (b.oom) {

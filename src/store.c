@@ -9,6 +9,7 @@
 
 #include <hiredis.h>
 
+#include "sentinel.h"
 #include "store.h"
 
 #define KEY_MAX (CONFIG_STR_MAX + 4 + JOB_ID_MAX + 1)   /* prefix + "job:" + id */
@@ -17,9 +18,17 @@
  * neither their text nor its SHA-1 is sent or computed again for every job. */
 enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_COUNT };
 
+/* A Sentinel is asked this long at most (connect and answer), so that a dead one costs little
+ * before the next is asked; never longer than redis.timeout_ms. */
+#define SENTINEL_TIMEOUT_MS 500
+
 struct store {
     const struct config *cfg;
     redisContext *c;
+    int elsewhere;              /* a reply said this is not the master: reconnect before use */
+    int unconfirmed;            /* the last pipeline's writes lack redis.wait_replicas replicas */
+    char wait_err[160];         /* why, when unconfirmed */
+    int order[CONFIG_SENTINELS_MAX];   /* the Sentinels, in the order they are asked */
     char sha[S_COUNT][41];
     char why[96];               /* conn_error's text for a timeout */
 };
@@ -61,8 +70,9 @@ struct store {
  * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
  *
  * Add, ARGV per record: record, ttl ms. Returns {result, state letter} per record: 0 added,
- * 1 the same job is there (same topic and body), 2 another job has the id, 3 the key holds no
- * record; or the error of its SET (such as OOM) as that record's answer, not the whole call's.
+ * 1 the same job is there (same topic and body; then also its tag and due time, so that the
+ * add can send its message again), 2 another job has the id, 3 the key holds no record; or the
+ * error of its SET (such as OOM) as that record's answer, not the whole call's.
  * A new id, the usual case, costs one SET NX; the record there is read only when that fails. */
 static const char add_lua[] =
     "local function one(record, ttl, key)\n"
@@ -75,7 +85,7 @@ static const char add_lua[] =
     "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
     "  local mine = cmsgpack.unpack(string.sub(record, select(5, string.match(record, '" JOB_RECORD_HEAD "'))))\n"
     "  if ok and type(rec) == 'table' and rec[1] == mine[1] and rec[2] == mine[2] then\n"
-    "    return {1, st}\n"
+    "    return {1, st, stamp, due}\n"
     "  end\n"
     "end\n"
     "return {2, st}\n"
@@ -160,8 +170,11 @@ struct store *store_new(const struct config *cfg)
 {
     struct store *st = calloc(1, sizeof(*st));
 
-    if (st)
-        st->cfg = cfg;
+    if (!st)
+        return NULL;
+    st->cfg = cfg;
+    for (int i = 0; i < cfg->redis.nsentinels; i++)
+        st->order[i] = i;
     return st;
 }
 
@@ -192,6 +205,16 @@ static void drop_conn(struct store *st)
         redisFree(st->c);
         st->c = NULL;
     }
+    st->elsewhere = 0;
+}
+
+/* Notes a reply that says the connection is not to the master (a replica after a failover, a
+ * node still loading): the connection is dropped, and the master looked for again, before the
+ * next call. */
+static void note_reply(struct store *st, const redisReply *r)
+{
+    if (r && r->type == REDIS_REPLY_ERROR && sentinel_error_means_elsewhere(r->str))
+        st->elsewhere = 1;
 }
 
 /* Runs a setup command on a fresh connection; 0 when it answers without error. */
@@ -227,25 +250,142 @@ static int load_scripts(struct store *st, char *err, size_t errlen)
     return 0;
 }
 
-static int ensure_conn(struct store *st, char *err, size_t errlen)
+static struct timeval timeval_of(int64_t ms)
 {
-    const struct config *cfg = st->cfg;
-    struct timeval tv = { cfg->redis.timeout_ms / 1000, (cfg->redis.timeout_ms % 1000) * 1000 };
-    char db[32];
+    return (struct timeval){ (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+}
 
-    if (st->c && !st->c->err)
+/* AUTH with the ACL user and password when set (password alone: the default user). */
+static int authenticate(struct store *st, const char *user, const char *password, char *err,
+                        size_t errlen)
+{
+    redisReply *r;
+    int rc;
+
+    if (!password[0])
         return 0;
-    drop_conn(st);
-    st->c = redisConnectWithTimeout(cfg->redis.host, (int)cfg->redis.port, tv);
+    r = user[0] ? redisCommand(st->c, "AUTH %s %s", user, password)
+                : redisCommand(st->c, "AUTH %s", password);
+    rc = r && r->type != REDIS_REPLY_ERROR ? 0 : -1;
+    if (rc < 0)
+        snprintf(err, errlen, "redis AUTH: %s", r ? r->str : conn_error(st));
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* Connects st->c to host:port. 0, or -1 with err set and no connection. */
+static int connect_to(struct store *st, const char *host, int port, int64_t timeout_ms,
+                      char *err, size_t errlen)
+{
+    struct timeval tv = timeval_of(timeout_ms);
+
+    st->c = redisConnectWithTimeout(host, port, tv);
     if (!st->c || st->c->err) {
-        snprintf(err, errlen, "redis %s:%lld: %s", cfg->redis.host, (long long)cfg->redis.port,
-                 st->c ? conn_error(st) : "out of memory");
+        snprintf(err, errlen, "redis %s:%d: %s", host, port, st->c ? conn_error(st) : "out of memory");
         drop_conn(st);
         return -1;
     }
     redisSetTimeout(st->c, tv);
+    return 0;
+}
+
+/* Asks the Sentinel at position i of st->order where the master is. 0 with host and port, or
+ * -1 with err set. */
+static int ask_sentinel(struct store *st, int i, char host[SENTINEL_HOST_MAX], int *port,
+                        char *err, size_t errlen)
+{
+    const struct config *cfg = st->cfg;
+    const char *addr = cfg->redis.sentinels[st->order[i]];
+    int64_t timeout = cfg->redis.timeout_ms < SENTINEL_TIMEOUT_MS ? cfg->redis.timeout_ms
+                                                                  : SENTINEL_TIMEOUT_MS;
+    char shost[SENTINEL_HOST_MAX], why[256];
+    redisReply *r = NULL;
+    int sport, rc = -1;
+
+    if (sentinel_split_addr(addr, shost, &sport) < 0) {
+        snprintf(err, errlen, "Sentinel %s: not host:port", addr);
+        return -1;
+    }
+    if (connect_to(st, shost, sport, timeout, why, sizeof(why)) < 0 ||
+        authenticate(st, "", cfg->redis.sentinel_password, why, sizeof(why)) < 0 ||
+        !(r = redisCommand(st->c, "SENTINEL get-master-addr-by-name %s", cfg->redis.master_name))) {
+        snprintf(err, errlen, "Sentinel %s: %s", addr, st->c ? conn_error(st) : why);
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+               r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+        rc = sentinel_master_addr(r->element[0]->str, r->element[0]->len, r->element[1]->str,
+                                  r->element[1]->len, host, port, why, sizeof(why));
+        if (rc < 0)
+            snprintf(err, errlen, "Sentinel %s: %s", addr, why);
+    } else {
+        snprintf(err, errlen, "Sentinel %s: %s", addr,
+                 r->type == REDIS_REPLY_ERROR ? r->str : "knows no master of that name");
+    }
+    if (r)
+        freeReplyObject(r);
+    drop_conn(st);
+    return rc;
+}
+
+/* 0 when the connected server says it is a master (ROLE), else -1 with err set: a Sentinel may
+ * name a node that has not taken its new role yet. */
+static int check_role(struct store *st, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(st->c, "ROLE");
+    int rc = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0
+                 ? 0 : -1;
+
+    if (rc < 0)
+        snprintf(err, errlen, "redis: the server Sentinel named is not a master (yet): %s",
+                 !r ? conn_error(st) : r->type == REDIS_REPLY_ERROR ? r->str
+                 : r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_STRING
+                     ? r->element[0]->str : "no role");
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* The master's answers may take redis.timeout_ms, and a WAIT redis.wait_timeout_ms more. */
+static int64_t master_timeout_ms(const struct config *cfg)
+{
+    return cfg->redis.timeout_ms + (cfg->redis.wait_replicas > 0 ? cfg->redis.wait_timeout_ms : 0);
+}
+
+/* Connects to the master: the configured server, or the one the Sentinels name, asked in turn
+ * (the first that answers is asked first from then on) and checked with ROLE. */
+static int connect_master(struct store *st, char *err, size_t errlen)
+{
+    const struct config *cfg = st->cfg;
+    char host[SENTINEL_HOST_MAX];
+    int port;
+
+    if (!cfg->redis.nsentinels)
+        return connect_to(st, cfg->redis.host, (int)cfg->redis.port, master_timeout_ms(cfg), err, errlen);
+    for (int i = 0; i < cfg->redis.nsentinels; i++) {
+        if (ask_sentinel(st, i, host, &port, err, errlen) < 0)
+            continue;
+        sentinel_prefer(st->order, i);
+        if (connect_to(st, host, port, master_timeout_ms(cfg), err, errlen) < 0)
+            return -1;
+        return 0;
+    }
+    return -1;   /* err: the last Sentinel's reason */
+}
+
+static int ensure_conn(struct store *st, char *err, size_t errlen)
+{
+    const struct config *cfg = st->cfg;
+    char db[32];
+
+    if (st->c && !st->c->err && !st->elsewhere)
+        return 0;
+    drop_conn(st);
+    if (connect_master(st, err, errlen) < 0)
+        return -1;
     snprintf(db, sizeof(db), "%lld", (long long)cfg->redis.db);
-    if ((cfg->redis.password[0] && setup_cmd(st, err, errlen, "AUTH %s", cfg->redis.password) < 0) ||
+    if (authenticate(st, cfg->redis.username, cfg->redis.password, err, errlen) < 0 ||
+        (cfg->redis.nsentinels && check_role(st, err, errlen) < 0) ||
         (cfg->redis.db && setup_cmd(st, err, errlen, "SELECT %s", db) < 0) ||
         load_scripts(st, err, errlen) < 0) {
         drop_conn(st);
@@ -286,6 +426,7 @@ static redisReply *read_reply(struct store *st, char *err, size_t errlen)
         drop_conn(st);
         return NULL;
     }
+    note_reply(st, r);
     return r;
 }
 
@@ -299,6 +440,7 @@ static redisReply *checked(struct store *st, redisReply *r, char *err, size_t er
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
+        note_reply(st, r);
         snprintf(err, errlen, "redis: %s", r->str);
         freeReplyObject(r);
         return NULL;
@@ -360,6 +502,50 @@ static int is_noscript(const redisReply *r)
     return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+/* Queues WAIT for redis.wait_replicas replicas, after a pipeline's writes. WAIT counts the
+ * writes made on this connection, and answers the count even when it timed out. */
+static void append_wait(struct store *st)
+{
+    redisAppendCommand(st->c, "WAIT %lld %lld", (long long)st->cfg->redis.wait_replicas,
+                       (long long)st->cfg->redis.wait_timeout_ms);
+}
+
+/* Reads WAIT's answer into st->unconfirmed (and st->wait_err). -1 on a connection error. */
+static int read_wait(struct store *st, char *err, size_t errlen)
+{
+    redisReply *r = read_reply(st, err, errlen);
+    long long want = st->cfg->redis.wait_replicas;
+
+    if (!r)
+        return -1;
+    st->unconfirmed = !(r->type == REDIS_REPLY_INTEGER && r->integer >= want);
+    if (st->unconfirmed)
+        snprintf(st->wait_err, sizeof(st->wait_err), "redis: %s%lld of %lld replicas confirmed the "
+                 "write within redis.wait_timeout_ms (%lld ms)",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "", 
+                 r->type == REDIS_REPLY_INTEGER ? r->integer : 0LL, want,
+                 (long long)st->cfg->redis.wait_timeout_ms);
+    freeReplyObject(r);
+    return 0;
+}
+
+int store_confirm(struct store *st, char *err, size_t errlen)
+{
+    st->unconfirmed = 0;
+    if (st->cfg->redis.wait_replicas <= 0)
+        return 0;
+    if (ensure_conn(st, err, errlen) < 0)
+        return -1;
+    append_wait(st);
+    if (read_wait(st, err, errlen) < 0)
+        return -1;
+    if (st->unconfirmed) {
+        snprintf(err, errlen, "%s", st->wait_err);
+        return -1;
+    }
+    return 0;
+}
+
 /* Queues item i of a batch. */
 typedef void append_fn(struct store *st, size_t i, const void *ctx);
 
@@ -367,12 +553,14 @@ typedef void append_fn(struct store *st, size_t i, const void *ctx);
  * (free them with free_batch), or NULL on a connection error (err set). When Redis has lost the
  * scripts (SCRIPT FLUSH, or a failover to a server that never had them) they are loaded again
  * and the whole pipeline is sent once more: every record script may run twice (add then finds
- * its own record, a claim its own token, a mark or remove an already final state). */
+ * its own record, a claim its own token, a mark or remove an already final state). confirm:
+ * WAIT for redis.wait_replicas after the calls, setting st->unconfirmed when too few confirm. */
 static redisReply **run_scripts(struct store *st, size_t n, append_fn *append, const void *ctx,
-                                char *err, size_t errlen)
+                                int confirm, char *err, size_t errlen)
 {
     redisReply **out = malloc((n ? n : 1) * sizeof(*out));
 
+    st->unconfirmed = 0;
     if (!out) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -384,6 +572,8 @@ static redisReply **run_scripts(struct store *st, size_t n, append_fn *append, c
             break;
         for (size_t i = 0; i < n; i++)
             append(st, i, ctx);
+        if (confirm && st->cfg->redis.wait_replicas > 0)
+            append_wait(st);
         for (size_t i = 0; i < n; i++) {
             if (!(out[i] = read_reply(st, err, errlen))) {
                 free_replies(out, i);
@@ -391,6 +581,11 @@ static redisReply **run_scripts(struct store *st, size_t n, append_fn *append, c
                 return NULL;
             }
             lost |= is_noscript(out[i]);
+        }
+        if (confirm && st->cfg->redis.wait_replicas > 0 && read_wait(st, err, errlen) < 0) {
+            free_replies(out, n);
+            free(out);
+            return NULL;
         }
         if (!lost || attempt > 0)
             return out;
@@ -485,10 +680,10 @@ static void append_call(struct store *st, size_t i, const void *ctx)
 /* One script call on the record of job id: its reply (caller frees), or NULL with err set on a
  * connection error or a Redis error reply. */
 static redisReply *eval1(struct store *st, enum script script, const char *id, int argc,
-                         const char *const *argv, char *err, size_t errlen)
+                         const char *const *argv, int confirm, char *err, size_t errlen)
 {
     const struct calls c = { script, &id, argc, argv };
-    redisReply **rs = run_scripts(st, 1, append_call, &c, err, errlen), *r;
+    redisReply **rs = run_scripts(st, 1, append_call, &c, confirm, err, errlen), *r;
 
     if (!rs)
         return NULL;
@@ -507,7 +702,7 @@ static int parse_state(const redisReply *r, enum job_state *state)
  * carries one: results below 2 for add and 2 for remove, see the scripts), or -1. */
 static int read_result(const redisReply *r, int *res, enum job_state *state)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != REDIS_REPLY_INTEGER)
         return -1;
     *res = (int)r->element[0]->integer;
     if (*res < 0 || *res > 3 || (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len &&
@@ -599,7 +794,7 @@ static redisReply **run_chunked(struct store *st, struct chunked *c, const redis
     redisReply **r = NULL;
 
     if (chunked_alloc(c, err, errlen) == 0)
-        r = run_scripts(st, calls, append_chunk, c, err, errlen);
+        r = run_scripts(st, calls, append_chunk, c, 1, err, errlen);
     chunked_release(c);
     for (size_t j = 0; r && j < calls; j++) {
         size_t k = chunk_size(c->n, j);
@@ -622,6 +817,36 @@ static int all_answered(const redisReply *const *item, size_t n, const char *wha
         }
     }
     return 0;
+}
+
+/* An add's result; for the same job already there, the tag and due time of its record. */
+static void read_duplicate(const redisReply *r, int res, struct store_add_answer *out)
+{
+    out->res = (enum store_add_result)res;
+    out->tag[0] = '\0';
+    out->due_ms = -1;
+    if (res != STORE_DUPLICATE || r->elements < 4 || r->element[2]->type != REDIS_REPLY_STRING ||
+        r->element[3]->type != REDIS_REPLY_STRING || r->element[2]->len > JOB_TAG_LEN)
+        return;
+    memcpy(out->tag, r->element[2]->str, r->element[2]->len + 1);
+    out->due_ms = strtoll(r->element[3]->str, NULL, 10);
+}
+
+/* Adds whose records too few replicas confirmed fail, and the records they wrote are dropped:
+ * a failover could otherwise lose a job that was answered, or keep one that was refused. */
+static void refuse_unconfirmed(struct store *st, size_t n, const struct job *const *jobs,
+                               struct store_add_answer *out)
+{
+    char lack[sizeof(st->wait_err)], err[256];
+
+    snprintf(lack, sizeof(lack), "%s", st->wait_err);   /* the drops run scripts of their own */
+    for (size_t i = 0; i < n; i++) {
+        int undone = !(out[i].ok && out[i].res == STORE_ADDED) ||
+                     store_drop_pending(st, jobs[i]->id, err, sizeof(err)) == 0;
+        out[i].ok = 0;
+        snprintf(out[i].err, sizeof(out[i].err), "%.120s%s", lack,
+                 undone ? "" : "; undoing the record failed too");
+    }
 }
 
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
@@ -655,12 +880,14 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
         out[i].ok = item[i] && item[i]->type != REDIS_REPLY_ERROR &&
                     read_result(item[i], &res, &out[i].state) == 0;
         if (out[i].ok)
-            out[i].res = (enum store_add_result)res;
+            read_duplicate(item[i], res, &out[i]);
         else
             snprintf(out[i].err, sizeof(out[i].err), "redis: %s",
                      item[i] && item[i]->type == REDIS_REPLY_ERROR ? item[i]->str : "unexpected reply to add");
     }
     free_batch(r, chunks_of(n));
+    if (st->unconfirmed)
+        refuse_unconfirmed(st, n, jobs, out);
 done:
     for (size_t i = 0; bufs && i < n; i++)
         msgpack_sbuffer_destroy(&bufs[i]);
@@ -675,7 +902,7 @@ done:
 
 int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
 {
-    redisReply *r = eval1(st, S_DROP, id, 0, NULL, err, errlen);
+    redisReply *r = eval1(st, S_DROP, id, 0, NULL, 0, err, errlen);   /* nothing rests on it */
 
     if (!r)
         return -1;
@@ -726,8 +953,14 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-    if (!(r = eval1(st, S_REMOVE, id, 2, argv, err, errlen)))
+    if (!(r = eval1(st, S_REMOVE, id, 2, argv, 1, err, errlen)))
         return -1;
+    if (st->unconfirmed) {
+        snprintf(err, errlen, "%s, so whether the job was removed is not known; removing it again "
+                 "is safe", st->wait_err);
+        freeReplyObject(r);
+        return -1;
+    }
     if (read_result(r, &result, state) == 0) {
         *res = (enum store_remove_result)result;
         rc = 0;
@@ -796,6 +1029,27 @@ static void claim_reply(size_t j, const redisReply *r, void *vctx)
     }
 }
 
+/* The claims of c, answered only once redis.wait_replicas replicas confirmed them (a record
+ * must not be delivered on a claim that a failover could take back): one pipeline, its WAIT
+ * last. Too few replicas: every claim is answered as failed, and retried. */
+static int confirmed_claims(struct store *st, struct chunked *c, struct claim_stream *cs,
+                            char *err, size_t errlen)
+{
+    size_t calls = chunks_of(c->n);
+    redisReply **r = run_scripts(st, calls, append_chunk, c, 1, err, errlen);
+
+    if (r && st->unconfirmed) {
+        snprintf(err, errlen, "%s", st->wait_err);
+        free_batch(r, calls);
+        r = NULL;
+    }
+    for (size_t j = 0; j < calls; j++)
+        claim_reply(j, r ? r[j] : NULL, cs);
+    if (r)
+        free_batch(r, calls);
+    return r ? 0 : -1;
+}
+
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, store_claim_fn *fn, void *ctx, char *err,
                       size_t errlen)
@@ -806,8 +1060,9 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     int rc = -1;
 
     if (chunked_alloc(&c, err, errlen) == 0)
-        rc = stream_scripts(st, chunks_of(n), append_chunk, &c, claim_reply, &cs,
-                            err, errlen);
+        rc = st->cfg->redis.wait_replicas > 0 ? confirmed_claims(st, &c, &cs, err, errlen)
+                                              : stream_scripts(st, chunks_of(n), append_chunk, &c,
+                                                               claim_reply, &cs, err, errlen);
     else
         for (size_t j = 0; j < chunks_of(n); j++)
             claim_reply(j, NULL, &cs);
@@ -869,6 +1124,10 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
     if ((r = run_chunked(st, &c, item, err, errlen))) {
         rc = all_answered(item, n, "unexpected reply to mark", err, errlen);
         free_batch(r, chunks_of(n));
+        if (rc == 0 && st->unconfirmed) {
+            snprintf(err, errlen, "%s", st->wait_err);
+            rc = -1;
+        }
     }
 out:
     free(a);

@@ -255,13 +255,19 @@ class Delayqd:
         groups = ", ".join("[%s]" % ", ".join(str(p) for p in g)
                            for g in x.get("groups", [range(self.partitions)]))
         props = ", ".join('"%s"' % p for p in x.get("properties", ["security.protocol=plaintext"]))
+        if x.get("sentinels"):   # ports of Sentinels that watch the master named master_name
+            where = "sentinels = [ %s ]; master_name = \"%s\";" % (
+                ", ".join('"127.0.0.1:%d"' % p for p in x["sentinels"]), x.get("master_name", "delayq"))
+        else:
+            where = f'host = "127.0.0.1"; port = {x.get("redis_port", self.stack.redis_port)};'
+
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
          max_connections = {x.get('max_connections', 1024)}; }};
-redis: {{ host = "127.0.0.1"; port = {x.get('redis_port', self.stack.redis_port)}; prefix = "{self.prefix}";
-         timeout_ms = {x.get('redis_timeout_ms', 1000)}; }};
+redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};
+         wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)}; }};
 kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
          produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};
 delay: {{ topic_format = "{self.topic_format}";

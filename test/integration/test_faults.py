@@ -312,6 +312,7 @@ def test_message_naming_a_job_it_does_not_belong_to_cannot_claim_it(stack):
     time.sleep(1)
     assert [m["payload"] for m in biz.all()] == ["after them"], biz.all()
     assert d.log_text().count("is not the record's") == 2
+    assert d.metric('delayq_jobs_skipped_total{reason="not_its_message"}') == 2
     biz.close()
 
 
@@ -338,6 +339,50 @@ def test_adds_not_handed_to_redis_in_time_are_answered_503_and_not_written(stack
     st, doc = queued
     assert st == 503 and "not handed to Redis within kafka.produce_timeout_ms (1000 ms)" in doc["message"], queued
     assert d.get("queued-behind") is None
+
+
+def test_retry_of_an_add_whose_record_outlived_its_failure_is_delivered(stack):
+    """An add answered 503 may still have left its record (Redis ran it after delayqd gave up
+    waiting), with no delay message behind it. The client's retry with the same id and content
+    must schedule the job, not answer "already added" for a job that would never come."""
+    d = Delayqd(stack, partitions=1, extra={"redis_timeout_ms": 500}).start().wait_groups_owned()
+    biz = Reader(stack, f"{d.name}_retry")
+    d.add_ok(topic=biz.topic, delay=60, body="warm")   # the intake's connection is up
+    with open(os.path.join(stack.redis_dir, "redis.pid")) as f:
+        pid = int(f.read())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        st, doc = d.add(id="order-9", topic=biz.topic, delay=2, body="close it")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert st == 503, (st, doc)
+    wait_until(lambda: d.get("order-9"), 10, "the record Redis wrote after all")
+    assert d.add_ok(id="order-9", topic=biz.topic, delay=2, body="close it") == "order-9"
+    by_id = biz.wait_ids(["order-9"], 20)
+    assert [m["payload"] for m in by_id["order-9"]] == ["close it"], by_id["order-9"]
+    assert_never_early(by_id["order-9"])
+    biz.close()
+
+
+def test_a_lost_record_is_told_from_a_removed_one(stack):
+    """A due message whose record is gone although it should still be kept (lost in Redis: a
+    crash, a failover without the replica) is skipped with a warning naming the job and where
+    its message is, and counted apart from removed jobs."""
+    d = Delayqd(stack, partitions=1).start().wait_groups_owned()
+    biz = Reader(stack, f"{d.name}_lost")
+    lost = d.add_ok(topic=biz.topic, delay=2, body="lost")
+    removed = d.add_ok(topic=biz.topic, delay=2, body="removed")
+    assert d.remove(removed)[0] == 200
+    stack.redis("DEL", f"{d.prefix}job:{lost}")
+    wait_until(lambda: d.metric('delayq_jobs_skipped_total{reason="record_missing"}') == 1, 20,
+               "the lost job skipped")
+    wait_until(lambda: d.metric('delayq_jobs_skipped_total{reason="removed"}') == 1, 10,
+               "the removed job skipped")
+    warning = next(l for l in d.log_text().splitlines() if f"skip job={lost}" in l)
+    assert "warn" in warning and f"topic={d.delay_topic('1s')} partition=0 offset=" in warning, warning
+    assert "lost in Redis" in warning, warning
+    assert biz.all() == []
+    biz.close()
 
 
 def test_remove_racing_delivery_has_one_winner(stack):

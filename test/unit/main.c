@@ -40,6 +40,7 @@ int main(void)
     unit_log();
     unit_share();
     unit_metrics();
+    unit_sentinel();
     unit_levels();
     unit_envelope();
     unit_job();

@@ -197,6 +197,35 @@ static void required_texts(void)
     CHECK(load_ok("redis: { prefix = \"\"; password = \"\"; };"));
 }
 
+static void sentinels(void)
+{
+    CHECK(load_ok("redis: { sentinels = [ \"10.0.0.1:26379\", \"[::1]:26380\" ];\n"
+                  "  master_name = \"delayq\"; sentinel_password = \"s\"; username = \"dq\";\n"
+                  "  password = \"p\"; wait_replicas = 1; wait_timeout_ms = 500; };"));
+    CHECK_EQ_INT(cfg.redis.nsentinels, 2);
+    CHECK_STR(cfg.redis.sentinels[1], "[::1]:26380");
+    CHECK_STR(cfg.redis.master_name, "delayq");
+    CHECK_STR(cfg.redis.username, "dq");
+    CHECK_EQ_INT(cfg.redis.wait_replicas, 1);
+    CHECK_EQ_INT(cfg.redis.wait_timeout_ms, 500);
+    CHECK(load_ok(""));
+    CHECK_EQ_INT(cfg.redis.nsentinels, 0);
+    CHECK_EQ_INT(cfg.redis.wait_replicas, 0);
+    CHECK_EQ_INT(cfg.redis.wait_timeout_ms, 1000);
+    CHECK(load_fails("redis: {\n host = \"r\";\n sentinels = [ \"s:1\" ]; master_name = \"m\"; };",
+                     "config:2: redis.host: not with redis.sentinels (line 3)", ""));
+    CHECK(load_fails("redis: { port = 7000; sentinels = [ \"s:1\" ]; master_name = \"m\"; };",
+                     "redis.port: not with redis.sentinels", ""));
+    CHECK(load_fails("redis: { sentinels = [ \"s:1\" ]; };", "redis.master_name: required", ""));
+    CHECK(load_fails("redis: { master_name = \"m\"; };", "redis.master_name: only with redis.sentinels", ""));
+    CHECK(load_fails("redis: { sentinels = [ \"s\" ]; master_name = \"m\"; };",
+                     "redis.sentinels", "element 0: must be"));
+    CHECK(load_fails("redis: { sentinels = [ \"s:0\" ]; master_name = \"m\"; };",
+                     "redis.sentinels", "1 to 65535"));
+    CHECK(load_fails("redis: { sentinels = [ ]; master_name = \"m\"; };", "redis.sentinels", "list of 1"));
+    CHECK(load_fails("redis: { wait_replicas = -1; };", "redis.wait_replicas", "from 0"));
+}
+
 static void syntax_error_has_line(void)
 {
     CHECK(load_fails("http: {\n  listen = ;\n};", "config:2:", ""));
@@ -374,6 +403,7 @@ void unit_config(void)
     RUN(out_of_range);
     RUN(listen_checked);
     RUN(required_texts);
+    RUN(sentinels);
     RUN(syntax_error_has_line);
     RUN(levels_refused);
     RUN(bad_topic_format);

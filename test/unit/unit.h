@@ -62,5 +62,6 @@ void unit_config(void);
 void unit_log(void);
 void unit_share(void);
 void unit_metrics(void);
+void unit_sentinel(void);
 
 #endif

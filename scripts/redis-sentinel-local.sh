@@ -1,0 +1,497 @@
+#!/usr/bin/env bash
+# Runs a local Redis high-availability stack for tests and for trying delayqd by hand: one
+# master, one replica and three Sentinels (redis-server of the Debian package; a Sentinel is
+# `redis-server --sentinel`), all on free ports on 127.0.0.1.
+#
+#   scripts/redis-sentinel-local.sh start|stop|status [--dir D] [--master-name NAME]
+#
+#   start   start the master, then the replica, wait until the replica reports
+#           master_link_status:up, then start the Sentinels and wait until each of them knows
+#           the replica (link ok) and the two other Sentinels, so that a failover works at once
+#           (timeout REDIS_SENTINEL_LOCAL_START_TIMEOUT per step, default 30 s). Prints the
+#           stack as key=value lines:
+#             dir=D  master_name=NAME  master=PORT  replica=PORT  sentinels=PORT,PORT,PORT
+#           ("master" is the current master as the Sentinels see it). When all five processes
+#           of the dir run already, only prints them; when some run, stops them and starts
+#           the whole stack again.
+#   stop    stop the Sentinels, then the replicas, then the master (`redis-cli shutdown`,
+#           which writes the AOF out), each given up to REDIS_SENTINEL_LOCAL_STOP_TIMEOUT
+#           (default 15 s) before SIGKILL; also stops any other redis-server running in a
+#           node dir of D (a node a test restarted by hand). Returns 0 when nothing runs.
+#   status  prints each process with its pid and role; exit 0 when all five run, 3 otherwise.
+#
+#   --dir D             data dir. Default <repo>/run/redis-sentinel.
+#   --master-name NAME  the name the Sentinels monitor the master under. Default: the name
+#                       recorded in the dir by an earlier start, else "delayq".
+#
+# Ports: a start reuses the ports recorded in the dir when all five are free (a client
+# configured by hand keeps working across stop/start), else takes five free ports. There is no
+# fixed port. A stop records which data node is the master at that moment, so the next start
+# makes it the master again and the data written since a failover is kept.
+#
+# Sentinel settings: quorum 2, down-after-milliseconds 1000, failover-timeout 10000 (short, for
+# tests), resolve-hostnames no, announce-ip 127.0.0.1. Data nodes: appendonly yes, appendfsync
+# everysec (as scripts/redis-local.sh), no RDB snapshots, replication without the 5 s
+# diskless-sync delay. Sentinel rewrites the config files while it runs; start regenerates them.
+#
+# Files in the dir:
+#   ports            "master N", "replica N" and three "sentinel N" lines
+#   master-name      the monitored name
+#   redis-N/         one per data node: redis.conf, redis.pid, redis.log, appendonlydir/
+#   sentinel-N/      one per Sentinel: sentinel.conf, sentinel.pid, sentinel.log
+# A data node killed by a test can be started again with `redis-server D/redis-N/redis.conf`.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+REPO_ROOT="$(dirname -- "$SCRIPT_DIR")"
+# shellcheck source-path=SCRIPTDIR source=lib/freeport.sh
+. "$SCRIPT_DIR/lib/freeport.sh"
+
+START_TIMEOUT="${REDIS_SENTINEL_LOCAL_START_TIMEOUT:-30}"
+STOP_TIMEOUT="${REDIS_SENTINEL_LOCAL_STOP_TIMEOUT:-15}"
+DEFAULT_MASTER_NAME=delayq
+QUORUM=2                   # of 3 Sentinels: one may be down and a failover still happens
+DOWN_AFTER_MS=1000         # short, for tests (Redis's default is 30000)
+FAILOVER_TIMEOUT_MS=10000  # short, for tests (Redis's default is 180000)
+START_ATTEMPTS=3           # a free port can be taken before redis binds it; retry on fresh ports
+CLI_TIMEOUT=5              # seconds for one redis-cli call, so a stopped (SIGSTOP) node cannot hang us
+
+me="redis-sentinel-local"
+DEFAULT_DIR="$REPO_ROOT/run/redis-sentinel"
+# shellcheck source-path=SCRIPTDIR source=lib/service.sh
+. "$SCRIPT_DIR/lib/service.sh"
+
+# Replaces the usage of service.sh: this stack has no --port but a --master-name.
+usage() {
+  cat <<EOF
+usage: $(basename -- "$0") start|stop|status [--dir D] [--master-name NAME]
+  defaults: --dir $DEFAULT_DIR  --master-name <recorded in dir, else $DEFAULT_MASTER_NAME>
+EOF
+}
+
+# --master-name is this script's own; service.sh parses the rest.
+opt_name=""
+args=()
+while (($#)); do
+  case "$1" in
+    --master-name) (($# >= 2)) || die "--master-name needs a value"; opt_name="$2"; shift 2 ;;
+    --master-name=*) opt_name="${1#--master-name=}"; shift ;;
+    --dir) if (($# >= 2)); then args+=("$1" "$2"); shift 2; else args+=("$1"); shift; fi ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+service_parse_args "${args[@]}"
+[ -z "$opt_port" ] || die "--port is not supported: the stack takes free ports (see the ports file)"
+if [ -n "$opt_name" ] && ! [[ "$opt_name" =~ ^[A-Za-z0-9._-]{1,64}$ ]]; then
+  die "invalid --master-name '$opt_name' (want 1-64 of A-Z a-z 0-9 . _ -)"
+fi
+[ -n "$opt_dir" ] || opt_dir="$DEFAULT_DIR"
+DIR="$(realpath -m -- "$opt_dir")"
+
+PORTS_FILE="$DIR/ports"
+NAME_FILE="$DIR/master-name"
+
+command -v redis-server >/dev/null 2>&1 || die "redis-server not found (install it with scripts/deps.sh)"
+command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found (install it with scripts/deps.sh)"
+
+# ---------------------------------------------------------------- state of the dir
+# Ports of one role in the ports file, one per line (empty when absent).
+recorded() { [ -f "$PORTS_FILE" ] && awk -v k="$1" '$1 == k && $2 ~ /^[0-9]+$/ { print $2 }' "$PORTS_FILE" || true; }
+
+recorded_name() { [ -f "$NAME_FILE" ] && tr -dc 'A-Za-z0-9._-' <"$NAME_FILE" || true; }
+
+# The five nodes as "kind port" lines.
+nodes() {
+  local p
+  for p in $(recorded master) $(recorded replica); do echo "redis $p"; done
+  for p in $(recorded sentinel); do echo "sentinel $p"; done
+}
+
+node_dir() { echo "$DIR/$1-$2"; }
+
+# Is PID a live redis-server? (Redis rewrites its process title, so this checks /proc/PID/exe;
+# Debian's redis-server is a link to redis-check-rdb.)
+is_redis() {
+  local pid="$1" exe
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
+  exe="$(basename -- "${exe% (deleted)}")"
+  [[ "$exe" == redis-server* || "$exe" == redis-check-* ]] || return 1
+  # a zombie is not running
+  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+
+# Every redis-server of this dir as "pid cwd" lines: redis chdirs to its node dir.
+dir_processes() {
+  local pid cwd
+  for pid in $(pgrep -x redis-server 2>/dev/null || true); do
+    cwd="$(readlink "/proc/$pid/cwd" 2>/dev/null)" || continue
+    [ "$(dirname -- "$cwd")" = "$DIR" ] && [[ "${cwd##*/}" =~ ^(redis|sentinel)-[0-9]+$ ]] &&
+      is_redis "$pid" && echo "$pid $cwd"
+  done
+  return 0
+}
+
+# Prints the pid of node KIND PORT when it runs: its pid file, else a redis-server in its dir.
+node_pid() {
+  local d pid
+  d="$(node_dir "$1" "$2")"
+  if [ -f "$d/$1.pid" ]; then
+    pid="$(tr -dc '0-9' <"$d/$1.pid")"
+    if is_redis "$pid" && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$d" ]; then
+      echo "$pid"; return 0
+    fi
+  fi
+  pid="$(dir_processes | awk -v d="$d" '$2 == d { print $1; exit }')"
+  [ -n "$pid" ] && echo "$pid"
+}
+
+cli() { local port="$1"; shift; timeout "$CLI_TIMEOUT" redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null; }
+
+role() { cli "$1" role | head -n 1; }
+
+# The master's port as Sentinel NAME sees it, from the first Sentinel of the dir that answers;
+# else the one data node answering ROLE master; else nothing. Asks only nodes of the dir that
+# run: whoever else listens on a recorded port may never answer.
+current_master() {
+  local name="$1" p out masters=()
+  for p in $(recorded sentinel); do
+    node_pid sentinel "$p" >/dev/null || continue
+    out="$(cli "$p" sentinel get-master-addr-by-name "$name" | sed -n 2p)"
+    [[ "$out" =~ ^[0-9]+$ ]] && { echo "$out"; return 0; }
+  done
+  for p in $(recorded master) $(recorded replica); do
+    node_pid redis "$p" >/dev/null || continue
+    [ "$(role "$p")" = master ] && masters+=("$p")
+  done
+  ((${#masters[@]} == 1)) && echo "${masters[0]}"
+  return 0
+}
+
+write_ports() {  # master replica sentinel...
+  local m="$1" r="$2" s; shift 2
+  { echo "master $m"; echo "replica $r"; for s in "$@"; do echo "sentinel $s"; done; } >"$PORTS_FILE.tmp"
+  mv -f "$PORTS_FILE.tmp" "$PORTS_FILE"
+}
+
+tail_log() {
+  if [ -f "$1" ]; then
+    echo "---- last lines of $1 ----" >&2
+    tail -n 20 "$1" >&2
+    echo "----" >&2
+  fi
+}
+
+# ---------------------------------------------------------------- configs
+# redis.conf values are quoted strings; escape backslashes and double quotes.
+q() { local s="${1//\\/\\\\}"; printf '"%s"' "${s//\"/\\\"}"; }
+
+common_conf() {  # kind port
+  local d; d="$(node_dir "$1" "$2")"
+  cat <<EOF
+# Generated by scripts/redis-sentinel-local.sh on every start; edits are overwritten.
+bind 127.0.0.1
+port $2
+daemonize yes
+supervised no
+dir $(q "$d")
+pidfile $(q "$d/$1.pid")
+logfile $(q "$d/$1.log")
+loglevel notice
+EOF
+}
+
+write_redis_conf() {  # port [master-port]
+  {
+    common_conf redis "$1"
+    cat <<EOF
+protected-mode yes
+
+# Persistence: AOF only, fsync once a second; no RDB snapshots.
+save ""
+appendonly yes
+appendfilename "appendonly.aof"
+appenddirname "appendonlydir"
+appendfsync everysec
+aof-use-rdb-preamble yes
+
+# Replication: a replica (re)syncs at once, not after the default 5 s wait for more replicas.
+repl-diskless-sync-delay 0
+replica-announce-ip 127.0.0.1
+EOF
+    [ -z "${2-}" ] || echo "replicaof 127.0.0.1 $2"
+  } >"$(node_dir redis "$1")/redis.conf"
+}
+
+write_sentinel_conf() {  # port master-port name
+  {
+    common_conf sentinel "$1"
+    cat <<EOF
+protected-mode no
+sentinel resolve-hostnames no
+sentinel announce-hostnames no
+sentinel announce-ip 127.0.0.1
+sentinel monitor $3 127.0.0.1 $2 $QUORUM
+sentinel down-after-milliseconds $3 $DOWN_AFTER_MS
+sentinel failover-timeout $3 $FAILOVER_TIMEOUT_MS
+sentinel parallel-syncs $3 1
+EOF
+  } >"$(node_dir sentinel "$1")/sentinel.conf"
+}
+
+# ---------------------------------------------------------------- start
+# Waits until PRED ARGS... succeeds; fails after START_TIMEOUT seconds.
+wait_for() {
+  local start_s=$SECONDS
+  until "$@"; do
+    ((SECONDS - start_s < START_TIMEOUT)) || return 1
+    sleep 0.1
+  done
+}
+
+# Does the server on PORT answer as the process of node KIND PORT (not someone else's)?
+answers_as_node() {
+  local pid
+  pid="$(node_pid "$1" "$2")" || return 1
+  [ "$(cli "$2" info server | tr -d '\r' | sed -n 's/^process_id://p')" = "$pid" ]
+}
+
+# Starts node KIND PORT. Returns 0 when it answers, 2 when its port was taken, 1 otherwise.
+start_node() {
+  local kind="$1" port="$2" d out start_s=$SECONDS
+  d="$(node_dir "$kind" "$port")"
+  rm -f "$d/$kind.pid"
+  : >>"$d/$kind.log"
+  local mark; mark="$(wc -l <"$d/$kind.log")"
+  if [ "$kind" = sentinel ]; then
+    out="$(redis-server "$d/sentinel.conf" --sentinel 2>&1)" || { echo "$out" >&2; return 1; }
+  else
+    out="$(redis-server "$d/redis.conf" 2>&1)" || { echo "$out" >&2; return 1; }
+  fi
+  # Daemonized: the server forks and may die after that (a port taken meanwhile, a bad config);
+  # it chdirs to its dir before forking, so once no process runs there, it has died.
+  until answers_as_node "$kind" "$port"; do
+    if ! node_pid "$kind" "$port" >/dev/null; then
+      if tail -n +"$((mark + 1))" "$d/$kind.log" | grep -q 'Address already in use'; then
+        info "port $port was taken before $kind could bind it"
+        return 2
+      fi
+      tail_log "$d/$kind.log"
+      info "$kind on 127.0.0.1:$port exited during start-up"
+      return 1
+    fi
+    if ((SECONDS - start_s >= START_TIMEOUT)); then
+      tail_log "$d/$kind.log"
+      info "$kind on 127.0.0.1:$port did not answer within ${START_TIMEOUT}s"
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+replica_linked() { cli "$1" info replication | tr -d '\r' | grep -qx 'master_link_status:up'; }
+
+# SENTINEL replicas/sentinels print flat key/value lines; one block per instance on one line.
+sentinel_blocks() {
+  cli "$1" sentinel "$2" "$3" |
+    awk 'NR % 2 { k = $0; next } k == "name" && NR > 2 { print "" } { printf " %s=%s", k, $0 } END { print "" }'
+}
+
+# Does Sentinel PORT know the replica REPLICA (link ok) and two other healthy Sentinels?
+sentinel_ready() {
+  local port="$1" name="$2" replica="$3" n
+  sentinel_blocks "$port" replicas "$name" |
+    grep " port=$replica " | grep " flags=slave " | grep -q " master-link-status=ok " || return 1
+  n="$(sentinel_blocks "$port" sentinels "$name" | grep -c " flags=sentinel " || true)"
+  ((n == 2))
+}
+
+# Puts the ports to use in M, R and S: the recorded ones when all five are free, else fresh
+# ones (FRESH=1 forces that). Data dirs follow their role to the new ports.
+choose_ports() {
+  local rm rr p all_free=1
+  rm="$(recorded master)"; rr="$(recorded replica)"
+  mapfile -t S < <(recorded sentinel)
+  if [ "${FRESH:-0}" = 0 ] && [ -n "$rm" ] && [ -n "$rr" ] && ((${#S[@]} == 3)); then
+    for p in "$rm" "$rr" "${S[@]}"; do port_in_use "$p" && all_free=0; done
+    if ((all_free)); then M="$rm"; R="$rr"; return 0; fi
+  fi
+  local fresh; mapfile -t fresh < <(freeport 5)
+  ((${#fresh[@]} == 5)) || die "could not find 5 free ports"
+  M="${fresh[0]}"; R="${fresh[1]}"; S=("${fresh[@]:2:3}")
+  [ -d "$DIR/redis-$rm" ] && mv -- "$DIR/redis-$rm" "$DIR/.master.moving"
+  [ -d "$DIR/redis-$rr" ] && mv -- "$DIR/redis-$rr" "$DIR/.replica.moving"
+  [ -d "$DIR/.master.moving" ] && mv -- "$DIR/.master.moving" "$DIR/redis-$M"
+  [ -d "$DIR/.replica.moving" ] && mv -- "$DIR/.replica.moving" "$DIR/redis-$R"
+  return 0
+}
+
+# One try at the five processes on ports M, R, S. Returns as start_node does.
+start_all() {
+  local p
+  rm -rf -- "$DIR"/sentinel-*    # Sentinel state starts afresh, as the data nodes' roles do
+  mkdir -p "$(node_dir redis "$M")" "$(node_dir redis "$R")"
+  write_redis_conf "$M"
+  write_redis_conf "$R" "$M"
+  for p in "${S[@]}"; do mkdir -p "$(node_dir sentinel "$p")"; write_sentinel_conf "$p" "$M" "$NAME"; done
+  write_ports "$M" "$R" "${S[@]}"
+
+  start_node redis "$M" || return $?
+  start_node redis "$R" || return $?
+  wait_for replica_linked "$R" || { info "replica $R did not report master_link_status:up"; return 1; }
+  for p in "${S[@]}"; do start_node sentinel "$p" || return $?; done
+  for p in "${S[@]}"; do
+    wait_for sentinel_ready "$p" "$NAME" "$R" ||
+      { info "sentinel $p did not see the replica and the other sentinels"; return 1; }
+  done
+}
+
+print_stack() {
+  local m
+  m="$(current_master "$NAME")"; m="${m:-$(recorded master)}"
+  echo "dir=$DIR"
+  echo "master_name=$NAME"
+  echo "master=$m"
+  echo "replica=$( { recorded master; recorded replica; } | grep -vx "$m" | head -n 1)"
+  echo "sentinels=$(recorded sentinel | paste -sd, -)"
+}
+
+running_count() {
+  local kind port n=0
+  while read -r kind port; do node_pid "$kind" "$port" >/dev/null && n=$((n + 1)); done < <(nodes)
+  echo "$n"
+}
+
+cmd_start() {
+  local attempt rc rec_name
+  rec_name="$(recorded_name)"
+  NAME="${opt_name:-${rec_name:-$DEFAULT_MASTER_NAME}}"
+  if [ "$(running_count)" = 5 ]; then
+    [ -z "$opt_name" ] || [ "$opt_name" = "$rec_name" ] ||
+      die "the stack of $DIR runs with master name '$rec_name', not '$opt_name'; stop it first"
+    info "already running (dir $DIR)"
+    print_stack
+    return 0
+  fi
+  if [ -n "$(dir_processes)" ]; then
+    info "partly running; stopping it to start it afresh"
+    cmd_stop
+  fi
+  mkdir -p "$DIR" || die "cannot create $DIR"
+  [ -w "$DIR" ] || die "$DIR is not writable"
+  echo "$NAME" >"$NAME_FILE"
+
+  FRESH=0
+  for ((attempt = 1; attempt <= START_ATTEMPTS; attempt++)); do
+    choose_ports
+    rc=0; start_all || rc=$?
+    ((rc == 0)) && break
+    cmd_stop >/dev/null
+    ((rc == 2)) || die "start failed (logs in $DIR)"
+    FRESH=1
+  done
+  ((rc == 0)) || die "start failed: ports kept being taken"
+  info "ready: master 127.0.0.1:$M, replica 127.0.0.1:$R, sentinels ${S[*]} (name $NAME, dir $DIR)"
+  print_stack
+}
+
+# ---------------------------------------------------------------- stop
+# Sends SHUTDOWN to each "pid cwd" line of stdin, then waits; SIGKILL after STOP_TIMEOUT.
+stop_group() {
+  local pid cwd port pids=() i p alive
+  while read -r pid cwd; do
+    [ -n "$pid" ] || continue
+    port="${cwd##*-}"
+    if ! cli "$port" shutdown >/dev/null; then kill -TERM "$pid" 2>/dev/null || true; fi
+    pids+=("$pid")
+  done
+  ((${#pids[@]})) || return 0
+  for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
+    alive=0
+    for p in "${pids[@]}"; do is_redis "$p" && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for p in "${pids[@]}"; do
+    if is_redis "$p"; then
+      info "pid $p did not exit within ${STOP_TIMEOUT}s; sending SIGKILL"
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+  done
+  for ((i = 0; i < 50; i++)); do
+    alive=0
+    for p in "${pids[@]}"; do is_redis "$p" && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  die "a redis-server of $DIR survived SIGKILL"
+}
+
+# Rewrites the ports file so that "master" names the data node that is the master now.
+record_roles() {
+  local m rm rr
+  m="$(current_master "$(recorded_name)")"
+  rm="$(recorded master)"; rr="$(recorded replica)"
+  if [ -n "$m" ] && [ "$m" = "$rr" ]; then
+    mapfile -t S < <(recorded sentinel)
+    write_ports "$rr" "$rm" "${S[@]}"
+  fi
+}
+
+cmd_stop() {
+  local procs
+  procs="$(dir_processes)"
+  if [ -z "$procs" ]; then
+    rm -f "$DIR"/redis-*/redis.pid "$DIR"/sentinel-*/sentinel.pid
+    info "not running (dir $DIR)"
+    return 0
+  fi
+  info "stopping the stack of $DIR..."
+  record_roles
+  # Sentinels first, so none starts a failover while the data nodes stop; replicas before
+  # masters, so a master does not wait for lagging replicas on shutdown.
+  local pid cwd sentinels="" replicas="" others=""
+  while read -r pid cwd; do
+    case "${cwd##*/}" in
+      sentinel-*) sentinels+="$pid $cwd"$'\n' ;;
+      *) if [ "$(role "${cwd##*-}")" = slave ]; then replicas+="$pid $cwd"$'\n'; else others+="$pid $cwd"$'\n'; fi ;;
+    esac
+  done <<<"$procs"
+  stop_group <<<"$sentinels"
+  stop_group <<<"$replicas"
+  stop_group <<<"$others"
+  rm -f "$DIR"/redis-*/redis.pid "$DIR"/sentinel-*/sentinel.pid
+  info "stopped"
+}
+
+# ---------------------------------------------------------------- status
+cmd_status() {
+  local kind port pid n=0 m name
+  name="$(recorded_name)"
+  if [ ! -f "$PORTS_FILE" ]; then
+    echo "stopped (never started in $DIR)"
+    exit 3
+  fi
+  while read -r kind port; do
+    if pid="$(node_pid "$kind" "$port")"; then
+      n=$((n + 1))
+      if [ "$kind" = sentinel ]; then
+        echo "sentinel 127.0.0.1:$port running (pid $pid)"
+      else
+        echo "redis    127.0.0.1:$port running (pid $pid, role $(role "$port"))"
+      fi
+    else
+      printf '%-8s 127.0.0.1:%s stopped\n' "$kind" "$port"
+    fi
+  done < <(nodes)
+  m="$(current_master "$name")"
+  echo "master '$name' is 127.0.0.1:${m:-?} (dir $DIR)"
+  ((n == 5)) || exit 3
+  exit 0
+}
+
+case "$verb" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  status) cmd_status ;;
+esac

@@ -1,0 +1,156 @@
+"""Redis with a replica and three Sentinels: delayqd follows the master through a planned
+failover and through a kill -9 of the master, without restart, and with redis.wait_replicas = 1
+loses no job it acknowledged, resurrects no job it removed, and refuses adds the replicas did
+not confirm."""
+
+import http.client
+import json
+import os
+import random
+import signal
+import threading
+import time
+
+from harness import ROOT, Delayqd, Reader, lateness, run, wait_until
+from sentinel import SentinelStack
+
+ADD = "/delay-queue/api/jobs/add"
+REMOVE = "/delay-queue/api/jobs/remove"
+
+
+def ha_delayqd(stack, ss, **extra):
+    return Delayqd(stack, partitions=2, extra=dict({
+        "sentinels": ss.sentinel_ports, "master_name": ss.master_name, "wait_replicas": 1,
+        "wait_timeout_ms": 1000, "redis_timeout_ms": 1000}, **extra))
+
+
+class Load:
+    """Adds jobs (delays 2-6 s) at about rate/s on one keep-alive connection until stopped,
+    removing every seventh job it added. Remembers what delayqd acknowledged."""
+
+    def __init__(self, d, topic, rate=80):
+        self.d, self.topic, self.rate = d, topic, rate
+        self.added, self.removed, self.refused = [], [], []   # ids; (time, status) for refused
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _call(self, conn, path, body):
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+
+    def _run(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=30)
+        n = 0
+        while not self.stopped.is_set():
+            n += 1
+            job_id = f"ha-{n}"
+            try:
+                st, doc = self._call(conn, ADD, {"id": job_id, "topic": self.topic,
+                                                  "delay_ms": random.randint(2000, 6000),
+                                                  "body": job_id})
+                if st == 200 and doc["code"] == 0:
+                    self.added.append(job_id)
+                    if n % 7 == 0:
+                        st, doc = self._call(conn, REMOVE, {"job_id": job_id})
+                        if st == 200 and doc["message"] == "ok":
+                            self.removed.append(job_id)
+                else:
+                    self.refused.append((time.time(), st))
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                self.refused.append((time.time(), str(e)))
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=30)
+            time.sleep(1 / self.rate)
+        conn.close()
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(60)
+
+
+def check_nothing_lost_or_resurrected(load, reader):
+    removed = set(load.removed)
+    want = [j for j in load.added if j not in removed]
+    by_id = reader.wait_ids(want, 90)
+    back = sorted(removed & set(by_id))
+    assert not back, f"removed and delivered anyway: {back[:10]}"
+    for m in (m for ms in by_id.values() for m in ms):
+        sent_late, _ = lateness(m)
+        assert sent_late >= 0, ("early", m)
+
+
+def run_through(stack, fault):
+    ss = SentinelStack(stack.tmp)
+    ss.start()
+    try:
+        d = ha_delayqd(stack, ss).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_ha")
+        load = Load(d, reader.topic).start()
+        time.sleep(4)
+        t_fault = time.time()
+        fault(ss)
+        time.sleep(8)
+        load.stop()
+        late = [t - t_fault for t, _ in load.refused if t > t_fault]
+        print("    refusals:", [(round(t - t_fault, 1), st) for t, st in load.refused][:12])
+        print(f"    {len(load.added)} added, {len(load.removed)} removed, {len(load.refused)} refused; "
+              f"last refusal {max(late):.1f}s after the fault" if late else
+              f"    {len(load.added)} added, {len(load.removed)} removed, none refused")
+        assert len(load.added) > 300, len(load.added)
+        # adds went on with the same process: the last seconds were all accepted
+        assert not [t for t, _ in load.refused if t > time.time() - 3], load.refused[-5:]
+        check_nothing_lost_or_resurrected(load, reader)
+        assert d.alive()
+        reader.close()
+    finally:
+        ss.stop()
+
+
+def test_planned_failover_loses_nothing(stack):
+    run_through(stack, lambda ss: ss.failover())
+
+
+def test_master_killed_loses_nothing(stack):
+    def kill_and_rejoin(ss):
+        old = ss.kill_master()
+        ss.wait_promoted(old)
+        ss.restart(old)   # back as the new master's replica: WAIT 1 can be met again
+    run_through(stack, kill_and_rejoin)
+
+
+def test_adds_the_replica_does_not_confirm_are_refused_and_never_delivered(stack):
+    ss = SentinelStack(stack.tmp)
+    ss.start()
+    try:
+        d = ha_delayqd(stack, ss).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_unconfirmed")
+        assert d.add_ok(topic=reader.topic, delay=1, body="before")
+        replica = next(p for p in ss.data_ports if p != ss.master_port())
+        pid = ss.pid(replica)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            t0 = time.time()
+            st, doc = d.add(id="unconfirmed", topic=reader.topic, delay=1, body="never")
+            took = time.time() - t0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert st == 503 and "1 replicas confirmed" in doc["message"], (st, doc)
+        print(f"    refused after {took:.2f}s")
+        wait_until(lambda: ss.is_replica_of(replica, ss.master_port()), 30, "the replica back")
+        wait_until(lambda: d.add(id="after", topic=reader.topic, delay=1, body="after")[0] == 200,
+                   15, "adds accepted again")
+        time.sleep(3)
+        assert d.get("unconfirmed") is None
+        payloads = sorted(m["payload"] for m in reader.wait_count(2, 20))
+        assert payloads == ["after", "before"], payloads
+        # The operators' script finds the master through the same Sentinels.
+        p = run(["bash", os.path.join(ROOT, "scripts", "claims.sh"), "-c", d.conf_path, "list"])
+        assert p.stdout.count(" alive") == 1, p.stdout
+        reader.close()
+    finally:
+        ss.stop()
