@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 import harness  # noqa: E402
 from harness import Delayqd, Reader, now_ms, rss_mib, run  # noqa: E402
+from sentinel import SentinelStack  # noqa: E402
 
 BODY = "x" * 200
 FAR_MS = 2 * 3600 * 1000     # pending jobs of the add and memory phases never fall due here
@@ -318,6 +319,31 @@ def phase_memory(d, stack, idle_mib, add_rate, n):
             "target": "RSS <= 64 MiB with 1,000,000 pending; Redis <= body + 150 B per job"}
 
 
+def phase_replicated(stack, seconds, n):
+    """Adds and a backlog against a master with one replica behind three Sentinels, with
+    redis.wait_replicas 0 and then 1 on the same stack: what confirming every write costs."""
+    ss = SentinelStack(stack.tmp, master_name="bench")
+    ss.start()
+    out = {}
+    try:
+        for w in (0, 1):
+            d = Delayqd(stack, name=f"benchrepl{w}", levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                        partitions=8, extra={"max_delay_s": 86400, "log_level": "warn",
+                                             "sentinels": ss.sentinel_ports, "master_name": "bench",
+                                             "wait_replicas": w}).start().wait_groups_owned()
+            add = wrk_adds(d, f"{d.name}_pending", now_ms() + FAR_MS, seconds)
+            backlog = phase_backlog(d, stack, add["adds_per_s"], n)
+            out[f"wait_replicas={w}"] = {"adds_per_s": add["adds_per_s"], "add_p99_ms": add["p99_ms"],
+                                         "add_errors": add["errors"],
+                                         "backlog_jobs_per_s": backlog["jobs_per_s"],
+                                         "backlog_delivered": f"{backlog['delivered']} of {backlog['jobs']}"}
+            d.stop()
+    finally:
+        ss.stop()
+    out["target"] = "wait_replicas=1 keeps >= 80% of the adds/s and backlog jobs/s of wait_replicas=0"
+    return out
+
+
 def table(res):
     lines = []
     if "add" in res:
@@ -351,6 +377,14 @@ def table(res):
                      f"after the earlier phases); Redis {m['redis_bytes_per_job']} B/job "
                      f"({m['body_bytes']} B body; a bare body under such a key with a TTL: "
                      f"{m['redis_floor_bytes_per_key']} B)   target {m['target']}")
+    if "replicated" in res:
+        r = res["replicated"]
+        for k, v in r.items():
+            if k != "target":
+                lines.append(f"replicated {k}: {v['adds_per_s']} adds/s (p99 {v['add_p99_ms']:.1f} ms, "
+                             f"{v['add_errors']} errors), backlog {v['backlog_jobs_per_s']} jobs/s "
+                             f"({v['backlog_delivered']})")
+        lines.append(f"  target {r['target']}")
     for k in ("add", "backlog", "precision", "memory"):
         if k in res and "cpu_s" in res[k]:
             c = res[k]
@@ -386,7 +420,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,profile,backlog,precision,memory")
+    ap.add_argument("--phases", default="add,profile,backlog,precision,memory,replicated")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -436,6 +470,10 @@ def main():
             res["memory"] = measured(d, stack, phase_memory, idle, rate, 20000 if q else 1000000)
             res["memory"]["rss_after_earlier_phases_mib"] = after
             print(table({"memory": res["memory"]}), flush=True)
+        if "replicated" in phases:
+            d.stop()
+            res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)
+            print(table({"replicated": res["replicated"]}), flush=True)
     finally:
         harness.stop_all()
         stack.stop()
