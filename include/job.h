@@ -55,29 +55,30 @@ void job_new_id(char out[JOB_ID_GEN_LEN + 1]);
 void job_new_tag(char out[JOB_TAG_LEN + 1]);
 
 /* The Redis value of a job (one string per job, to keep Redis small):
- *   <state><due_ms>|<stamp_ms or tag>|<claim>|<tail>[<error>]
- * state is one letter (job_state_letter); due_ms the due time, epoch ms. The second field holds
- * the job's tag while it is pending or delivering, and the stamp (when it reached delivered,
- * cancelled or failed) after; it is empty in records written before tags, and then no tag is
- * asked of their messages. claim is the token of the message being delivered: 13 characters,
- * held open in a pending record by JOB_CLAIM_ROOM, so that a claim writes its token over them
- * without changing the head's length (store.c writes heads in place; a mark or remove writes
- * its 13-digit stamp over the 13-character tag). tail is the msgpack array
- * [topic, body, delay_ms, key or nil, {headers}], written once at add, with the key and headers
- * left off when there are none and any later elements ignored. A failed record may carry a
- * msgpack string after the tail: why it failed. The id is the key's, created_ms is
- * due_ms - delay_ms. Records written before the claim room have an empty claim field and the
- * tail [topic, body, key or nil, {headers}, delay_ms]; they are still read, and rewritten whole
- * by the first script that changes their head. store.c's Lua scripts edit the head with the
- * pattern JOB_RECORD_HEAD and never decode the tail, except add's duplicate check. */
-#define JOB_RECORD_HEAD "^(%l)(%d+)|([^|]*)|([^|]*)|()"
-#define JOB_CLAIM_ROOM "-------------"   /* 13 characters, as a claim token */
+ *   <state><due_ms>|<stamp_ms>|<claim>|<tail>[<error>]
+ * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
+ * reached delivered, cancelled or failed (empty before). claim is 13 characters while the job
+ * is pending or delivering: a pending record holds its tag there (the secret its own delay
+ * messages carry as dq-tag, so that a message naming only its id cannot claim it), a
+ * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
+ * stamp where they were, so the head keeps its length and store.c writes heads in place.
+ * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}], written once at
+ * add, with the key and headers left off when there are none and any later elements ignored.
+ * A failed record may carry a msgpack string after the tail: why it failed. The id is the
+ * key's, created_ms is due_ms - delay_ms. Records written before tags hold JOB_CLAIM_ROOM in
+ * a pending record's claim field, and no tag is asked of their messages; records written
+ * before that room have an empty claim field and the tail [topic, body, key or nil, {headers},
+ * delay_ms]; both are still read, and the latter rewritten whole by the first script that
+ * changes its head. store.c's Lua scripts edit the head with the pattern JOB_RECORD_HEAD and
+ * never decode the tail, except add's duplicate check. */
+#define JOB_RECORD_HEAD "^(%l)(%d+)|(%d*)|([^|]*)|()"
+#define JOB_CLAIM_ROOM "-------------"   /* 13 characters: a pending record's claim, untagged */
 
 /* What the head of a record says besides the job. */
 struct job_record {
     enum job_state state;
-    int64_t stamp_ms;                /* -1 when empty, and while pending or delivering */
-    char tag[JOB_TAG_LEN + 1];       /* while pending or delivering; "" when it has none */
+    int64_t stamp_ms;                /* -1 when empty */
+    char tag[JOB_TAG_LEN + 1];       /* while pending; "" when it has none */
     char error[JOB_ERROR_MAX + 1];   /* why it failed; "" when it did not, or does not say */
 };
 

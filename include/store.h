@@ -57,7 +57,7 @@ struct store_add_answer {
     int ok;                     /* 0: Redis refused this one; err says why */
     enum store_add_result res;
     enum job_state state;       /* the record's state after the call */
-    char tag[JOB_TAG_LEN + 1];  /* STORE_DUPLICATE: the record's tag ("" if it has none) */
+    char tag[JOB_TAG_LEN + 1];  /* STORE_DUPLICATE of a pending job: its tag ("" if it has none) */
     int64_t due_ms;             /* STORE_DUPLICATE: the record's due time, epoch ms; else -1 */
     char err[160];
 };
@@ -83,8 +83,8 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
  * instance is this process's "<instance>:"; args holds three strings per record: the due time
- * its message carries (decimal text, or ""), its dq-tag (or ""), which must be the record's,
- * and the message's claim token "<instance>:<message>", 13 characters (forwarder.c). The
+ * its message carries (decimal text, or ""), its dq-tag (or ""), which must be the one a
+ * pending record holds, and the message's claim token "<instance>:<message>", 13 characters (forwarder.c). The
  * answers go to fn as they arrive, 128 records at a time, while Redis claims the next ones.
  * Returns 0, or -1 with err set when the connection failed (fn was told for every record not
  * answered). */
@@ -92,12 +92,11 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
                       const char *const *args, store_claim_fn *fn, void *ctx, char *err,
                       size_t errlen);
 
-/* A claimed record to mark: its job id, the due time, tag and claim token its claim wrote, the
- * state to move it to (delivered or failed), and for failed why (NULL: no reason kept). */
+/* A claimed record to mark: its job id, the due time and claim token its claim wrote, the state
+ * to move it to (delivered or failed), and for failed why (NULL: no reason kept). */
 struct store_mark {
     const char *id;
     int64_t due_ms;
-    const char *tag;
     const char *token;
     enum job_state state;
     const char *error;

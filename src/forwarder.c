@@ -439,7 +439,6 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         return;
     }
     m->claimed_due_ms = job.due_ms;   /* the claim wrote it into the head, with the token */
-    m->claimed_tagged = rec.tag[0] != '\0';   /* and the record's tag: the message's, or none */
     if (refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
         dead_letter_job(fw, m, &job, reason);
@@ -585,16 +584,13 @@ static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
     char reason[512];
 
     id_of(m, a->id);
-    tag_of(m, a->tag);
-    if (!m->claimed_tagged)
-        a->tag[0] = '\0';
     claim_token(fw, m, a->token);
     a->error = NULL;
     if (m->mark == JOB_FAILED) {
         refusal_reason(m, reason, sizeof(reason));
         a->error = strdup(reason);   /* without it, the record is still marked */
     }
-    fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->tag, a->token,
+    fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
                                            (enum job_state)m->mark, a->error };
 }
 

@@ -121,8 +121,8 @@ int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
     char head[48];
-    int n = snprintf(head, sizeof(head), "%c%lld|%s|" JOB_CLAIM_ROOM "|",
-                     job_state_letter(JOB_PENDING), (long long)job->due_ms, job->tag);
+    int n = snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_PENDING),
+                     (long long)job->due_ms, job->tag[0] ? job->tag : JOB_CLAIM_ROOM);
 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
@@ -201,28 +201,12 @@ static int head_number(const char **p, const char *end, int64_t *out)
     return 0;
 }
 
-/* The second field of a head: the tag of a pending or delivering record, else the stamp. */
-static int head_tag_or_stamp(const char **p, const char *end, struct job_record *rec)
-{
-    const char *bar;
-    size_t len;
-
-    if (rec->state != JOB_PENDING && rec->state != JOB_DELIVERING)
-        return head_number(p, end, &rec->stamp_ms);
-    rec->stamp_ms = -1;
-    if (!(bar = memchr(*p, '|', (size_t)(end - *p))) || (len = (size_t)(bar - *p)) > JOB_TAG_LEN)
-        return -1;
-    memcpy(rec->tag, *p, len);
-    rec->tag[len] = '\0';
-    *p = bar + 1;
-    return 0;
-}
-
-/* The head of a record: state, due, stamp or tag, claim. Returns the tail, or NULL with err. */
+/* The head of a record: state, due, stamp, claim (a pending record's tag). Returns the tail, or
+ * NULL with err set. */
 static const char *read_head(const char *v, size_t len, struct job *out, struct job_record *rec,
                              char *err, size_t errlen)
 {
-    const char *p = v + 1, *end = v + len;
+    const char *p = v + 1, *end = v + len, *claim;
 
     if (len == 0 || job_state_of_letter(v[0], &rec->state) < 0) {
         snprintf(err, errlen, "record has no valid state letter");
@@ -232,15 +216,21 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
         snprintf(err, errlen, "record head has no due time");
         return NULL;
     }
-    if (head_number(&p, end, &out->due_ms) < 0 || head_tag_or_stamp(&p, end, rec) < 0) {
-        snprintf(err, errlen, "record head is not <state><due_ms>|<stamp_ms or tag>|<claim>|");
+    if (head_number(&p, end, &out->due_ms) < 0 || head_number(&p, end, &rec->stamp_ms) < 0) {
+        snprintf(err, errlen, "record head is not <state><due_ms>|<stamp_ms>|<claim>|");
         return NULL;
     }
-    while (p < end && *p != '|')   /* the claim token: the scripts' business */
+    claim = p;
+    while (p < end && *p != '|')   /* the claim: the scripts' business, but for the tag */
         p++;
     if (p >= end) {
         snprintf(err, errlen, "record head has no end");
         return NULL;
+    }
+    if (rec->state == JOB_PENDING && p - claim == JOB_TAG_LEN &&
+        memcmp(claim, JOB_CLAIM_ROOM, JOB_TAG_LEN) != 0) {
+        memcpy(rec->tag, claim, JOB_TAG_LEN);
+        rec->tag[JOB_TAG_LEN] = '\0';
     }
     return p + 1;
 }

@@ -70,8 +70,9 @@ struct store {
  * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
  *
  * Add, ARGV per record: record, ttl ms. Returns {result, state letter} per record: 0 added,
- * 1 the same job is there (same topic and body; then also its tag and due time, so that the
- * add can send its message again), 2 another job has the id, 3 the key holds no record; or the
+ * 1 the same job is there (same topic and body; then also its claim field, a pending record's
+ * tag, and due time, so that the add can send its message again), 2 another job has the id, 3
+ * the key holds no record; or the
  * error of its SET (such as OOM) as that record's answer, not the whole call's.
  * A new id, the usual case, costs one SET NX; the record there is read only when that fails. */
 static const char add_lua[] =
@@ -85,7 +86,7 @@ static const char add_lua[] =
     "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
     "  local mine = cmsgpack.unpack(string.sub(record, select(5, string.match(record, '" JOB_RECORD_HEAD "'))))\n"
     "  if ok and type(rec) == 'table' and rec[1] == mine[1] and rec[2] == mine[2] then\n"
-    "    return {1, st, stamp, due}\n"
+    "    return {1, st, claim, due}\n"
     "  end\n"
     "end\n"
     "return {2, st}\n"
@@ -97,16 +98,14 @@ static const char drop_lua[] =
     "return 0\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
- * key holds no record. The stamp goes where the tag was; a record without a tag (written before
- * tags) gives up its claim room for it instead, so the head keeps its length either way. */
+ * key holds no record. The stamp goes where the tag (or the claim room) was, as a mark's does. */
 static const char remove_lua[] =
     WRITE_HEAD
     ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
     "if st == 'p' then\n"
-    "  local room = stamp == '' and '' or claim\n"
-    "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '|' .. room .. '|')\n"
+    "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '||')\n"
     "  redis.call('PEXPIRE', key, ARGV[2])\n"
     "  return {0, 'c'}\n"
     "end\n"
@@ -115,9 +114,10 @@ static const char remove_lua[] =
 /* Claim, ARGV: "<instance>:", then per record the message's due ms or "", its dq-tag or "",
  * and its claim token "<instance>:<message>" (forwarder.c). Returns per record: {} when no
  * record, {'stale'} when the message is an earlier job's with this id (its due time differs),
- * {'foreign'} when it is not one of the job's own messages (its tag is not the record's: any
- * producer can write a dq-id, not the tag; a record written before tags has none to ask for),
- * {'busy'} when another message of the job (a copy
+ * {'foreign'} when it is not one of the pending job's own messages (its tag is not the one the
+ * record holds in its claim field: any producer can write a dq-id, not the tag; a record written
+ * before tags holds JOB_CLAIM_ROOM and asks for none), {'busy'} when another message of the job
+ * (a copy
  * left by a crash in the middle of a move down the levels) is being delivered by this instance,
  * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
  * no record (the caller dead-letters it). A delivering record claimed by another instance
@@ -130,20 +130,22 @@ static const char claim_lua[] =
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
     "if mdue ~= '' and due ~= mdue then return {'stale'} end\n"
-    "if (st == 'p' or st == 's') and stamp ~= '' and stamp ~= mtag then return {'foreign'} end\n"
+    "if st == 'p' and claim ~= '' and claim ~= '" JOB_CLAIM_ROOM "' and claim ~= mtag then\n"
+    "  return {'foreign'}\n"
+    "end\n"
     "if st == 's' and claim ~= token and string.sub(claim, 1, #instance) == instance then\n"
     "  return {'busy'}\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
-    "  write_head(key, v, at, 's' .. due .. '|' .. stamp .. '|' .. token .. '|')\n"
+    "  write_head(key, v, at, 's' .. due .. '||' .. token .. '|')\n"
     "  return {st, v}\n"
     "end\n"
     "return {st}\n"
     END_EACH("one(ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], ARGV[1], KEYS[i])");
 
-/* Mark, ARGV per record: the head its claim wrote ("s<due>|<tag>|<token>|"), the head to write
- * in its place ("<letter><due>|<now>|<token>|": the stamp takes the tag's place, so the two
- * have the same length), a ttl in ms to renew the expiry with, or "" to keep it, and why the
+/* Mark, ARGV per record: the head its claim wrote ("s<due>||<token>|"), the head to write in its
+ * place ("<letter><due>|<now>|<rest of the token>|": the stamp takes the token's place, so the
+ * two have the same length), a ttl in ms to renew the expiry with, or "" to keep it, and why the
  * job failed, or "" (appended to the record as a msgpack string, see job.h).
  * Returns 1 per record marked, 0 per record no longer claimed by that token (delivered, or taken
  * over by another instance). The head is compared and written in place: no read or write of
@@ -826,9 +828,10 @@ static void read_duplicate(const redisReply *r, int res, struct store_add_answer
     out->tag[0] = '\0';
     out->due_ms = -1;
     if (res != STORE_DUPLICATE || r->elements < 4 || r->element[2]->type != REDIS_REPLY_STRING ||
-        r->element[3]->type != REDIS_REPLY_STRING || r->element[2]->len > JOB_TAG_LEN)
+        r->element[3]->type != REDIS_REPLY_STRING)
         return;
-    memcpy(out->tag, r->element[2]->str, r->element[2]->len + 1);
+    if (r->element[2]->len == JOB_TAG_LEN && strcmp(r->element[2]->str, JOB_CLAIM_ROOM) != 0)
+        memcpy(out->tag, r->element[2]->str, JOB_TAG_LEN + 1);   /* else a record without one */
     out->due_ms = strtoll(r->element[3]->str, NULL, 10);
 }
 
@@ -1070,7 +1073,7 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     return rc;
 }
 
-/* A head "<letter><due>|<stamp or tag>|<token>|": two 20-digit numbers and a token of up to 19
+/* A head "<letter><due>|<stamp>|<token>|": two 20-digit numbers and a token of up to 19
  * characters (the forwarder's have 13). */
 #define MARK_HEAD_MAX 64
 
@@ -1081,16 +1084,14 @@ struct mark_args {
     char ttl[24];
 };
 
-/* The stamp goes where the tag was, and keeps the token; in a record without a tag (written
- * before tags) it goes where the token was instead, and the token keeps only what is left. */
 static void mark_args(const struct store_mark *m, int64_t now_ms, int64_t retention_ms,
                       struct mark_args *out)
 {
     size_t now_len = (size_t)snprintf(out->ttl, sizeof(out->ttl), "%lld", (long long)now_ms);
-    const char *rest = m->tag[0] ? m->token : strlen(m->token) > now_len ? m->token + now_len : "";
+    const char *rest = strlen(m->token) > now_len ? m->token + now_len : "";
 
-    snprintf(out->claimed, sizeof(out->claimed), "%c%lld|%s|%s|", job_state_letter(JOB_DELIVERING),
-             (long long)m->due_ms, m->tag, m->token);
+    snprintf(out->claimed, sizeof(out->claimed), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
+             (long long)m->due_ms, m->token);
     snprintf(out->head, sizeof(out->head), "%c%lld|%lld|%s|", job_state_letter(m->state),
              (long long)m->due_ms, (long long)now_ms, rest);
     out->ttl[0] = '\0';

@@ -53,8 +53,8 @@ def test_add_extensions_are_stored(stack):
     assert d.get(d.add_ok(topic="orders", delay_ms=90500, body="x"))["delay_ms"] == 90500
 
     head, tail, size = record(stack, d, job_id)
-    # pending, due, the job's tag (its messages carry it), room for a claim
-    assert re.fullmatch(rf"p{due}\|[A-Za-z0-9_-]{{13}}\|-------------\|", head), head
+    # pending, due, no stamp, the job's tag (its messages carry it) where a claim will go
+    assert re.fullmatch(rf"p{due}\|\|[A-Za-z0-9_-]{{13}}\|", head), head
     assert tail[0] == "orders" and tail[3] == "customer-9" and tail[4]["tenant"] == "acme", tail
     assert json.loads(tail[1]) == {"order": 77, "items": [1, 2]} and tail[2] == job["delay_ms"], tail
     # Compact: no id and no field names inside, so Redis holds little besides what was sent.

@@ -129,13 +129,12 @@ def test_claims_marks_and_removes_rewrite_the_record_head_in_place(stack):
     for i in ids:
         head, tail, _ = record(stack, d, i)
         job = d.get(i)
-        assert re.fullmatch(rf"d{job['exec_time_ms']}\|{job['delivered_ms']}\|[\w-]{{6}}:[\w-]{{6}}\|",
-                            head), head   # the stamp where the tag was, the claim token kept
+        assert head == f"d{job['exec_time_ms']}|{job['delivered_ms']}||", head
         assert tail[1] == body, tail[:1]
     gone = d.add_ok(topic=reader.topic, delay=60, body=body)
     assert d.remove(gone)[0] == 200
     head, tail, size = record(stack, d, gone)
-    assert re.fullmatch(r"c\d{13}\|\d{13}\|-------------\|", head) and tail[1] == body, head
+    assert re.fullmatch(r"c\d{13}\|\d{13}\|\|", head) and tail[1] == body, head
     calls = dict(re.findall(r"cmdstat_(\w+):calls=(\d+)", stack.redis("INFO", "commandstats")))
     assert int(calls["setrange"]) >= setranges + 1 and int(calls["set"]) == sets + 1, calls
     reader.close()

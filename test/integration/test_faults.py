@@ -527,7 +527,7 @@ def test_copies_of_a_job_message_deliver_it_once(stack):
     reader = Reader(stack, f"{d.name}_copies")
     job_id = d.add_ok(topic=reader.topic, delay=3, body="once")
     due = d.get(job_id)["exec_time_ms"]
-    tag = record(stack, d, job_id)[0].split("|")[1]   # a copy carries the tag of the original
+    tag = record(stack, d, job_id)[0].split("|")[2]   # a copy carries the tag of the original
     copy = {"dq-topic": reader.topic, "dq-id": job_id, "dq-tag": tag, "dq-due-ms": str(due),
             "dq-hops": "1"}
     for _ in range(2):

@@ -145,14 +145,16 @@ static void record_layout(void)
     CHECK(keyed);
     CHECK(headed);
     memcpy(in.tag, "Tag-_0123456z", JOB_TAG_LEN + 1);
-    CHECK(PACKS_AS(&in, "p1700000030000|Tag-_0123456z|-------------|"
+    CHECK(PACKS_AS(&in, "p1700000030000||Tag-_0123456z|"
                         "\x95\xa6orders\xa2hi\xcd\x75\x30\xc0\x81\xa2tr\xa1" "1"));
 }
 
-/* A pending or delivering record holds its tag where a final one has its stamp. */
+/* A pending record holds its tag where a delivering one holds its claim token. */
 static void read_tag_and_error(void)
 {
-    static const char pending[] = "p17|Tag-_0123456z|-------------|\x93\xa1t\xa1" "b\x07";
+    static const char pending[] = "p17||Tag-_0123456z|\x93\xa1t\xa1" "b\x07";
+    static const char untagged[] = "p17||-------------|\x93\xa1t\xa1" "b\x07";
+    static const char delivering[] = "s17||abcdef:ghijkl|\x93\xa1t\xa1" "b\x07";
     static const char failed[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xa4" "why!";
     static const char failed8[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xd9\x03" "abc";
     static const char cut[] = "f17|1700000000123|abcdef:ghijkl|\x93\xa1t\xa1" "b\x07\xa9" "why";
@@ -165,6 +167,12 @@ static void read_tag_and_error(void)
     CHECK_STR(rec.tag, "Tag-_0123456z");
     CHECK_EQ_INT(rec.stamp_ms, -1);
     CHECK_STR(rec.error, "");
+    CHECK_EQ_INT(job_record_read("a", untagged, sizeof(untagged) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_STR(rec.tag, "");
+    CHECK_EQ_INT(job_record_read("a", delivering, sizeof(delivering) - 1, &out, &rec, err, sizeof(err)), 0);
+    job_release(&out);
+    CHECK_STR(rec.tag, "");
     CHECK_EQ_INT(job_record_read("a", failed, sizeof(failed) - 1, &out, &rec, err, sizeof(err)), 0);
     job_release(&out);
     CHECK_EQ_INT(rec.state, JOB_FAILED);
@@ -238,8 +246,7 @@ static void read_bad_heads(void)
     CHECK(READ_FAILS("p|||\x90", "due"));
     CHECK(READ_FAILS("p17", "head"));
     CHECK(READ_FAILS("p17||", "no end"));
-    CHECK(READ_FAILS("d17|x||\x90", "head"));             /* a stamp after delivery */
-    CHECK(READ_FAILS("p17|12345678901234||\x90", "head"));  /* a tag of 14 */
+    CHECK(READ_FAILS("p17|x||\x90", "head"));
     CHECK(READ_FAILS("p-17|||\x90", "head"));
     CHECK(READ_FAILS("p1234567890123456789|||\x90", "head"));   /* 19 digits */
     CHECK(READ_FAILS("\x01not msgpack", "state"));
