@@ -613,12 +613,16 @@ typedef void reply_fn(size_t j, const redisReply *r, void *ctx);
 
 /* As run_scripts, but each reply goes to fn as soon as it arrives, so that the caller works on
  * the first answers while Redis computes the rest; fn is called once per call. Calls answered
- * NOSCRIPT are sent once more after the scripts are loaded again. Returns 0, or -1 with err set
- * when the connection failed (the calls not answered by then got NULL). */
+ * NOSCRIPT are sent once more after the scripts are loaded again. confirm: each call is followed
+ * by a WAIT for redis.wait_replicas, and a call whose writes too few replicas confirmed goes to
+ * fn as NULL with err saying so; the caller still works on one call's answers while Redis runs
+ * the next. Returns 0, or -1 with err set when the connection failed (the calls not answered by
+ * then got NULL). */
 static int stream_scripts(struct store *st, size_t n, append_fn *append, const void *actx,
-                          reply_fn *fn, void *fctx, char *err, size_t errlen)
+                          int confirm, reply_fn *fn, void *fctx, char *err, size_t errlen)
 {
     size_t *todo = malloc((n ? n : 1) * sizeof(*todo)), ntodo = n;
+    int waits = confirm && st->cfg->redis.wait_replicas > 0;
     int rc = -1;
 
     if (!todo) {
@@ -638,16 +642,27 @@ static int stream_scripts(struct store *st, size_t n, append_fn *append, const v
             drop_conn(st);
             break;
         }
-        for (size_t i = 0; i < ntodo; i++)
+        for (size_t i = 0; i < ntodo; i++) {
             append(st, todo[i], actx);
+            if (waits)
+                append_wait(st);
+        }
         for (done = 0; done < ntodo; done++) {
             redisReply *r = read_reply(st, err, errlen);
             if (!r)
                 break;
-            if (attempt == 0 && is_noscript(r))
+            if (waits && read_wait(st, err, errlen) < 0) {
+                freeReplyObject(r);
+                break;
+            }
+            if (attempt == 0 && is_noscript(r)) {
                 todo[lost++] = todo[done];
-            else
+            } else if (waits && st->unconfirmed) {
+                snprintf(err, errlen, "%s", st->wait_err);
+                fn(todo[done], NULL, fctx);
+            } else {
                 fn(todo[done], r, fctx);
+            }
             freeReplyObject(r);
         }
         failed = done < ntodo;   /* the connection: the rest are not answered */
@@ -1032,27 +1047,6 @@ static void claim_reply(size_t j, const redisReply *r, void *vctx)
     }
 }
 
-/* The claims of c, answered only once redis.wait_replicas replicas confirmed them (a record
- * must not be delivered on a claim that a failover could take back): one pipeline, its WAIT
- * last. Too few replicas: every claim is answered as failed, and retried. */
-static int confirmed_claims(struct store *st, struct chunked *c, struct claim_stream *cs,
-                            char *err, size_t errlen)
-{
-    size_t calls = chunks_of(c->n);
-    redisReply **r = run_scripts(st, calls, append_chunk, c, 1, err, errlen);
-
-    if (r && st->unconfirmed) {
-        snprintf(err, errlen, "%s", st->wait_err);
-        free_batch(r, calls);
-        r = NULL;
-    }
-    for (size_t j = 0; j < calls; j++)
-        claim_reply(j, r ? r[j] : NULL, cs);
-    if (r)
-        free_batch(r, calls);
-    return r ? 0 : -1;
-}
-
 int store_claim_batch(struct store *st, size_t n, const char *const *ids, const char *instance,
                       const char *const *args, store_claim_fn *fn, void *ctx, char *err,
                       size_t errlen)
@@ -1063,9 +1057,9 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
     int rc = -1;
 
     if (chunked_alloc(&c, err, errlen) == 0)
-        rc = st->cfg->redis.wait_replicas > 0 ? confirmed_claims(st, &c, &cs, err, errlen)
-                                              : stream_scripts(st, chunks_of(n), append_chunk, &c,
-                                                               claim_reply, &cs, err, errlen);
+        /* A record must not be delivered on a claim that a failover could take back: each
+         * chunk's claims are confirmed before they are answered. */
+        rc = stream_scripts(st, chunks_of(n), append_chunk, &c, 1, claim_reply, &cs, err, errlen);
     else
         for (size_t j = 0; j < chunks_of(n); j++)
             claim_reply(j, NULL, &cs);
