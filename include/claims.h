@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "store.h"
 
 #define CLAIMS_TOKEN_MAX 128
 
@@ -49,7 +48,7 @@ int claims_publish(struct claims *c, int group, size_t n, const char *const *fie
                    const char *const *values, char *err, size_t errlen);
 
 /* The view of every group (owner, TTL left, liveness, partition status) as the JSON data of
- * GET /delay-queue/api/claims, read with st. Returns a malloc'd answer (caller frees). */
-char *claims_view(struct store *st, const struct config *cfg, int *status);
+ * GET /delay-queue/api/claims, read on c's connection. Returns a malloc'd answer (caller frees). */
+char *claims_view(struct claims *c, int *status);
 
 #endif

@@ -1,6 +1,6 @@
 /* sentinel: where the Redis master is, as pure logic: Sentinel's answers, the error replies that
  * mean "this is not (or not yet) the master: look again", and the order in which Sentinels are
- * asked. No network library: store.c does the talking. */
+ * asked. No network library: rdb.c does the talking. */
 #ifndef DQ_SENTINEL_H
 #define DQ_SENTINEL_H
 

@@ -1,14 +1,13 @@
-/* store: job records in Redis (hiredis). Every state change is one Lua script, so remove and
- * delivery racing at the due instant resolve atomically inside Redis.
- * A struct store is one connection: use it from one thread at a time. It reconnects by itself
- * on the next call after a connection error. */
+/* store: job records in Redis. Every state change is one Lua script, so remove and delivery
+ * racing at the due instant resolve atomically inside Redis. With redis.wait_replicas, every
+ * call confirms its writes with the replicas before it answers (see each call).
+ * A struct store is one connection (rdb): use it from one thread at a time. It finds Redis
+ * again by itself on the next call after a connection error or a failover. */
 #ifndef DQ_STORE_H
 #define DQ_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include <hiredis.h>
 
 #include "config.h"
 #include "job.h"
@@ -108,20 +107,6 @@ struct store_mark {
  * one marked sooner keeps its expiry (due + retention_ms, from the add). */
 int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
                      int64_t retention_ms, char *err, size_t errlen);
-
-/* For the other Redis users of a thread (claims): EVAL script with one key, or any command,
- * on this store's connection, reconnecting first when needed. Return the reply (caller frees it
- * with freeReplyObject), or NULL with err set on a connection or Redis error. */
-redisReply *store_eval(struct store *st, const char *script, const char *key, int argc,
-                       const char *const *argv, const size_t *argvlen, char *err, size_t errlen);
-redisReply *store_command(struct store *st, char *err, size_t errlen, const char *fmt, ...);
-redisReply *store_argv(struct store *st, int argc, const char **argv, char *err, size_t errlen);
-
-/* With redis.wait_replicas set: WAIT for that many replicas to confirm the writes made on this
- * store's connection so far. 0 when they did (or none are asked for), -1 with err set when
- * fewer did within redis.wait_timeout_ms or Redis did not answer. Every record call above
- * confirms its own writes this way before it answers. */
-int store_confirm(struct store *st, char *err, size_t errlen);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "job.h"
 #include "log.h"
+#include "rdb.h"
 
 #define LOG_MODULE "claims"
 #define KEY_MAX (CONFIG_STR_MAX + 32)
@@ -20,7 +21,7 @@
 
 struct claims {
     const struct config *cfg;
-    struct store *st;
+    struct rdb *db;
     char token[CLAIMS_TOKEN_MAX];
 };
 
@@ -54,6 +55,9 @@ static const char heartbeat_lua[] =
     "end\n"
     "return {#live, least or 0}\n";
 
+enum script { S_RENEW, S_RELEASE, S_HEARTBEAT, S_COUNT };
+static const char *const script_text[S_COUNT] = { renew_lua, release_lua, heartbeat_lua };
+
 static void key_of(const struct config *cfg, const char *what, int group, char *out, size_t outlen)
 {
     if (group < 0)
@@ -67,7 +71,7 @@ struct claims *claims_new(const struct config *cfg)
     struct claims *c = calloc(1, sizeof(*c));
     char host[64] = "host", rnd[JOB_ID_GEN_LEN + 1];
 
-    if (!c || !(c->st = store_new(cfg))) {
+    if (!c || !(c->db = rdb_new(cfg, script_text, S_COUNT))) {
         free(c);
         return NULL;
     }
@@ -82,7 +86,7 @@ void claims_free(struct claims *c)
 {
     if (!c)
         return;
-    store_free(c->st);
+    rdb_free(c->db);
     free(c);
 }
 
@@ -92,19 +96,21 @@ const char *claims_token(const struct claims *c)
 }
 
 /* Runs a one-key script whose answer is an integer. Returns it, or -1 with err set. */
-static long long eval_int(struct claims *c, const char *script, const char *key, int argc,
+static long long eval_int(struct claims *c, enum script script, const char *key, size_t argc,
                           const char *const *argv, char *err, size_t errlen)
 {
-    redisReply *r = store_eval(c->st, script, key, argc, argv, NULL, err, errlen);
+    const char *a[3] = { key, argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL };
+    struct rdb_call call = { .script = (int)script, .nkeys = 1, .argc = 1 + argc, .argv = a };
+    struct rdb_reply *r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen);
     long long v = -1;
 
     if (!r)
         return -1;
-    if (r->type == REDIS_REPLY_INTEGER)
-        v = r->integer;
+    if (rdb_type(r) == RDB_INT)
+        v = rdb_int(r);
     else
         snprintf(err, errlen, "redis: unexpected reply");
-    freeReplyObject(r);
+    rdb_reply_free(r);
     return v;
 }
 
@@ -112,10 +118,9 @@ int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, cha
                      size_t errlen)
 {
     char keys[2][KEY_MAX], expiry[32], now[32], load[16];
-    const char *argv[7] = { "EVAL", heartbeat_lua, "2", keys[0], keys[1], NULL, NULL };
-    const char *args[4] = { c->token, expiry, now, load };
-    const char *all[11];
-    redisReply *r;
+    const char *argv[6] = { keys[0], keys[1], c->token, expiry, now, load };
+    struct rdb_call call = { .script = S_HEARTBEAT, .nkeys = 2, .argc = 6, .argv = argv };
+    struct rdb_reply *r;
     int live = -1;
 
     key_of(c->cfg, "instances", -1, keys[0], sizeof(keys[0]));
@@ -125,50 +130,47 @@ int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, cha
     snprintf(expiry, sizeof(expiry), "%lld", (long long)(now_ms + 2 * c->cfg->delay.claim_ttl_ms / 3));
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(load, sizeof(load), "%d", held);
-    memcpy(all, argv, 5 * sizeof(*all));
-    memcpy(all + 5, args, 4 * sizeof(*all));
-    if (!(r = store_argv(c->st, 9, all, err, errlen)))
+    if (!(r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen)))
         return -1;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-        r->element[1]->type == REDIS_REPLY_INTEGER) {
-        live = r->element[0]->integer < 1 ? 1 : (int)r->element[0]->integer;
-        *least = (int)r->element[1]->integer;
+    if (rdb_count(r) == 2 && rdb_type(rdb_at(r, 0)) == RDB_INT && rdb_type(rdb_at(r, 1)) == RDB_INT) {
+        live = rdb_int(rdb_at(r, 0)) < 1 ? 1 : (int)rdb_int(rdb_at(r, 0));
+        *least = (int)rdb_int(rdb_at(r, 1));
     } else {
         snprintf(err, errlen, "redis: unexpected reply to the heartbeat");
     }
-    freeReplyObject(r);
+    rdb_reply_free(r);
     return live;
 }
 
 void claims_goodbye(struct claims *c)
 {
     char key[KEY_MAX], err[256];
-    redisReply *r;
 
     key_of(c->cfg, "instances", -1, key, sizeof(key));
-    if ((r = store_command(c->st, err, sizeof(err), "ZREM %s %s", key, c->token)))
-        freeReplyObject(r);
+    rdb_reply_free(rdb_command(c->db, err, sizeof(err), "ZREM", key, c->token, NULL));
     key_of(c->cfg, "load", -1, key, sizeof(key));
-    if ((r = store_command(c->st, err, sizeof(err), "HDEL %s %s", key, c->token)))
-        freeReplyObject(r);
+    rdb_reply_free(rdb_command(c->db, err, sizeof(err), "HDEL", key, c->token, NULL));
 }
 
 int claims_acquire(struct claims *c, int group, char *err, size_t errlen)
 {
     char key[KEY_MAX], ttl[32];
-    redisReply *r;
+    const char *argv[] = { "SET", key, c->token, "NX", "PX", ttl };
+    struct rdb_call call = { .script = -1, .argc = 6, .argv = argv };
+    struct rdb_reply *r;
     int got;
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)c->cfg->delay.claim_ttl_ms);
-    if (!(r = store_command(c->st, err, errlen, "SET %s %s NX PX %s", key, c->token, ttl)))
-        return -1;
-    got = r->type == REDIS_REPLY_STATUS;   /* OK; nil when someone holds it */
-    freeReplyObject(r);
     /* A lease a failover could take back is no lease: with redis.wait_replicas, it counts once
      * the replicas have it, and is given up when they do not confirm it in time. */
-    if (got && store_confirm(c->st, err, errlen) < 0) {
+    if (!(r = rdb_call(c->db, &call, RDB_WAIT_END, err, errlen)))
+        return -1;
+    got = rdb_type(r) == RDB_STR;   /* OK; nil when someone holds it */
+    rdb_reply_free(r);
+    if (got && rdb_unconfirmed(c->db)) {
         char why[256];
+        snprintf(err, errlen, "%s", rdb_unconfirmed(c->db));
         if (claims_release(c, group, why, sizeof(why)) < 0)
             snprintf(err + strlen(err), errlen - strlen(err), "; giving it up failed: %s", why);
         return -1;
@@ -184,7 +186,7 @@ int claims_renew(struct claims *c, int group, char *err, size_t errlen)
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)c->cfg->delay.claim_ttl_ms);
-    v = eval_int(c, renew_lua, key, 2, argv, err, errlen);
+    v = eval_int(c, S_RENEW, key, 2, argv, err, errlen);
     return v < 0 ? -1 : v > 0;
 }
 
@@ -195,21 +197,21 @@ int claims_release(struct claims *c, int group, char *err, size_t errlen)
     long long v;
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
-    v = eval_int(c, release_lua, key, 1, argv, err, errlen);
+    v = eval_int(c, S_RELEASE, key, 1, argv, err, errlen);
     return v < 0 ? -1 : v > 0;
 }
 
 int claims_release_requested(struct claims *c, int group, char *err, size_t errlen)
 {
     char key[KEY_MAX];
-    redisReply *r;
+    struct rdb_reply *r;
     int asked;
 
     key_of(c->cfg, "release", group, key, sizeof(key));
-    if (!(r = store_command(c->st, err, errlen, "GETDEL %s", key)))
+    if (!(r = rdb_command(c->db, err, errlen, "GETDEL", key, NULL)))
         return -1;
-    asked = r->type == REDIS_REPLY_STRING;
-    freeReplyObject(r);
+    asked = rdb_type(r) == RDB_STR;
+    rdb_reply_free(r);
     return asked;
 }
 
@@ -219,7 +221,8 @@ int claims_publish(struct claims *c, int group, size_t n, const char *const *fie
     char key[KEY_MAX], now[32], ttl[32];
     size_t argc = 2 * n + 6;
     const char **argv = calloc(argc, sizeof(*argv));
-    redisReply *r;
+    struct rdb_call call = { .script = -1, .argc = argc, .argv = argv };
+    struct rdb_reply *r;
     int rc = -1;
 
     if (!argv) {
@@ -239,10 +242,10 @@ int claims_publish(struct claims *c, int group, size_t n, const char *const *fie
         argv[6 + 2 * i] = fields[i];
         argv[7 + 2 * i] = values[i];
     }
-    if ((r = store_argv(c->st, (int)argc, argv, err, errlen))) {
-        freeReplyObject(r);
-        if ((r = store_command(c->st, err, errlen, "PEXPIRE %s %s", key, ttl))) {
-            freeReplyObject(r);
+    if ((r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen))) {
+        rdb_reply_free(r);
+        if ((r = rdb_command(c->db, err, errlen, "PEXPIRE", key, ttl, NULL))) {
+            rdb_reply_free(r);
             rc = 0;
         }
     }
@@ -251,20 +254,21 @@ int claims_publish(struct claims *c, int group, size_t n, const char *const *fie
 }
 
 /* The status hash of a group as an array of {topic, partition, committed, end, lag, head_due_ms}. */
-static json_t *status_json(const redisReply *h, json_t *out)
+static json_t *status_json(const struct rdb_reply *h, json_t *out)
 {
     json_t *parts = json_array();
 
-    for (size_t i = 0; i + 1 < h->elements; i += 2) {
-        const char *f = h->element[i]->str, *slash = strrchr(f, '/');
+    for (size_t i = 0; i + 1 < rdb_count(h); i += 2) {
+        const char *f = rdb_str(rdb_at(h, i), NULL), *v = rdb_str(rdb_at(h, i + 1), NULL), *slash;
         long long committed, end, due;
+        if (!f || !v)
+            continue;
         if (strcmp(f, "owner") == 0 || strcmp(f, "updated_ms") == 0) {
             json_object_set_new(out, strcmp(f, "owner") == 0 ? "status_owner" : "updated_ms",
-                                strcmp(f, "owner") == 0 ? json_string(h->element[i + 1]->str)
-                                                        : json_integer(atoll(h->element[i + 1]->str)));
+                                strcmp(f, "owner") == 0 ? json_string(v) : json_integer(atoll(v)));
             continue;
         }
-        if (!slash || sscanf(h->element[i + 1]->str, "%lld %lld %lld", &committed, &end, &due) != 3)
+        if (!(slash = strrchr(f, '/')) || sscanf(v, "%lld %lld %lld", &committed, &end, &due) != 3)
             continue;
         json_array_append_new(parts, json_pack("{s:s%,s:i,s:I,s:I,s:I,s:o}", "topic", f, (size_t)(slash - f),
                                                "partition", atoi(slash + 1), "committed", committed,
@@ -274,12 +278,13 @@ static json_t *status_json(const redisReply *h, json_t *out)
     return parts;
 }
 
-static json_t *group_json(struct store *st, const struct config *cfg, int g, int64_t now,
+static json_t *group_json(struct rdb *db, const struct config *cfg, int g, int64_t now,
                           char *err, size_t errlen)
 {
     char key[KEY_MAX], ikey[KEY_MAX];
     json_t *grp = json_object(), *parts = json_array();
-    redisReply *owner, *ttl, *alive, *status;
+    struct rdb_reply *owner, *ttl, *alive, *status;
+    const char *who;
 
     for (int p = 0; p < cfg->delay.partitions; p++)
         if (cfg->delay.group_of[p] == g)
@@ -288,40 +293,40 @@ static json_t *group_json(struct store *st, const struct config *cfg, int g, int
     json_object_set_new(grp, "partitions", parts);
     key_of(cfg, "claim", g, key, sizeof(key));
     key_of(cfg, "instances", -1, ikey, sizeof(ikey));
-    if (!(owner = store_command(st, err, errlen, "GET %s", key)) ||
-        !(ttl = store_command(st, err, errlen, "PTTL %s", key))) {
-        if (owner)
-            freeReplyObject(owner);
+    if (!(owner = rdb_command(db, err, errlen, "GET", key, NULL)) ||
+        !(ttl = rdb_command(db, err, errlen, "PTTL", key, NULL))) {
+        rdb_reply_free(owner);
         json_decref(grp);
         return NULL;
     }
-    json_object_set_new(grp, "owner", owner->type == REDIS_REPLY_STRING ? json_string(owner->str) : json_null());
-    json_object_set_new(grp, "ttl_ms", ttl->type == REDIS_REPLY_INTEGER && ttl->integer >= 0
-                                           ? json_integer(ttl->integer) : json_null());
-    if (owner->type == REDIS_REPLY_STRING &&
-        (alive = store_command(st, err, errlen, "ZSCORE %s %s", ikey, owner->str))) {
-        json_object_set_new(grp, "owner_alive", json_boolean(alive->type == REDIS_REPLY_STRING &&
-                                                             atoll(alive->str) > now));
-        freeReplyObject(alive);
+    who = rdb_type(owner) == RDB_STR ? rdb_str(owner, NULL) : NULL;
+    json_object_set_new(grp, "owner", who ? json_string(who) : json_null());
+    json_object_set_new(grp, "ttl_ms", rdb_type(ttl) == RDB_INT && rdb_int(ttl) >= 0
+                                           ? json_integer(rdb_int(ttl)) : json_null());
+    if (who && (alive = rdb_command(db, err, errlen, "ZSCORE", ikey, who, NULL))) {
+        json_object_set_new(grp, "owner_alive", json_boolean(rdb_type(alive) == RDB_STR &&
+                                                             atoll(rdb_str(alive, NULL)) > now));
+        rdb_reply_free(alive);
     }
     key_of(cfg, "status", g, key, sizeof(key));
-    if ((status = store_command(st, err, errlen, "HGETALL %s", key))) {
+    if ((status = rdb_command(db, err, errlen, "HGETALL", key, NULL))) {
         json_object_set_new(grp, "status", status_json(status, grp));
-        freeReplyObject(status);
+        rdb_reply_free(status);
     }
-    freeReplyObject(owner);
-    freeReplyObject(ttl);
+    rdb_reply_free(owner);
+    rdb_reply_free(ttl);
     return grp;
 }
 
-char *claims_view(struct store *st, const struct config *cfg, int *status)
+char *claims_view(struct claims *c, int *status)
 {
+    const struct config *cfg = c->cfg;
     json_t *groups = json_array();
     int64_t now = clock_now_ms();
     char err[256], msg[320];
 
     for (int g = 0; g < cfg->delay.ngroups; g++) {
-        json_t *grp = group_json(st, cfg, g, now, err, sizeof(err));
+        json_t *grp = group_json(c->db, cfg, g, now, err, sizeof(err));
         if (!grp) {
             json_decref(groups);
             snprintf(msg, sizeof(msg), "claims: %s", err);

@@ -53,6 +53,8 @@ struct jobs {
     pthread_mutex_t pool_mu;
     struct store *pool[POOL_MAX];
     int npool;
+    pthread_mutex_t view_mu;
+    struct claims *view;        /* the claims view's connection, made at its first use */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;
@@ -310,6 +312,7 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
     jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
     jobs->q_tail = &jobs->q_head;
     pthread_mutex_init(&jobs->pool_mu, NULL);
+    pthread_mutex_init(&jobs->view_mu, NULL);
     pthread_mutex_init(&jobs->q_mu, NULL);
     jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, dr_cb,
                             jobs, err, errlen);
@@ -324,6 +327,7 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
         if (jobs->rk)
             rd_kafka_destroy(jobs->rk);
         pthread_mutex_destroy(&jobs->pool_mu);
+        pthread_mutex_destroy(&jobs->view_mu);
         pthread_mutex_destroy(&jobs->q_mu);
         close(jobs->wake[0]);
         close(jobs->wake[1]);
@@ -363,9 +367,11 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
     for (int i = 0; i < jobs->npool; i++)
         store_free(jobs->pool[i]);
     store_free(jobs->st);
+    claims_free(jobs->view);
     close(jobs->wake[0]);
     close(jobs->wake[1]);
     pthread_mutex_destroy(&jobs->pool_mu);
+    pthread_mutex_destroy(&jobs->view_mu);
     pthread_mutex_destroy(&jobs->q_mu);
     free(jobs);
 }
@@ -507,9 +513,17 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
 
 char *jobs_claims(struct jobs *jobs, int *status)
 {
-    struct store *st = pool_get(jobs);
-    char *resp = claims_view(st, jobs->cfg, status);
+    char *resp;
 
-    pool_put(jobs, st);
+    pthread_mutex_lock(&jobs->view_mu);
+    if (!jobs->view)
+        jobs->view = claims_new(jobs->cfg);
+    if (jobs->view) {
+        resp = claims_view(jobs->view, status);
+    } else {
+        *status = 503;
+        resp = api_response(API_UNAVAILABLE, "claims: out of memory", NULL);
+    }
+    pthread_mutex_unlock(&jobs->view_mu);
     return resp;
 }
