@@ -5,7 +5,7 @@
  * again, after a backoff when connecting failed. It loads the scripts it is given on every new
  * connection and loads them again when Redis has lost them (NOSCRIPT). It runs calls in
  * pipelines and, with redis.wait_replicas, confirms their writes with WAIT on the connection
- * that made them.
+ * that made them. With Sentinels it heeds their failover announcements (watch.h).
  * A struct rdb is one connection: use it from one thread at a time. */
 #ifndef DQ_RDB_H
 #define DQ_RDB_H

@@ -28,4 +28,16 @@ int sentinel_error_means_elsewhere(const char *errstr);
  * Sentinel client guidelines): the ones before it move down one place. */
 void sentinel_prefer(int *order, int i);
 
+/* What a message a Sentinel published (PSUBSCRIBE) says about the master named master_name:
+ * SENTINEL_EV_FAILOVER  a failover of it has begun or goes on (+try-failover, +selected-slave,
+ *                       ... +promoted-slave): a replica is, or is about to be, promoted while
+ *                       the old master may still take writes;
+ * SENTINEL_EV_OVER      that Sentinel's failover ended or was given up (+failover-end*,
+ *                       -failover-abort-*);
+ * SENTINEL_EV_SWITCH    the master has moved (+switch-master): its failover is over too;
+ * SENTINEL_EV_NONE      anything else, or about another master. */
+enum sentinel_event { SENTINEL_EV_NONE, SENTINEL_EV_FAILOVER, SENTINEL_EV_OVER, SENTINEL_EV_SWITCH };
+enum sentinel_event sentinel_event_of(const char *channel, const char *payload,
+                                      const char *master_name);
+
 #endif

@@ -13,6 +13,7 @@
 #include "producer.h"
 #include "store.h"
 #include "topics.h"
+#include "watch.h"
 
 #define LOG_MODULE "main"
 #define DELAYQ_VERSION "0.1.0"
@@ -81,9 +82,13 @@ static int serve(const struct config *cfg)
     char err[512];
     int rc = 1;
 
+    if (watch_start(cfg, err, sizeof(err)) < 0) {
+        log_error("%s", err);
+        return 1;
+    }
     warn_if_redis_down(cfg);
     if (ensure_topics(cfg, partitions) < 0)
-        return 1;
+        goto out;
     if (!(jobs = jobs_new(cfg, err, sizeof(err))) ||
         !(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
         !(http = http_new(cfg, jobs, err, sizeof(err)))) {
@@ -101,6 +106,7 @@ out:
     jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
     http_free(http);
     holder_free(holder);
+    watch_stop();
     log_info("stopped");
     return rc;
 }

@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "rdb.h"
 #include "sentinel.h"
+#include "watch.h"
 
 /* A Sentinel is asked this long at most (connect and answer), so that a dead one costs little
  * before the next is asked; never longer than redis.timeout_ms. */
@@ -32,6 +33,7 @@ struct rdb {
     const char *const *scripts;
     int nscripts;
     char (*sha)[41];
+    unsigned seen_gen;          /* the watch's generation this connection was made in */
     int64_t retry_at_ms;        /* connecting failed: not again before then */
     int64_t backoff_ms;
     char last_err[256];         /* why connecting failed */
@@ -330,16 +332,41 @@ static int setup(struct rdb *db, char *err, size_t errlen)
     return 0;
 }
 
+/* 1 when db's calls follow the Sentinel watch. */
+static int watched(const struct rdb *db)
+{
+    return db->cfg->redis.nsentinels && watch_running();
+}
+
+/* After the master moved, the Sentinel that told of it is asked first. */
+static void prefer_announcer(struct rdb *db)
+{
+    int a = watch_announcer();
+
+    for (int i = 0; a >= 0 && i < db->cfg->redis.nsentinels; i++)
+        if (db->order[i] == a)
+            sentinel_prefer(db->order, i);
+}
+
 /* A connection to the master, made now when there is none: 0, or -1 with err set. After a
  * failed attempt the next waits BACKOFF_MIN_MS, doubling up to BACKOFF_MAX_MS; until then
  * calls fail at once with the reason of the last attempt. */
 static int ensure_conn(struct rdb *db, char *err, size_t errlen)
 {
+    unsigned gen = watch_gen();
     int64_t now;
 
-    if (db->c && !db->c->err && !db->elsewhere)
+    if (watched(db) && watch_failing()) {
+        snprintf(err, errlen, "redis: Sentinel is failing master %s over; calls wait until it ends",
+                 db->cfg->redis.master_name);
+        drop_conn(db);
+        return -1;
+    }
+    if (db->c && !db->c->err && !db->elsewhere && (!watched(db) || gen == db->seen_gen))
         return 0;
     drop_conn(db);
+    if (watched(db) && gen != db->seen_gen)
+        prefer_announcer(db);
     now = clock_now_ms();
     if (now < db->retry_at_ms) {
         snprintf(err, errlen, "%s (next attempt in %lld ms)", db->last_err,
@@ -347,6 +374,7 @@ static int ensure_conn(struct rdb *db, char *err, size_t errlen)
         return -1;
     }
     if (setup(db, db->last_err, sizeof(db->last_err)) == 0) {
+        db->seen_gen = gen;
         db->backoff_ms = 0;
         db->retry_at_ms = 0;
         return 0;
@@ -423,7 +451,12 @@ static int read_wait(struct rdb *db, char *err, size_t errlen)
 
     if (!r)
         return -1;
-    if (!(r->type == REDIS_REPLY_INTEGER && r->integer >= want)) {
+    if (watched(db) && (watch_gen() != db->seen_gen || watch_failing())) {
+        short_of = 1;   /* the replicas that confirmed may follow another master now */
+        snprintf(db->wait_err, sizeof(db->wait_err), "redis: a failover of master %.40s began before "
+                 "the replicas confirmed the write", db->cfg->redis.master_name);
+        db->elsewhere = 1;
+    } else if (!(r->type == REDIS_REPLY_INTEGER && r->integer >= want)) {
         short_of = 1;
         snprintf(db->wait_err, sizeof(db->wait_err), "redis: %s%lld of %lld replicas confirmed the "
                  "write within redis.wait_timeout_ms (%lld ms)",

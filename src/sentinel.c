@@ -80,3 +80,39 @@ void sentinel_prefer(int *order, int i)
     memmove(order + 1, order, (size_t)i * sizeof(*order));
     order[0] = first;
 }
+
+/* The master a Sentinel event is about: the first word of +switch-master ("<name> <old ip>
+ * <old port> <new ip> <new port>"), the word after "@" of an event on a replica ("slave
+ * <ip:port> <ip> <port> @ <name> <ip> <port>"), or the second word of one on the master itself
+ * ("master <name> <ip> <port>"). 1 when it is master_name. */
+static int about(const char *channel, const char *payload, const char *master_name)
+{
+    size_t n = strlen(master_name);
+    const char *at = strstr(payload, " @ ");
+    const char *name = strcmp(channel, "+switch-master") == 0 ? payload
+                       : at ? at + 3
+                       : strncmp(payload, "master ", 7) == 0 ? payload + 7 : NULL;
+
+    return name && strncmp(name, master_name, n) == 0 && (name[n] == ' ' || name[n] == '\0');
+}
+
+enum sentinel_event sentinel_event_of(const char *channel, const char *payload,
+                                      const char *master_name)
+{
+    static const char *const begins[] = {
+        "+try-failover", "+elected-leader", "+failover-state-select-slave", "+selected-slave",
+        "+failover-state-send-slaveof-noone", "+failover-state-wait-promotion", "+promoted-slave",
+        "+failover-state-reconf-slaves",
+    };
+
+    if (!about(channel, payload, master_name))
+        return SENTINEL_EV_NONE;
+    if (strcmp(channel, "+switch-master") == 0)
+        return SENTINEL_EV_SWITCH;
+    if (strncmp(channel, "+failover-end", 13) == 0 || strncmp(channel, "-failover-abort-", 16) == 0)
+        return SENTINEL_EV_OVER;
+    for (size_t i = 0; i < sizeof(begins) / sizeof(begins[0]); i++)
+        if (strcmp(channel, begins[i]) == 0)
+            return SENTINEL_EV_FAILOVER;
+    return SENTINEL_EV_NONE;
+}

@@ -117,7 +117,7 @@ def run_through(stack, fault, replicas, back_within_s):
 def test_planned_failover_loses_nothing(stack):
     # With two replicas one stays attached through the switch, so WAIT 1 is met on the new
     # master at once (with one, only when Sentinel demotes the old master, about 10 s later).
-    run_through(stack, lambda ss: ss.failover(), replicas=1, back_within_s=15)
+    run_through(stack, lambda ss: ss.failover(), replicas=2, back_within_s=5)
 
 
 def test_master_killed_loses_nothing(stack):

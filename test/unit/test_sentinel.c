@@ -75,8 +75,38 @@ static void prefer_moves_the_answering_one_first(void)
     CHECK(order[0] == 3 && order[1] == 2 && order[2] == 0 && order[3] == 1);
 }
 
+/* Payloads as Redis 7.0's Sentinel publishes them during SENTINEL FAILOVER of master "dq". */
+static void events_of_a_failover(void)
+{
+    const char *r = "slave 127.0.0.1:33125 127.0.0.1 33125 @ dq 127.0.0.1 53675";
+    const char *m = "master dq 127.0.0.1 53675";
+
+    CHECK_EQ_INT(sentinel_event_of("+try-failover", m, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+elected-leader", m, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+selected-slave", r, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+failover-state-send-slaveof-noone", r, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+promoted-slave", r, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+failover-state-reconf-slaves", m, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+failover-end", m, "dq"), SENTINEL_EV_OVER);
+    CHECK_EQ_INT(sentinel_event_of("+failover-end-for-timeout", m, "dq"), SENTINEL_EV_OVER);
+    CHECK_EQ_INT(sentinel_event_of("-failover-abort-not-elected", m, "dq"), SENTINEL_EV_OVER);
+    CHECK_EQ_INT(sentinel_event_of("-failover-abort-no-good-slave", m, "dq"), SENTINEL_EV_OVER);
+    CHECK_EQ_INT(sentinel_event_of("+switch-master", "dq 127.0.0.1 53675 127.0.0.1 33125", "dq"),
+                 SENTINEL_EV_SWITCH);
+    /* what is no failover, or another master's */
+    CHECK_EQ_INT(sentinel_event_of("+slave-reconf-done", r, "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("-role-change", r, "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+new-epoch", "1", "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+try-failover", "master dq2 127.0.0.1 1", "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+try-failover", "master d 127.0.0.1 1", "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+selected-slave", "slave 1:2 1 2 @ other 1 2", "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+switch-master", "dqx 1 2 3 4", "dq"), SENTINEL_EV_NONE);
+    CHECK_EQ_INT(sentinel_event_of("+switch-master", "", "dq"), SENTINEL_EV_NONE);
+}
+
 void unit_sentinel(void)
 {
+    RUN(events_of_a_failover);
     RUN(split_addr);
     RUN(master_addr);
     RUN(errors_that_mean_elsewhere);
