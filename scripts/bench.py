@@ -232,14 +232,14 @@ def phase_profile(d, stack, seconds):
     return r
 
 
-def phase_backlog(d, stack, add_rate, n):
+def phase_backlog(d, stack, add_rate, n, pids=None):
     topic = f"{d.name}_backlog"
     stack.ensure_topic(topic)
     load_s = load_seconds(n, add_rate)
     due = now_ms() + load_s * 1000 + 15000
     count = add_exactly(d, topic, due, n, load_s)
     time.sleep(max(0, (due - now_ms()) / 1000))
-    pids = service_pids(d, stack)
+    pids = pids or service_pids(d, stack)
     before = {k: cpu_s(p) for k, p in pids.items() if p}
     deadline = time.time() + 600
     while stack.end_offset(topic) < count and time.time() < deadline:
@@ -319,6 +319,17 @@ def phase_memory(d, stack, idle_mib, add_rate, n):
             "target": "RSS <= 64 MiB with 1,000,000 pending; Redis <= body + 150 B per job"}
 
 
+def stack_pids(d, stack, ss):
+    """The processes of the replicated phase: delayqd, Kafka, the master, its replica and the
+    three Sentinels (summed as one)."""
+    master = ss.master_port()
+    pids = {"delayqd": d.proc.pid, "kafka": service_pids(d, stack)["kafka"],
+            "redis master": ss.pid(master)}
+    for i, p in enumerate(x for x in ss.data_ports if x != master):
+        pids["redis replica" + (f" {i + 1}" if i else "")] = ss.pid(p)
+    return {k: v for k, v in pids.items() if v}
+
+
 def phase_replicated(stack, seconds, n):
     """Adds and a backlog against a master with one replica behind three Sentinels, with
     redis.wait_replicas 0 and then 1 on the same stack: what confirming every write costs."""
@@ -331,12 +342,21 @@ def phase_replicated(stack, seconds, n):
                         partitions=8, extra={"max_delay_s": 86400, "log_level": "warn",
                                              "sentinels": ss.sentinel_ports, "master_name": "bench",
                                              "wait_replicas": w}).start().wait_groups_owned()
+            pids = stack_pids(d, stack, ss)
+            before = {k: cpu_s(p) for k, p in pids.items()}
+            idle0, _, total0 = machine_idle()
             add = wrk_adds(d, f"{d.name}_pending", now_ms() + FAR_MS, seconds)
-            backlog = phase_backlog(d, stack, add["adds_per_s"], n)
+            idle1, _, total1 = machine_idle()
+            add_cpu = {k: round((cpu_s(p) - before[k]) * 1e6 / max(add["adds"], 1), 1)
+                       for k, p in pids.items()}
+            backlog = phase_backlog(d, stack, add["adds_per_s"], n, pids)
             out[f"wait_replicas={w}"] = {"adds_per_s": add["adds_per_s"], "add_p99_ms": add["p99_ms"],
                                          "add_errors": add["errors"],
+                                         "add_cpu_us_per_add": add_cpu,
+                                         "add_machine_idle_pct": round(100 * (idle1 - idle0) / max(total1 - total0, 1)),
                                          "backlog_jobs_per_s": backlog["jobs_per_s"],
-                                         "backlog_delivered": f"{backlog['delivered']} of {backlog['jobs']}"}
+                                         "backlog_delivered": f"{backlog['delivered']} of {backlog['jobs']}",
+                                         "backlog_cpu_us_per_job": backlog["drain_cpu_us_per_job"]}
             d.stop()
     finally:
         ss.stop()
@@ -384,6 +404,10 @@ def table(res):
                 lines.append(f"replicated {k}: {v['adds_per_s']} adds/s (p99 {v['add_p99_ms']:.1f} ms, "
                              f"{v['add_errors']} errors), backlog {v['backlog_jobs_per_s']} jobs/s "
                              f"({v['backlog_delivered']})")
+                if "add_cpu_us_per_add" in v:
+                    lines.append("  CPU per add: " + ", ".join(f"{n} {u} us" for n, u in v["add_cpu_us_per_add"].items())
+                                 + f" (machine idle {v['add_machine_idle_pct']}%); per delivered job: "
+                                 + ", ".join(f"{n} {u} us" for n, u in v["backlog_cpu_us_per_job"].items()))
         lines.append(f"  target {r['target']}")
     for k in ("add", "backlog", "precision", "memory"):
         if k in res and "cpu_s" in res[k]:
