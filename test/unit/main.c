@@ -41,6 +41,7 @@ int main(void)
     unit_share();
     unit_metrics();
     unit_sentinel();
+    unit_slots();
     unit_levels();
     unit_envelope();
     unit_job();

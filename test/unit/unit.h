@@ -63,5 +63,6 @@ void unit_log(void);
 void unit_share(void);
 void unit_metrics(void);
 void unit_sentinel(void);
+void unit_slots(void);
 
 #endif
