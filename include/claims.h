@@ -1,11 +1,12 @@
 /* claims: leases on partition groups in Redis, the heartbeat of live instances, hand-back
- * requests from operators, and the status each owner publishes for them.
- *   <prefix>claim:<group>    owner token, PX = delay.claim_ttl_ms
- *   <prefix>instances        sorted set: token -> heartbeat expiry (epoch ms)
- *   <prefix>load             hash: token -> groups it holds (for the fair share)
- *   <prefix>release:<group>  an operator's request that the owner hand the group back
- *   <prefix>status:<group>   hash: owner, updated_ms, and "<topic>/<partition>" ->
- *                            "<committed> <end> <head due ms, or -1>"
+ * requests from operators, and the status each owner publishes for them. The keys share the
+ * hash tag {ctl}, so they lie in one Redis Cluster slot and a script may touch several:
+ *   <prefix>{ctl}:claim:<group>    owner token, PX = delay.claim_ttl_ms
+ *   <prefix>{ctl}:instances        sorted set: token -> heartbeat expiry (epoch ms)
+ *   <prefix>{ctl}:load             hash: token -> groups it holds (for the fair share)
+ *   <prefix>{ctl}:release:<group>  an operator's request that the owner hand the group back
+ *   <prefix>{ctl}:status:<group>   hash: owner, updated_ms, and "<topic>/<partition>" ->
+ *                                  "<committed> <end> <head due ms, or -1>"
  * Nothing here overwrites or deletes another owner's lease: renew and release compare first,
  * atomically. One struct claims is used from one thread. */
 #ifndef DQ_CLAIMS_H
@@ -17,6 +18,7 @@
 #include "config.h"
 
 #define CLAIMS_TOKEN_MAX 128
+#define CLAIMS_TAG "{ctl}"   /* the hash tag of the control keys, after the prefix */
 
 struct claims;
 
@@ -30,6 +32,10 @@ const char *claims_token(const struct claims *c);
  * holds, or -1 with err set. */
 int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, char *err,
                      size_t errlen);
+/* Logs an error when a group is leased under the key layout before {ctl} (<prefix>claim:<g>):
+ * an older delayqd runs, which does not see this build's leases. */
+void claims_check_old_layout(struct claims *c);
+
 /* Leaves the live set (at shutdown). */
 void claims_goodbye(struct claims *c);
 

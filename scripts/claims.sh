@@ -102,10 +102,10 @@ pong=$(rcli PING 2>&1) || true
 check_group() {
   [[ "${1:-}" =~ ^[0-9]+$ ]] && (($1 < ngroups)) || die "unknown group '${1:-}' (groups are 0 to $((ngroups - 1)) in $conf)"
 }
-owner_of() { rcli GET "${prefix}claim:$1"; }
+owner_of() { rcli GET "${prefix}{ctl}:claim:$1"; }
 alive() {   # the owner's heartbeat is in the live set and not past
   local score now
-  score=$(rcli ZSCORE "${prefix}instances" "$1")
+  score=$(rcli ZSCORE "${prefix}{ctl}:instances" "$1")
   now=$(($(date +%s%3N)))
   [ -n "$score" ] && (( ${score%.*} > now ))
 }
@@ -114,11 +114,11 @@ list() {
   local g=0 owner left state
   printf '%-6s %-14s %-40s %-9s %s\n' GROUP PARTITIONS OWNER TTL_MS STATE
   while read -r parts; do
-    owner=$(owner_of $g); left=$(rcli PTTL "${prefix}claim:$g")
+    owner=$(owner_of $g); left=$(rcli PTTL "${prefix}{ctl}:claim:$g")
     if [ -z "$owner" ]; then state=free; owner=-; left=-
     elif alive "$owner"; then state=alive; else state=dead; fi
     printf '%-6s %-14s %-40s %-9s %s\n' "$g" "${parts// /,}" "$owner" "$left" "$state"
-    rcli HGETALL "${prefix}status:$g" | paste - - | while read -r field v1 v2 v3; do
+    rcli HGETALL "${prefix}{ctl}:status:$g" | paste - - | while read -r field v1 v2 v3; do
       case "$field" in ""|owner|updated_ms) continue ;; esac
       local lag=-; ((v1 >= 0 && v2 >= v1)) && lag=$((v2 - v1))
       local due=-; ((v3 >= 0)) && due=$(date -u -d "@$((v3 / 1000))" +%H:%M:%SZ)
@@ -133,7 +133,7 @@ release() {
   check_group "$g"
   owner=$(owner_of "$g")
   [ -n "$owner" ] || { echo "group $g is free"; return 0; }
-  rcli SET "${prefix}release:$g" "claims.sh" EX 60 >/dev/null
+  rcli SET "${prefix}{ctl}:release:$g" "claims.sh" EX 60 >/dev/null
   echo "asked $owner to hand back group $g; waiting..."
   deadline=$(( $(date +%s) + ttl / 1000 * 3 + 10 ))
   while [ "$(owner_of "$g")" = "$owner" ]; do
@@ -153,7 +153,7 @@ force_release() {
   fi
   # Compare-and-delete: only the lease seen above is removed.
   rcli EVAL "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0" \
-    1 "${prefix}claim:$g" "$owner" >/dev/null
+    1 "${prefix}{ctl}:claim:$g" "$owner" >/dev/null
   echo "removed the lease of $owner on group $g"
 }
 

@@ -58,12 +58,14 @@ static const char heartbeat_lua[] =
 enum script { S_RENEW, S_RELEASE, S_HEARTBEAT, S_COUNT };
 static const char *const script_text[S_COUNT] = { renew_lua, release_lua, heartbeat_lua };
 
+/* A control key: "<prefix>{ctl}:<what>[:<group>]". The hash tag puts them all in one Redis
+ * Cluster slot, so that a script may touch several (the heartbeat does). */
 static void key_of(const struct config *cfg, const char *what, int group, char *out, size_t outlen)
 {
     if (group < 0)
-        snprintf(out, outlen, "%s%s", cfg->redis.prefix, what);
+        snprintf(out, outlen, "%s" CLAIMS_TAG ":%s", cfg->redis.prefix, what);
     else
-        snprintf(out, outlen, "%s%s:%d", cfg->redis.prefix, what, group);
+        snprintf(out, outlen, "%s" CLAIMS_TAG ":%s:%d", cfg->redis.prefix, what, group);
 }
 
 struct claims *claims_new(const struct config *cfg)
@@ -176,6 +178,26 @@ int claims_acquire(struct claims *c, int group, char *err, size_t errlen)
         return -1;
     }
     return got;
+}
+
+void claims_check_old_layout(struct claims *c)
+{
+    char key[KEY_MAX], err[256];
+
+    for (int g = 0; g < c->cfg->delay.ngroups; g++) {
+        struct rdb_reply *r;
+        int held;
+        snprintf(key, sizeof(key), "%sclaim:%d", c->cfg->redis.prefix, g);
+        if (!(r = rdb_command(c->db, err, sizeof(err), "GET", key, NULL)))
+            return;
+        if ((held = rdb_type(r) == RDB_STR))
+            log_error("group %d is leased under the earlier key layout (%s, owner %s): an older "
+                      "delayqd runs on these topics; stop every older instance (both may forward "
+                      "the group meanwhile)", g, key, rdb_str(r, NULL));
+        rdb_reply_free(r);
+        if (held)
+            return;
+    }
 }
 
 int claims_renew(struct claims *c, int group, char *err, size_t errlen)

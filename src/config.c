@@ -414,6 +414,12 @@ static int finish(config_t *lc, struct config *cfg, const char *src, char *err, 
 
     if (check_redis_mode(lc, cfg, src, err, errlen) < 0)
         return -1;
+    if (strpbrk(cfg->redis.prefix, "{}")) {
+        snprintf(err, errlen, "%s:%d: redis.prefix: must not hold \"{\" or \"}\": Redis Cluster would "
+                 "hash every key by what they enclose, and put all jobs in one slot", src,
+                 line_of(lc, "redis.prefix"));
+        return -1;
+    }
 
     if (topic_format_valid(cfg->delay.topic_format, why, sizeof(why)) < 0) {
         snprintf(err, errlen, "%s:%d: delay.topic_format: %s", src, line_of(lc, "delay.topic_format"), why);

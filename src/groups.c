@@ -54,6 +54,7 @@ struct groups *groups_new(const struct config *cfg, struct holder *h)
     }
     log_info("instance token=%s groups=%d lease=%lld ms", claims_token(gs->claims), gs->n,
              (long long)cfg->delay.claim_ttl_ms);
+    claims_check_old_layout(gs->claims);
     return gs;
 }
 

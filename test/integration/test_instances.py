@@ -212,3 +212,19 @@ def test_metrics_move_and_readyz_follows_redis(stack):
         stack.start_redis()
     wait_until(lambda: d.http("GET", "/readyz")[0] == 200, 10, "ready again")
     reader.close()
+
+
+def test_control_keys_share_one_hash_tag_and_an_older_layout_is_told(stack):
+    """Leases and heartbeats lie under the hash tag {ctl} (one Redis Cluster slot, and the keys
+    claims.sh and operators read); a lease of the earlier layout, left by an older delayqd that
+    would not see this build's leases, is reported at start."""
+    d = Delayqd(stack, partitions=2, extra={"groups": [[0], [1]]})
+    stack.redis("SET", f"{d.prefix}claim:1", "old-host:1:0000beef", "PX", "60000")
+    d.start().wait_groups_owned()
+    wait_until(lambda: "leased under the earlier key layout" in d.log_text(), 10, "the warning")
+    assert "group 1 is leased under the earlier key layout" in d.log_text()
+    keys = set(stack.redis("KEYS", f"{d.prefix}*").split())
+    ctl = f"{d.prefix}{{ctl}}:"
+    assert {f"{ctl}claim:0", f"{ctl}claim:1", f"{ctl}instances", f"{ctl}load"} <= keys, keys
+    others = {k for k in keys if not k.startswith(ctl) and not k.startswith(f"{d.prefix}job:")}
+    assert others == {f"{d.prefix}claim:1"}, others

@@ -218,6 +218,8 @@ static void sentinels(void)
                      "redis.port: not with redis.sentinels", ""));
     CHECK(load_fails("redis: { sentinels = [ \"s:1\" ]; };", "redis.master_name: required", ""));
     CHECK(load_fails("redis: { master_name = \"m\"; };", "redis.master_name: only with redis.sentinels", ""));
+    CHECK(load_fails("redis: {\n prefix = \"{dq}:\"; };", "config:2: redis.prefix: must not hold", ""));
+    CHECK(load_fails("redis: { prefix = \"dq}\"; };", "redis.prefix: must not hold", ""));
     CHECK(load_fails("redis: { sentinels = [ \"s\" ]; master_name = \"m\"; };",
                      "redis.sentinels", "element 0: must be"));
     CHECK(load_fails("redis: { sentinels = [ \"s:0\" ]; master_name = \"m\"; };",
