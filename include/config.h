@@ -13,7 +13,8 @@
 #define CONFIG_PROPS_MAX 64       /* librdkafka properties passed through */
 #define CONFIG_PARTITIONS_MAX 1024
 #define CONFIG_GROUPS_MAX 1024
-#define CONFIG_SENTINELS_MAX 16   /* Sentinels asked for the master, in turn */
+#define CONFIG_ADDRS_MAX 16       /* Sentinels asked for the master, or cluster seed nodes */
+#define CONFIG_SENTINELS_MAX CONFIG_ADDRS_MAX
 
 struct config {
     struct {
@@ -29,6 +30,8 @@ struct config {
         int64_t port;
         char sentinels[CONFIG_SENTINELS_MAX][CONFIG_STR_MAX];   /* "host:port"; none: host/port */
         int nsentinels;
+        char cluster[CONFIG_ADDRS_MAX][CONFIG_STR_MAX];   /* Redis Cluster seed nodes, "host:port" */
+        int ncluster;
         char master_name[CONFIG_STR_MAX];  /* the master the Sentinels watch */
         char sentinel_password[CONFIG_STR_MAX];   /* AUTH on the Sentinels; empty for none */
         char username[CONFIG_STR_MAX];     /* ACL user for AUTH; empty: the default user */

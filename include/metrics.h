@@ -16,6 +16,9 @@ enum metric_counter {
     M_LEASE_RENEW_FAILURES, /* renewals that failed or found the lease gone */
     M_GROUPS_FENCED,        /* groups dropped because their lease could not be renewed */
     M_REDIS_ERRORS,
+    M_REDIS_PIPELINES,      /* pipelines (batches of calls) sent to Redis */
+    M_REDIS_ROUND_TRIPS,    /* a pipeline's calls to one node, sent and answered together */
+    M_REDIS_CALLS,          /* calls (commands, script calls) in those */
     M_KAFKA_ERRORS,
     M_COUNTERS
 };

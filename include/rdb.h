@@ -1,12 +1,14 @@
-/* rdb: the connection to the Redis master, and the one module that speaks hiredis. It knows
- * where the master is (the configured server, or the one the Sentinels name, checked with
- * ROLE), connects lazily, and drops the connection on a connection error or on a reply that
+/* rdb: the connections to Redis, and (with watch.c) the one module that speaks hiredis. It
+ * knows where the master is (the configured server, the one the Sentinels name, checked with
+ * ROLE, or in a Redis Cluster the master of each slot, from CLUSTER SLOTS and redirections),
+ * connects lazily, and drops the connection on a connection error or on a reply that
  * says this is not the master (sentinel_error_means_elsewhere), so that the next call looks
  * again, after a backoff when connecting failed. It loads the scripts it is given on every new
  * connection and loads them again when Redis has lost them (NOSCRIPT). It runs calls in
  * pipelines and, with redis.wait_replicas, confirms their writes with WAIT on the connection
  * that made them. With Sentinels it heeds their failover announcements (watch.h).
- * A struct rdb is one connection: use it from one thread at a time. */
+ * A struct rdb is one connection (in a cluster, one per master): use it from one thread at a
+ * time. */
 #ifndef DQ_RDB_H
 #define DQ_RDB_H
 
@@ -39,7 +41,8 @@ void rdb_free(struct rdb *db);
 
 /* One call: script s (0 <= s < nscripts) with argv[0..nkeys) its keys and the rest its
  * arguments, or with script -1 the command argv[0] (its key, when it has one, is argv[1]).
- * lens NULL: the arguments are NUL-terminated text. */
+ * In a cluster, all keys of a call must lie in one slot: the first one routes it. lens NULL:
+ * the arguments are NUL-terminated text. */
 struct rdb_call {
     int script;
     size_t nkeys;
@@ -59,9 +62,10 @@ enum rdb_confirm { RDB_NO_WAIT, RDB_WAIT_END, RDB_WAIT_EACH };
  * build or the end of the pipeline: each call is queued (copied) at once. A call may be built
  * twice (sent again after NOSCRIPT). */
 typedef void rdb_build_fn(void *ctx, size_t j, struct rdb_call *call);
-/* Called once per call of a pipeline, in order, as its reply arrives: r is the reply (an error
- * reply too: the call's own answer), valid only during the call; or r is NULL and err says why
- * the call has no reply. */
+/* Called once per call of a pipeline as its reply arrives (in order, except that calls to
+ * different masters of a cluster are answered node by node): r is the reply (an error reply
+ * too: the call's own answer), valid only during the call; or r is NULL and err says why the
+ * call has no reply. */
 typedef void rdb_reply_fn(void *ctx, size_t j, const struct rdb_reply *r, const char *err);
 
 /* Sends n calls in one pipeline and hands each reply to fn while Redis computes the next ones.
@@ -70,6 +74,10 @@ typedef void rdb_reply_fn(void *ctx, size_t j, const struct rdb_reply *r, const 
  * not be reached or the connection failed (fn got NULL for each call not answered). */
 int rdb_pipeline(struct rdb *db, size_t n, rdb_build_fn *build, rdb_reply_fn *fn, void *ctx,
                  enum rdb_confirm confirm, char *err, size_t errlen);
+
+/* The Redis Cluster hash slot of key, whose records may share a call; -1 when Redis is no
+ * cluster (any keys may). */
+int rdb_slot_of(const struct rdb *db, const char *key, size_t len);
 
 /* One call: its reply (caller frees), or NULL with err set when Redis could not be reached or
  * answered an error ("redis: <error>"). */

@@ -34,6 +34,7 @@ static int set_props(const struct key *, config_setting_t *, struct config *, ch
 static int set_log_level(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_listen(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_sentinels(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_cluster(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
@@ -53,6 +54,7 @@ static const struct key keys[] = {
     STR1(redis, host, redis.host),
     INT(redis, port, redis.port, 1, 65535),
     FN(redis, sentinels, set_sentinels),
+    FN(redis, cluster, set_cluster),
     STR(redis, master_name, redis.master_name),
     STR(redis, sentinel_password, redis.sentinel_password),
     STR(redis, username, redis.username),
@@ -167,18 +169,18 @@ static int set_listen(const struct key *k, config_setting_t *s, struct config *c
     return 0;
 }
 
-static int set_sentinels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                         size_t whylen)
+/* A list of 1 to CONFIG_ADDRS_MAX "host:port" strings into out and *n. */
+static int set_addrs(config_setting_t *s, char out[][CONFIG_STR_MAX], int *n, char *why,
+                     size_t whylen)
 {
-    int n = config_setting_length(s);
+    int len = config_setting_length(s);
     char what[256];
 
-    (void)k;
-    if (!config_setting_is_aggregate(s) || n < 1 || n > CONFIG_SENTINELS_MAX) {
-        snprintf(why, whylen, "must be a list of 1 to %d \"host:port\" strings", CONFIG_SENTINELS_MAX);
+    if (!config_setting_is_aggregate(s) || len < 1 || len > CONFIG_ADDRS_MAX) {
+        snprintf(why, whylen, "must be a list of 1 to %d \"host:port\" strings", CONFIG_ADDRS_MAX);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < len; i++) {
         const char *v = config_setting_get_string_elem(s, i);
         if (!v || strlen(v) >= CONFIG_STR_MAX) {
             snprintf(why, whylen, "element %d must be a \"host:port\" string", i);
@@ -188,10 +190,24 @@ static int set_sentinels(const struct key *k, config_setting_t *s, struct config
             snprintf(why, whylen, "element %d: %s", i, what);
             return -1;
         }
-        snprintf(cfg->redis.sentinels[i], CONFIG_STR_MAX, "%s", v);
+        snprintf(out[i], CONFIG_STR_MAX, "%s", v);
     }
-    cfg->redis.nsentinels = n;
+    *n = len;
     return 0;
+}
+
+static int set_sentinels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                         size_t whylen)
+{
+    (void)k;
+    return set_addrs(s, cfg->redis.sentinels, &cfg->redis.nsentinels, why, whylen);
+}
+
+static int set_cluster(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                       size_t whylen)
+{
+    (void)k;
+    return set_addrs(s, cfg->redis.cluster, &cfg->redis.ncluster, why, whylen);
 }
 
 static int set_props(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
@@ -382,17 +398,20 @@ static int line_of(config_t *lc, const char *path)
 }
 
 /* Checks that need several keys at once. */
-/* Where Redis is: one server (host, port) or the master that Sentinels name, not both. */
+/* Where Redis is: one server (host, port), the master that Sentinels name, or a Redis Cluster
+ * (its seed nodes); exactly one of them. */
 static int check_redis_mode(config_t *lc, const struct config *cfg, const char *src, char *err,
                             size_t errlen)
 {
-    const char *mixed = config_lookup(lc, "redis.host") ? "redis.host"
-                      : config_lookup(lc, "redis.port") ? "redis.port" : NULL;
+    const char *server = config_lookup(lc, "redis.host") ? "redis.host"
+                       : config_lookup(lc, "redis.port") ? "redis.port" : NULL;
+    const char *mode = cfg->redis.nsentinels ? "redis.sentinels" : cfg->redis.ncluster ? "redis.cluster" : NULL;
+    const char *mixed = cfg->redis.nsentinels && cfg->redis.ncluster ? "redis.cluster" : server;
 
-    if (cfg->redis.nsentinels && mixed) {
-        snprintf(err, errlen, "%s:%d: %s: not with redis.sentinels (line %d): give one server or "
-                 "the Sentinels that name the master", src, line_of(lc, mixed), mixed,
-                 line_of(lc, "redis.sentinels"));
+    if (mode && mixed) {
+        snprintf(err, errlen, "%s:%d: %s: not with %s (line %d): give one server, the Sentinels "
+                 "that name the master, or the nodes of a cluster", src, line_of(lc, mixed), mixed,
+                 mode, line_of(lc, mode));
         return -1;
     }
     if (cfg->redis.nsentinels && !cfg->redis.master_name[0]) {
@@ -403,6 +422,11 @@ static int check_redis_mode(config_t *lc, const struct config *cfg, const char *
     if (!cfg->redis.nsentinels && (cfg->redis.master_name[0] || cfg->redis.sentinel_password[0])) {
         const char *k = cfg->redis.master_name[0] ? "redis.master_name" : "redis.sentinel_password";
         snprintf(err, errlen, "%s:%d: %s: only with redis.sentinels", src, line_of(lc, k), k);
+        return -1;
+    }
+    if (cfg->redis.ncluster && cfg->redis.db != 0) {
+        snprintf(err, errlen, "%s:%d: redis.db: a Redis Cluster has only database 0", src,
+                 line_of(lc, "redis.db"));
         return -1;
     }
     return 0;

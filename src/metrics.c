@@ -28,6 +28,9 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_LEASE_RENEW_FAILURES] = { "delayq_lease_renew_failures_total", "Lease renewals that failed or found the lease taken." },
     [M_GROUPS_FENCED] = { "delayq_groups_fenced_total", "Groups dropped because their lease could not be renewed in time." },
     [M_REDIS_ERRORS] = { "delayq_redis_errors_total", "Redis calls that failed." },
+    [M_REDIS_PIPELINES] = { "delayq_redis_pipelines_total", "Batches of calls sent to Redis together." },
+    [M_REDIS_ROUND_TRIPS] = { "delayq_redis_round_trips_total", "A batch's calls to one Redis node, sent and answered together (a redirected call costs another)." },
+    [M_REDIS_CALLS] = { "delayq_redis_calls_total", "Commands and script calls sent to Redis." },
     [M_KAFKA_ERRORS] = { "delayq_kafka_errors_total", "Kafka produce or delivery failures." },
 };
 

@@ -224,7 +224,10 @@ static int read_result(const struct rdb_reply *r, int *res, enum job_state *stat
 
 /* A looped script over n records: its nshared arguments, then per arguments for each record
  * (record i's at args[i * per]). a, l and keys are the scratch of one call. The first member
- * of each batch's context, which build_chunk reads. */
+ * of each batch's context, which build_chunk reads.
+ * Records share a call CHUNK_MAX at a time, in their order; in a Redis Cluster only records of
+ * one hash slot may, so there the plan sorts them by slot (order) and cuts the calls where the
+ * slot changes (start). */
 struct chunked {
     const struct store *st;
     enum script script;
@@ -235,39 +238,105 @@ struct chunked {
     int per;
     const char *const *args;
     const size_t *argslen;      /* NULL: text arguments, strlen */
+    size_t *order;              /* cluster: the records in call order; NULL: as given */
+    size_t *start;              /* cluster: call j takes order[start[j] .. start[j + 1]) */
+    size_t nchunks;
     const char **a;
     size_t *l;
     char (*keys)[KEY_MAX];
 };
 
-/* How many script calls a batch of n records takes. */
-static size_t chunks_of(size_t n)
+/* How many script calls the batch takes. */
+static size_t chunks_of(const struct chunked *c)
 {
-    return (n + CHUNK_MAX - 1) / CHUNK_MAX;
+    return c->start ? c->nchunks : (c->n + CHUNK_MAX - 1) / CHUNK_MAX;
 }
 
-static size_t chunk_size(size_t n, size_t j)
+/* The first position and the number of records of call j. */
+static size_t chunk_first(const struct chunked *c, size_t j)
 {
-    return n - j * CHUNK_MAX < CHUNK_MAX ? n - j * CHUNK_MAX : CHUNK_MAX;
+    return c->start ? c->start[j] : j * CHUNK_MAX;
 }
 
-/* Call j: the script on records [j * CHUNK_MAX, + k): their keys, the shared arguments, then
- * each record's. */
+static size_t chunk_size(const struct chunked *c, size_t j)
+{
+    size_t first = chunk_first(c, j), end = c->start ? c->start[j + 1] : first + CHUNK_MAX;
+
+    return (end < c->n ? end : c->n) - first;
+}
+
+/* The record at position pos of the call order. */
+static size_t record_at(const struct chunked *c, size_t pos)
+{
+    return c->order ? c->order[pos] : pos;
+}
+
+/* Call j: the script on its records: their keys, the shared arguments, then each record's. */
 static void build_chunk(void *ctx, size_t j, struct rdb_call *call)
 {
     const struct chunked *c = ctx;
-    size_t first = j * CHUNK_MAX, k = chunk_size(c->n, j), argc = 0;
+    size_t first = chunk_first(c, j), k = chunk_size(c, j), argc = 0;
 
     for (size_t i = 0; i < k; i++) {
-        job_key(c->st, c->ids[first + i], c->keys[i], KEY_MAX);
+        job_key(c->st, c->ids[record_at(c, first + i)], c->keys[i], KEY_MAX);
         c->a[argc] = c->keys[i], c->l[argc++] = strlen(c->keys[i]);
     }
     for (int i = 0; i < c->nshared; i++)
         c->a[argc] = c->shared[i], c->l[argc++] = strlen(c->shared[i]);
-    for (size_t i = first * (size_t)c->per; i < (first + k) * (size_t)c->per; i++)
-        c->a[argc] = c->args[i], c->l[argc++] = c->argslen ? c->argslen[i] : strlen(c->args[i]);
+    for (size_t i = 0; i < k; i++) {
+        size_t at = record_at(c, first + i) * (size_t)c->per;
+        for (size_t x = at; x < at + (size_t)c->per; x++)
+            c->a[argc] = c->args[x], c->l[argc++] = c->argslen ? c->argslen[x] : strlen(c->args[x]);
+    }
     *call = (struct rdb_call){ .script = (int)c->script, .nkeys = k, .argc = argc, .argv = c->a,
                                .lens = c->l };
+}
+
+struct slotted {
+    int slot;
+    size_t i;
+};
+
+static int by_slot(const void *a, const void *b)
+{
+    const struct slotted *x = a, *y = b;
+
+    return x->slot != y->slot ? (x->slot > y->slot) - (x->slot < y->slot) : (x->i > y->i) - (x->i < y->i);
+}
+
+/* In a cluster: sorts the records by hash slot and cuts the calls where the slot changes or
+ * CHUNK_MAX is reached. Out of memory, c keeps the plain order (Redis then refuses the calls
+ * that span slots, and those records fail). */
+static void plan_chunks(struct chunked *c)
+{
+    struct slotted *sl;
+    char key[KEY_MAX];
+
+    job_key(c->st, c->n ? c->ids[0] : "", key, sizeof(key));
+    if (!c->n || rdb_slot_of(c->st->db, key, strlen(key)) < 0 || !(sl = malloc(c->n * sizeof(*sl))))
+        return;
+    c->order = malloc(c->n * sizeof(*c->order));
+    c->start = malloc((c->n + 1) * sizeof(*c->start));
+    if (!c->order || !c->start) {
+        free(c->order);
+        free(c->start);
+        free(sl);
+        c->order = c->start = NULL;
+        return;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        job_key(c->st, c->ids[i], key, sizeof(key));
+        sl[i] = (struct slotted){ rdb_slot_of(c->st->db, key, strlen(key)), i };
+    }
+    qsort(sl, c->n, sizeof(*sl), by_slot);
+    c->nchunks = 0;
+    for (size_t p = 0; p < c->n; p++) {
+        c->order[p] = sl[p].i;
+        if (p == 0 || sl[p].slot != sl[p - 1].slot || p - c->start[c->nchunks - 1] == CHUNK_MAX)
+            c->start[c->nchunks++] = p;
+    }
+    c->start[c->nchunks] = c->n;
+    free(sl);
 }
 
 /* Runs c's script over its records, CHUNK_MAX to a call, all calls in one pipeline; fn gets
@@ -278,19 +347,22 @@ static int run_chunked(struct chunked *c, rdb_reply_fn *fn, void *ctx, enum rdb_
     size_t argc = CHUNK_MAX + (size_t)c->nshared + CHUNK_MAX * (size_t)c->per;
     int rc = -1;
 
+    plan_chunks(c);
     c->a = malloc(argc * sizeof(*c->a));
     c->l = malloc(argc * sizeof(*c->l));
     c->keys = malloc(CHUNK_MAX * sizeof(*c->keys));
     if (c->a && c->l && c->keys) {
-        rc = rdb_pipeline(c->st->db, chunks_of(c->n), build_chunk, fn, ctx, confirm, err, errlen);
+        rc = rdb_pipeline(c->st->db, chunks_of(c), build_chunk, fn, ctx, confirm, err, errlen);
     } else {
         snprintf(err, errlen, "out of memory");
-        for (size_t j = 0; j < chunks_of(c->n); j++)
+        for (size_t j = 0; j < chunks_of(c); j++)
             fn(ctx, j, NULL, err);
     }
     free(c->a);
     free(c->l);
     free(c->keys);
+    free(c->order);
+    free(c->start);
     return rc;
 }
 
@@ -343,10 +415,10 @@ static void read_duplicate(const struct rdb_reply *r, int res, struct store_add_
 static void add_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
 {
     struct add_batch *b = ctx;
-    size_t k = chunk_size(b->c.n, j);
+    size_t k = chunk_size(&b->c, j);
 
     for (size_t i = 0; i < k; i++) {
-        struct store_add_answer *out = &b->out[j * CHUNK_MAX + i];
+        struct store_add_answer *out = &b->out[record_at(&b->c, chunk_first(&b->c, j) + i)];
         const struct rdb_reply *item = item_of(r, k, i);
         const char *why = failure(item, err, "unexpected reply to add");
         int res;
@@ -515,7 +587,7 @@ struct claim_batch {
 static void claim_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
 {
     const struct claim_batch *b = ctx;
-    size_t k = chunk_size(b->c.n, j);
+    size_t k = chunk_size(&b->c, j), first = chunk_first(&b->c, j);
     struct store_claim c;
     char why[256];
 
@@ -524,11 +596,11 @@ static void claim_reply(void *ctx, size_t j, const struct rdb_reply *r, const ch
         const char *fail = failure(item, err, "unexpected reply to claim");
         if (!fail) {
             read_claim(item, &c);
-            b->fn(b->ctx, j * CHUNK_MAX + i, &c, NULL);
+            b->fn(b->ctx, record_at(&b->c, first + i), &c, NULL);
             continue;
         }
         redis_says(why, sizeof(why), fail);
-        b->fn(b->ctx, j * CHUNK_MAX + i, NULL, why);
+        b->fn(b->ctx, record_at(&b->c, first + i), NULL, why);
     }
 }
 
@@ -578,7 +650,7 @@ struct mark_batch {
 static void mark_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
 {
     struct mark_batch *b = ctx;
-    size_t k = chunk_size(b->c.n, j);
+    size_t k = chunk_size(&b->c, j);
 
     for (size_t i = 0; i < k && !b->first_err[0]; i++) {
         const char *why = failure(item_of(r, k, i), err, "unexpected reply to mark");

@@ -258,6 +258,8 @@ class Delayqd:
         if x.get("sentinels"):   # ports of Sentinels that watch the master named master_name
             where = "sentinels = [ %s ]; master_name = \"%s\";" % (
                 ", ".join('"127.0.0.1:%d"' % p for p in x["sentinels"]), x.get("master_name", "delayq"))
+        elif x.get("cluster"):   # ports of Redis Cluster nodes to start from
+            where = "cluster = [ %s ];" % ", ".join('"127.0.0.1:%d"' % p for p in x["cluster"])
         else:
             where = f'host = "127.0.0.1"; port = {x.get("redis_port", self.stack.redis_port)};'
 

@@ -31,6 +31,7 @@ class Load:
     def __init__(self, d, topic, rate=80):
         self.d, self.topic, self.rate = d, topic, rate
         self.added, self.removed, self.refused = [], [], []   # ids; (time sent, status) for refused
+        self.unknown = []   # removes answered 503 (outcome not known): either outcome is right
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -56,10 +57,15 @@ class Load:
                         st, doc = self._call(conn, REMOVE, {"job_id": job_id})
                         if st == 200 and doc["message"] == "ok":
                             self.removed.append(job_id)
+                        elif st != 409:
+                            self.unknown.append(job_id)
                 else:
                     self.refused.append((sent, st))
             except (OSError, http.client.HTTPException, ValueError) as e:
-                self.refused.append((sent, str(e)))
+                if self.added and self.added[-1] == job_id:   # the remove broke off
+                    self.unknown.append(job_id)
+                else:
+                    self.refused.append((sent, str(e)))
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=30)
             time.sleep(1 / self.rate)
@@ -76,8 +82,12 @@ class Load:
 
 def check_nothing_lost_or_resurrected(load, reader):
     removed = set(load.removed)
-    want = [j for j in load.added if j not in removed]
-    by_id = reader.wait_ids(want, 90)
+    want = [j for j in load.added if j not in removed and j not in load.unknown]
+    try:
+        by_id = reader.wait_ids(want, 90)
+    except AssertionError:
+        missing = sorted(set(want) - set(reader.by_id()), key=lambda j: int(j.split("-")[1]))
+        raise AssertionError(f"{len(missing)} acknowledged jobs not delivered: {missing[:20]}")
     back = sorted(removed & set(by_id))
     assert not back, f"removed and delivered anyway: {back[:10]}"
     for m in (m for ms in by_id.values() for m in ms):
@@ -104,7 +114,7 @@ def run_through(stack, fault, replicas, back_within_s):
         print(f"    {len(load.added)} added, {len(load.removed)} removed, {len(load.refused)} refused; "
               f"the last sent {max(late):.1f}s after the fault began" if late else
               f"    {len(load.added)} added, {len(load.removed)} removed, none refused")
-        assert len(load.added) > 300, len(load.added)
+        assert len(load.added) > 150, len(load.added)   # the load ran (slower under sanitizers)
         # adds went on with the same process, and were back in time
         assert not [t for t in late if t > back_within_s], (back_within_s, late)
         check_nothing_lost_or_resurrected(load, reader)

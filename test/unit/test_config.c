@@ -218,6 +218,15 @@ static void sentinels(void)
                      "redis.port: not with redis.sentinels", ""));
     CHECK(load_fails("redis: { sentinels = [ \"s:1\" ]; };", "redis.master_name: required", ""));
     CHECK(load_fails("redis: { master_name = \"m\"; };", "redis.master_name: only with redis.sentinels", ""));
+    CHECK(load_fails("redis: {\n port = 7000;\n cluster = [ \"c:1\" ]; };",
+                     "config:2: redis.port: not with redis.cluster (line 3)", ""));
+    CHECK(load_fails("redis: {\n sentinels = [ \"s:1\" ]; master_name = \"m\";\n cluster = [ \"c:1\" ]; };",
+                     "config:3: redis.cluster: not with redis.sentinels (line 2)", ""));
+    CHECK(load_fails("redis: { cluster = [ \"c:1\" ];\n db = 2; };", "config:2: redis.db: a Redis Cluster "
+                     "has only database 0", ""));
+    CHECK(load_fails("redis: { cluster = [ \"c\" ]; };", "redis.cluster: element 0", ""));
+    CHECK(load_fails("redis: { cluster = [ ]; };", "redis.cluster: must be a list", ""));
+    CHECK(load_ok("redis: { cluster = [ \"10.0.0.1:7000\", \"10.0.0.2:7000\" ]; password = \"\"; };"));
     CHECK(load_fails("redis: {\n prefix = \"{dq}:\"; };", "config:2: redis.prefix: must not hold", ""));
     CHECK(load_fails("redis: { prefix = \"dq}\"; };", "redis.prefix: must not hold", ""));
     CHECK(load_fails("redis: { sentinels = [ \"s\" ]; master_name = \"m\"; };",
