@@ -91,11 +91,24 @@ if [ -n "$sentinels" ]; then
 fi
 
 rcli() {
-  local args=(-h "$host" -p "$port" -n "$db" --raw)
+  local args=(-h "$host" -p "$port" -n "$db" --raw "${follow[@]}")
   [ -z "$username" ] || args+=(--user "$username")
   [ -z "$password" ] || args+=(-a "$password" --no-auth-warning)
   redis-cli "${args[@]}" "$@"
 }
+
+# With redis.cluster, the first seed node that answers; redis-cli -c follows its redirections
+# (the keys read here share the hash tag {ctl}: one slot, one master).
+follow=()
+seeds=$(get redis.cluster | tr -d '[]" ' | tr ',' ' ')
+if [ -n "$seeds" ]; then
+  follow=(-c); found=
+  for s in $seeds; do
+    host=${s%:*}; port=${s##*:}
+    [ "$(rcli PING 2>/dev/null)" = PONG ] && { found=1; break; }
+  done
+  [ -n "$found" ] || die "no node of redis.cluster ($seeds) answers"
+fi
 pong=$(rcli PING 2>&1) || true
 [ "$pong" = PONG ] || die "Redis at $host:$port does not answer: $pong"
 
