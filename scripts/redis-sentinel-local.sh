@@ -71,6 +71,9 @@ me="redis-sentinel-local"
 DEFAULT_DIR="$REPO_ROOT/run/redis-sentinel"
 # shellcheck source-path=SCRIPTDIR source=lib/service.sh
 . "$SCRIPT_DIR/lib/service.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/redis-nodes.sh
+. "$SCRIPT_DIR/lib/redis-nodes.sh"
+NODE_DIR_RE='(redis|sentinel)-[0-9]+'
 
 # Replaces the usage of service.sh: this stack has no --port but a --master-name and --replicas.
 usage() {
@@ -112,8 +115,7 @@ DIR="$(realpath -m -- "$opt_dir")"
 PORTS_FILE="$DIR/ports"
 NAME_FILE="$DIR/master-name"
 
-command -v redis-server >/dev/null 2>&1 || die "redis-server not found (install it with scripts/deps.sh)"
-command -v redis-cli >/dev/null 2>&1 || die "redis-cli not found (install it with scripts/deps.sh)"
+require_redis
 
 # ---------------------------------------------------------------- state of the dir
 # Ports of one role in the ports file, one per line (empty when absent).
@@ -130,46 +132,8 @@ nodes() {
 
 node_dir() { echo "$DIR/$1-$2"; }
 
-# Is PID a live redis-server? (Redis rewrites its process title, so this checks /proc/PID/exe;
-# Debian's redis-server is a link to redis-check-rdb.)
-is_redis() {
-  local pid="$1" exe
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  exe="$(readlink "/proc/$pid/exe" 2>/dev/null)" || return 1
-  exe="$(basename -- "${exe% (deleted)}")"
-  [[ "$exe" == redis-server* || "$exe" == redis-check-* ]] || return 1
-  # a zombie is not running
-  [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
-}
-
-# Every redis-server of this dir as "pid cwd" lines: redis chdirs to its node dir.
-dir_processes() {
-  local pid cwd
-  for pid in $(pgrep -x redis-server 2>/dev/null || true); do
-    cwd="$(readlink "/proc/$pid/cwd" 2>/dev/null)" || continue
-    [ "$(dirname -- "$cwd")" = "$DIR" ] && [[ "${cwd##*/}" =~ ^(redis|sentinel)-[0-9]+$ ]] &&
-      is_redis "$pid" && echo "$pid $cwd"
-  done
-  return 0
-}
-
 # Prints the pid of node KIND PORT when it runs: its pid file, else a redis-server in its dir.
-node_pid() {
-  local d pid
-  d="$(node_dir "$1" "$2")"
-  if [ -f "$d/$1.pid" ]; then
-    pid="$(tr -dc '0-9' <"$d/$1.pid")"
-    if is_redis "$pid" && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$d" ]; then
-      echo "$pid"; return 0
-    fi
-  fi
-  pid="$(dir_processes | awk -v d="$d" '$2 == d { print $1; exit }')"
-  [ -n "$pid" ] && echo "$pid"
-}
-
-cli() { local port="$1"; shift; timeout "$CLI_TIMEOUT" redis-cli -h 127.0.0.1 -p "$port" "$@" 2>/dev/null; }
-
-role() { cli "$1" role | head -n 1; }
+node_pid() { dir_pid "$(node_dir "$1" "$2")" "$1"; }
 
 # The master's port as Sentinel NAME sees it, from the first Sentinel of the dir that answers;
 # else the one data node answering ROLE master; else nothing. Asks only nodes of the dir that
@@ -199,18 +163,7 @@ write_ports() {  # master "replica..." sentinel...  (the replicas' ports as one 
   mv -f "$PORTS_FILE.tmp" "$PORTS_FILE"
 }
 
-tail_log() {
-  if [ -f "$1" ]; then
-    echo "---- last lines of $1 ----" >&2
-    tail -n 20 "$1" >&2
-    echo "----" >&2
-  fi
-}
-
 # ---------------------------------------------------------------- configs
-# redis.conf values are quoted strings; escape backslashes and double quotes.
-q() { local s="${1//\\/\\\\}"; printf '"%s"' "${s//\"/\\\"}"; }
-
 common_conf() {  # kind port
   local d; d="$(node_dir "$1" "$2")"
   cat <<EOF
@@ -232,13 +185,9 @@ write_redis_conf() {  # port [master-port]
     cat <<EOF
 protected-mode yes
 
-# Persistence: AOF only, fsync once a second; no RDB snapshots.
-save ""
-appendonly yes
-appendfilename "appendonly.aof"
-appenddirname "appendonlydir"
-appendfsync everysec
-aof-use-rdb-preamble yes
+EOF
+    persistence_conf
+    cat <<EOF
 
 # Replication: a replica (re)syncs at once, not after the default 5 s wait for more replicas.
 repl-diskless-sync-delay 0
@@ -265,56 +214,16 @@ EOF
 }
 
 # ---------------------------------------------------------------- start
-# Waits until PRED ARGS... succeeds; fails after START_TIMEOUT seconds.
-wait_for() {
-  local start_s=$SECONDS
-  until "$@"; do
-    ((SECONDS - start_s < START_TIMEOUT)) || return 1
-    sleep 0.1
-  done
-}
-
-# Does the server on PORT answer as the process of node KIND PORT (not someone else's)?
-answers_as_node() {
-  local pid
-  pid="$(node_pid "$1" "$2")" || return 1
-  [ "$(cli "$2" info server | tr -d '\r' | sed -n 's/^process_id://p')" = "$pid" ]
-}
-
 # Starts node KIND PORT. Returns 0 when it answers, 2 when its port was taken, 1 otherwise.
 start_node() {
-  local kind="$1" port="$2" d out start_s=$SECONDS
+  local kind="$1" port="$2" d args=()
   d="$(node_dir "$kind" "$port")"
-  rm -f "$d/$kind.pid"
-  : >>"$d/$kind.log"
-  local mark; mark="$(wc -l <"$d/$kind.log")"
-  if [ "$kind" = sentinel ]; then
-    out="$(redis-server "$d/sentinel.conf" --sentinel 2>&1)" || { echo "$out" >&2; return 1; }
-  else
-    out="$(redis-server "$d/redis.conf" 2>&1)" || { echo "$out" >&2; return 1; }
-  fi
-  # Daemonized: the server forks and may die after that (a port taken meanwhile, a bad config);
-  # it chdirs to its dir before forking, so once no process runs there, it has died.
-  until answers_as_node "$kind" "$port"; do
-    if ! node_pid "$kind" "$port" >/dev/null; then
-      if tail -n +"$((mark + 1))" "$d/$kind.log" | grep -q 'Address already in use'; then
-        info "port $port was taken before $kind could bind it"
-        return 2
-      fi
-      tail_log "$d/$kind.log"
-      info "$kind on 127.0.0.1:$port exited during start-up"
-      return 1
-    fi
-    if ((SECONDS - start_s >= START_TIMEOUT)); then
-      tail_log "$d/$kind.log"
-      info "$kind on 127.0.0.1:$port did not answer within ${START_TIMEOUT}s"
-      return 1
-    fi
-    sleep 0.05
-  done
+  if [ "$kind" = sentinel ]; then args=(--sentinel); fi
+  launch_node "$d" "$kind" "${args[@]}" || return 1
+  wait_answering "$d" "$kind" "$port" "port $port was taken before $kind could bind it"
 }
 
-replica_linked() { cli "$1" info replication | tr -d '\r' | grep -qx 'master_link_status:up'; }
+replica_linked() { [ "$(info_field "$1" "info replication" master_link_status)" = up ]; }
 
 # SENTINEL replicas/sentinels print flat key/value lines; one block per instance on one line.
 sentinel_blocks() {
@@ -496,37 +405,6 @@ cmd_start() {
 }
 
 # ---------------------------------------------------------------- stop
-# Sends SHUTDOWN to each "pid cwd" line of stdin, then waits; SIGKILL after STOP_TIMEOUT.
-stop_group() {
-  local pid cwd port pids=() i p alive
-  while read -r pid cwd; do
-    [ -n "$pid" ] || continue
-    port="${cwd##*-}"
-    if ! cli "$port" shutdown >/dev/null; then kill -TERM "$pid" 2>/dev/null || true; fi
-    pids+=("$pid")
-  done
-  ((${#pids[@]})) || return 0
-  for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-    alive=0
-    for p in "${pids[@]}"; do is_redis "$p" && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  for p in "${pids[@]}"; do
-    if is_redis "$p"; then
-      info "pid $p did not exit within ${STOP_TIMEOUT}s; sending SIGKILL"
-      kill -KILL "$p" 2>/dev/null || true
-    fi
-  done
-  for ((i = 0; i < 50; i++)); do
-    alive=0
-    for p in "${pids[@]}"; do is_redis "$p" && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  die "a redis-server of $DIR survived SIGKILL"
-}
-
 # Rewrites the ports file so that "master" names the data node that is the master now.
 # A replica that is the master now swaps places with the recorded master; the other replicas
 # keep their places.
@@ -555,18 +433,8 @@ cmd_stop() {
   fi
   info "stopping the stack of $DIR..."
   record_roles
-  # Sentinels first, so none starts a failover while the data nodes stop; replicas before
-  # masters, so a master does not wait for lagging replicas on shutdown.
-  local pid cwd sentinels="" replicas="" others=""
-  while read -r pid cwd; do
-    case "${cwd##*/}" in
-      sentinel-*) sentinels+="$pid $cwd"$'\n' ;;
-      *) if [ "$(role "${cwd##*-}")" = slave ]; then replicas+="$pid $cwd"$'\n'; else others+="$pid $cwd"$'\n'; fi ;;
-    esac
-  done <<<"$procs"
-  stop_group <<<"$sentinels"
-  stop_group <<<"$replicas"
-  stop_group <<<"$others"
+  # Sentinels first, then replicas, then the master (see stop_nodes).
+  stop_nodes <<<"$procs"
   rm -f "$DIR"/redis-*/redis.pid "$DIR"/sentinel-*/sentinel.pid
   info "stopped"
 }

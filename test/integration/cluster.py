@@ -4,9 +4,9 @@ key counts per master, failovers forced by SIGKILL of a master, rejoins and resh
 bounded waits until every running node agrees on the new layout. Standard library only."""
 
 import os
-import signal
 import subprocess
 
+import redisnodes
 from harness import ROOT, run, wait_until
 
 SCRIPT = os.path.join(ROOT, "scripts", "redis-cluster-local.sh")
@@ -20,19 +20,9 @@ SLOTS = 16384
 FAILOVER_TIMEOUT_S = 30
 REJOIN_TIMEOUT_S = 30
 OK_TIMEOUT_S = 30
-CLI_TIMEOUT_S = 5
 
 # Flags of CLUSTER NODES that mark a node nobody can rely on.
 FAILED_FLAGS = {"fail", "fail?", "noaddr", "handshake"}
-
-
-def alive(pid):
-    """Is pid a running process (a zombie, killed but not reaped, is not)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def parse_cluster_nodes(text):
@@ -106,54 +96,36 @@ class ClusterStack:
 
     # ------------------------------------------------------------ talking to nodes
     def redis(self, port, *args, check=True):
-        """One command with redis-cli on 127.0.0.1:port; its --raw output, stripped (an error
-        reply too: redis-cli prints it and exits 0). A node that does not answer raises, or
-        gives None with check=False."""
-        out = self._cli(port, args)
-        if out is None:
-            if check:
-                raise RuntimeError(f"redis-cli -p {port} {' '.join(map(str, args))}: no answer")
-            return None
-        return out.strip()
+        """One command with redis-cli on 127.0.0.1:port: see redisnodes.redis."""
+        return redisnodes.redis(port, *args, check=check)
 
     def redis_c(self, *args, check=True):
         """One command with redis-cli -c (following MOVED/ASK redirections), sent to the first
         running node that answers; as redis()."""
         for port in self._live_ports():
-            out = self._cli(port, args, "-c")
+            out = redisnodes.cli(port, args, "-c")
             if out is not None:
                 return out.strip()
         if check:
             raise RuntimeError(f"redis-cli -c {' '.join(map(str, args))}: no node answers")
         return None
 
-    @staticmethod
-    def _cli(port, args, *opts):
-        try:
-            p = run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--raw", *opts,
-                     *map(str, args)], check=False, timeout=CLI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return None
-        return p.stdout if p.returncode == 0 else None
-
     def cluster_nodes(self, port=None):
         """CLUSTER NODES of the node on port, or of the first running node that answers, parsed
         (see parse_cluster_nodes); [] when none answers."""
         for p in [port] if port is not None else self._live_ports():
-            nodes = parse_cluster_nodes(self._cli(p, ["CLUSTER", "NODES"]) or "")
+            nodes = parse_cluster_nodes(redisnodes.cli(p, ["CLUSTER", "NODES"]) or "")
             if nodes:
                 return nodes
         return []
 
     def cluster_info(self, port):
         """CLUSTER INFO of one node as a dict; {} when it does not answer."""
-        out = self.redis(port, "CLUSTER", "INFO", check=False) or ""
-        return dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return redisnodes.info_fields(port, "CLUSTER", "INFO")
 
     def replication(self, port):
         """INFO replication of one node as a dict; {} when it does not answer."""
-        out = self.redis(port, "INFO", "replication", check=False) or ""
-        return dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return redisnodes.info_fields(port, "INFO", "replication")
 
     def node_id(self, port):
         """The cluster node id of the node on port: CLUSTER MYID, or for a node that does not
@@ -225,15 +197,7 @@ class ClusterStack:
     def pid(self, port):
         """The pid of the node on port, from the pid file the node wrote, checked against the
         process's working dir (the node dir); None when it does not run."""
-        d = self._node_dir(port)
-        try:
-            with open(os.path.join(d, "redis.pid")) as f:
-                pid = int(f.read().strip())
-            if os.readlink(f"/proc/{pid}/cwd") != os.path.realpath(d):
-                return None
-        except (OSError, ValueError):
-            return None
-        return pid if alive(pid) else None
+        return redisnodes.pid_in(self._node_dir(port), "redis.pid")
 
     def _live_ports(self):
         return [p for p in self.nodes if self.pid(p) is not None]
@@ -250,8 +214,7 @@ class ClusterStack:
             self._killed[port] = {
                 "id": me["id"], "slots": me["slots"],
                 "replicas": [n["port"] for n in view if n["master"] == me["id"]]}
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not alive(pid), 10, f"pid {pid} to die")
+        redisnodes.kill(pid, port)
 
     # ------------------------------------------------------------ waits
     def _view_problem(self, port, live):
@@ -314,8 +277,7 @@ class ClusterStack:
         """After the master on dead_port was killed: waits until another, running node serves
         its slots (a replica of it, promoted) and the cluster is ok again (wait_ok). Returns
         the new master's port."""
-        if self.pid(dead_port) is not None:
-            raise RuntimeError(f"the node on port {dead_port} still runs")
+        redisnodes.check_stopped(self.pid(dead_port), dead_port)
         dead = self._killed.get(dead_port) or self._myself_from_conf(dead_port)
         if not dead or not dead["slots"]:
             raise ValueError(f"node {dead_port} served no slots: no replica of it takes over")
@@ -344,12 +306,10 @@ class ClusterStack:
         until the cluster is ok. Returns the port of its master, or None when it is a
         master."""
         d = self._node_dir(port)
-        if self.pid(port) is not None:
-            raise RuntimeError(f"the node on port {port} still runs")
+        redisnodes.check_stopped(self.pid(port), port)
         me = next((n for n in self.cluster_nodes() if n["port"] == port), None)
         stays_master = bool(me and "master" in me["flags"] and me["slots"])
-        run(["redis-server", os.path.join(d, "redis.conf")])
-        wait_until(lambda: self.pid(port), 10, f"node {port} to write its pid file")
+        redisnodes.launch(self.pid, port, os.path.join(d, "redis.conf"))
         wait_until(lambda: self.redis(port, "PING", check=False) == "PONG", timeout,
                    f"node {port} to answer")
         master = None

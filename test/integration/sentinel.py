@@ -5,10 +5,9 @@ master moved by hand behind Sentinel's back, with bounded waits until every Sent
 data nodes agree on the new roles. Standard library only."""
 
 import os
-import signal
-import subprocess
 import time
 
+import redisnodes
 from harness import ROOT, run, wait_until
 
 SCRIPT = os.path.join(ROOT, "scripts", "redis-sentinel-local.sh")
@@ -21,19 +20,9 @@ SCRIPT = os.path.join(ROOT, "scripts", "redis-sentinel-local.sh")
 PROMOTE_TIMEOUT_S = 20
 FAILOVER_TIMEOUT_S = 30
 REJOIN_TIMEOUT_S = 30
-CLI_TIMEOUT_S = 5
 # Sentinel takes a replica's INFO as valid for 3 of its 10 s INFO periods while the master is
 # up (sentinelSelectSlave); a replica it has never had INFO from cannot be promoted.
 INFO_VALID_MS = 30000
-
-
-def alive(pid):
-    """Is pid a running process (a zombie, killed but not reaped, is not)?"""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 class SentinelStack:
@@ -71,30 +60,14 @@ class SentinelStack:
 
     # ------------------------------------------------------------ talking to nodes
     def redis(self, port, *args, check=True):
-        """One command with redis-cli on 127.0.0.1:port; its --raw output, stripped (an error
-        reply too: redis-cli prints it and exits 0). A node that does not answer raises, or
-        gives None with check=False."""
-        out = self._cli(port, args)
-        if out is None:
-            if check:
-                raise RuntimeError(f"redis-cli -p {port} {' '.join(map(str, args))}: no answer")
-            return None
-        return out.strip()
-
-    @staticmethod
-    def _cli(port, args):
-        try:
-            p = run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--raw", *map(str, args)],
-                    check=False, timeout=CLI_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return None
-        return p.stdout if p.returncode == 0 else None
+        """One command with redis-cli on 127.0.0.1:port: see redisnodes.redis."""
+        return redisnodes.redis(port, *args, check=check)
 
     def _sentinel_table(self, sentinel_port, what):
         """SENTINEL replicas|sentinels of one Sentinel as a list of dicts (all values text);
         [] when it does not answer. redis-cli prints the nested reply as key and value lines,
         an empty value as an empty line."""
-        out = self._cli(sentinel_port, ["SENTINEL", what, self.master_name]) or ""
+        out = redisnodes.cli(sentinel_port, ["SENTINEL", what, self.master_name]) or ""
         lines = out[:-1].split("\n") if out.endswith("\n") else out.split("\n")
         table = []
         for k, v in zip(lines[::2], lines[1::2]):
@@ -126,8 +99,7 @@ class SentinelStack:
 
     def replication(self, port):
         """INFO replication of a data node as a dict; {} when it does not answer."""
-        out = self.redis(port, "INFO", "replication", check=False) or ""
-        return dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return redisnodes.info_fields(port, "INFO", "replication")
 
     def is_replica_of(self, port, master):
         r = self.replication(port)
@@ -143,22 +115,13 @@ class SentinelStack:
         raise ValueError(f"no node on port {port} in {self.dir}")
 
     def pid(self, port):
-        """The pid of the node on port, from the pid file the node wrote; None when it does
-        not run."""
+        """The pid of the node on port, from the pid file the node wrote, checked against the
+        process's working dir (the node dir); None when it does not run."""
         kind, d = self._node_dir(port)
-        try:
-            with open(os.path.join(d, f"{kind}.pid")) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
-            return None
-        return pid if alive(pid) else None
+        return redisnodes.pid_in(d, f"{kind}.pid")
 
     def _kill(self, port):
-        pid = self.pid(port)
-        if pid is None:
-            raise RuntimeError(f"no process runs on port {port}")
-        os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not alive(pid), 10, f"pid {pid} to die")
+        redisnodes.kill(self.pid(port), port)
 
     def kill_master(self):
         """SIGKILLs the current master's process; returns its port. Sentinel promotes the
@@ -178,14 +141,10 @@ class SentinelStack:
         kind, d = self._node_dir(port)
         if kind != "redis":
             raise ValueError(f"port {port} is a Sentinel, not a data node")
-        if self.pid(port) is not None:
-            raise RuntimeError(f"the node on port {port} still runs")
+        redisnodes.check_stopped(self.pid(port), port)
         master = self.master_port()
-        cmd = ["redis-server", os.path.join(d, "redis.conf")]
-        if as_replica and master != port:
-            cmd += ["--replicaof", "127.0.0.1", str(master)]
-        run(cmd)
-        wait_until(lambda: self.pid(port), 10, f"node {port} to write its pid file")
+        args = ["--replicaof", "127.0.0.1", master] if as_replica and master != port else []
+        redisnodes.launch(self.pid, port, os.path.join(d, "redis.conf"), *args)
         if master == port:
             wait_until(lambda: self.role(port) == "master", timeout, f"{port} to answer")
         else:
