@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 import harness  # noqa: E402
 from harness import Delayqd, Reader, now_ms, rss_mib, run  # noqa: E402
+from cluster import ClusterStack  # noqa: E402
 from sentinel import SentinelStack  # noqa: E402
 
 BODY = "x" * 200
@@ -364,6 +365,54 @@ def phase_replicated(stack, seconds, n):
     return out
 
 
+REDIS_COUNTERS = ("delayq_redis_pipelines_total", "delayq_redis_round_trips_total", "delayq_redis_calls_total")
+
+
+def redis_counts(d):
+    return {k: d.metric(k) for k in REDIS_COUNTERS}
+
+
+def trips(before, after, work):
+    """Round trips per pipeline and per 1,000 jobs of work, and calls per round trip."""
+    p, t, c = (after[k] - before[k] for k in REDIS_COUNTERS)
+    return {"round_trips_per_pipeline": round(t / max(p, 1), 2),
+            "round_trips_per_1000_jobs": round(1000 * t / max(work, 1), 1),
+            "calls_per_round_trip": round(c / max(t, 1), 1)}
+
+
+def phase_cluster(stack, seconds, n):
+    """Adds and a backlog against the single Redis server and then against a Redis Cluster of
+    three masters with a replica each, on the same two cores, with the Redis round trips the
+    batches take (each pipeline goes to every node at once, one round trip per node)."""
+    cs = ClusterStack(stack.tmp, masters=3)
+    cs.start()
+    out = {}
+    try:
+        for mode in ("single", "cluster"):
+            extra = {"max_delay_s": 86400, "log_level": "warn"}
+            if mode == "cluster":
+                extra["cluster"] = cs.nodes[:2]
+            d = Delayqd(stack, name=f"bench{mode}", levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                        partitions=8, extra=extra).start().wait_groups_owned()
+            c0 = redis_counts(d)
+            add = wrk_adds(d, f"{d.name}_pending", now_ms() + FAR_MS, seconds)
+            c1 = redis_counts(d)
+            backlog = phase_backlog(d, stack, add["adds_per_s"], n)
+            c2 = redis_counts(d)
+            out[mode] = {"adds_per_s": add["adds_per_s"], "add_p99_ms": add["p99_ms"],
+                         "add_errors": add["errors"], "add_redis": trips(c0, c1, add["adds"]),
+                         "backlog_jobs_per_s": backlog["jobs_per_s"],
+                         "backlog_delivered": f"{backlog['delivered']} of {backlog['jobs']}",
+                         "backlog_redis": trips(c1, c2, 2 * backlog["jobs"])}
+            d.stop()
+        if mode == "cluster":
+            out["records_per_master"] = cs.keys_per_master("benchcluster:job:*")
+    finally:
+        cs.stop()
+    out["target"] = "the cluster keeps >= 80% of the single server's adds/s and backlog jobs/s"
+    return out
+
+
 def table(res):
     lines = []
     if "add" in res:
@@ -409,6 +458,15 @@ def table(res):
                                  + f" (machine idle {v['add_machine_idle_pct']}%); per delivered job: "
                                  + ", ".join(f"{n} {u} us" for n, u in v["backlog_cpu_us_per_job"].items()))
         lines.append(f"  target {r['target']}")
+    if "cluster" in res:
+        r = res["cluster"]
+        for k in ("single", "cluster"):
+            v = r[k]
+            lines.append(f"{k:>7} Redis: {v['adds_per_s']} adds/s (p99 {v['add_p99_ms']:.1f} ms, "
+                         f"{v['add_errors']} errors), backlog {v['backlog_jobs_per_s']} jobs/s "
+                         f"({v['backlog_delivered']}); Redis round trips: adds {v['add_redis']}, "
+                         f"backlog {v['backlog_redis']}")
+        lines.append(f"  records per master {r.get('records_per_master')}; target {r['target']}")
     for k in ("add", "backlog", "precision", "memory"):
         if k in res and "cpu_s" in res[k]:
             c = res[k]
@@ -444,7 +502,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,profile,backlog,precision,memory,replicated")
+    ap.add_argument("--phases", default="add,profile,backlog,precision,memory,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -498,6 +556,10 @@ def main():
             d.stop()
             res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)
             print(table({"replicated": res["replicated"]}), flush=True)
+        if "cluster" in phases:
+            d.stop()
+            res["cluster"] = phase_cluster(stack, 5 if q else 15, 10000 if q else 100000)
+            print(table({"cluster": res["cluster"]}), flush=True)
     finally:
         harness.stop_all()
         stack.stop()
