@@ -8,8 +8,8 @@ import time
 from collections import Counter
 
 from cluster import ClusterStack
-from harness import ROOT, Delayqd, Reader, now_ms, run, wait_until
-from test_faults import assert_never_early
+from harness import ROOT, Delayqd, Reader, run, wait_until
+from test_faults import assert_never_early, race_removes_against_delivery
 from test_redis_ha import Load, check_nothing_lost_or_resurrected
 
 
@@ -51,24 +51,7 @@ def test_remove_racing_delivery_has_one_winner_on_a_cluster(stack):
     try:
         d = on_cluster(stack, cs).start().wait_groups_owned()
         reader = Reader(stack, f"{d.name}_race")
-        due = now_ms() + 4000
-        ids = d.bulk_add([{"topic": reader.topic, "deliver_at_ms": due, "body": str(i)}
-                          for i in range(600)])
-        time.sleep(max(0, (due - now_ms() - 150) / 1000))   # removes straddle the due instant
-        res = d.bulk([("GET", f"/delay-queue/api/jobs/remove?job_id={j}", None) for j in ids], threads=8)
-        time.sleep(3)
-        delivered = reader.by_id()
-        outcome = Counter()
-        for job_id, (st, doc) in zip(ids, res):
-            if st == 200 and doc["code"] == 0:
-                outcome["removed"] += 1
-                assert job_id not in delivered, ("removed and delivered", job_id)
-            else:
-                outcome["delivered first"] += 1
-                assert st == 409 and doc["code"] == 409, (st, doc)
-                assert job_id in delivered, ("remove refused and not delivered", job_id)
-        print(f"    race: {dict(outcome)}")
-        assert_never_early(reader.all())
+        race_removes_against_delivery(d, reader, 600)
         reader.close()
     finally:
         cs.stop()
