@@ -30,7 +30,7 @@ long long rdb_int(const struct rdb_reply *r);                   /* RDB_INT's val
 const char *rdb_str(const struct rdb_reply *r, size_t *len);
 size_t rdb_count(const struct rdb_reply *r);                    /* RDB_ARR's elements, else 0 */
 const struct rdb_reply *rdb_at(const struct rdb_reply *r, size_t i);   /* i < rdb_count */
-/* 1 when r is the string s. */
+/* 1 when r is the string (or status) s. */
 int rdb_is(const struct rdb_reply *r, const char *s);
 void rdb_reply_free(struct rdb_reply *r);
 

@@ -62,7 +62,8 @@ struct store_add_answer {
 };
 
 /* Writes n new pending records, each expiring retention_ms after its due time unless its id
- * exists, in one pipeline. The add, claim and mark batches call Redis once per 128 records.
+ * exists, in one pipeline: a SET NX per record, then a script for the ids found taken. The claim
+ * and mark batches call Redis once per 128 records.
  * Returns 0 with an answer per job, or -1 (err set) when the connection failed: then none is
  * known to be written. */
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,

@@ -67,7 +67,7 @@ const struct rdb_reply *rdb_at(const struct rdb_reply *r, size_t i)
 
 int rdb_is(const struct rdb_reply *r, const char *s)
 {
-    return R(r)->type == REDIS_REPLY_STRING && strcmp(R(r)->str, s) == 0;
+    return rdb_type(r) == RDB_STR && strcmp(R(r)->str, s) == 0;
 }
 
 void rdb_reply_free(struct rdb_reply *r)
