@@ -28,6 +28,7 @@ import harness  # noqa: E402
 from harness import Delayqd, Reader, now_ms, rss_mib, run  # noqa: E402
 from cluster import ClusterStack  # noqa: E402
 from sentinel import SentinelStack  # noqa: E402
+import redisnodes  # noqa: E402
 
 BODY = "x" * 200
 FAR_MS = 2 * 3600 * 1000     # pending jobs of the add and memory phases never fall due here
@@ -55,7 +56,9 @@ def machine():
 
 def cpu_s(pid):
     """CPU seconds (user + system) used so far by process pid, its threads and its children
-    that ended (Redis's AOF rewrites)."""
+    that ended (Redis's AOF rewrites); for a list of pids, their sum."""
+    if isinstance(pid, list):
+        return sum(cpu_s(p) for p in pid)
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
@@ -241,11 +244,11 @@ def phase_backlog(d, stack, add_rate, n, pids=None):
     count = add_exactly(d, topic, due, n, load_s)
     time.sleep(max(0, (due - now_ms()) / 1000))
     pids = pids or service_pids(d, stack)
-    before = {k: cpu_s(p) for k, p in pids.items() if p}
+    before, idle0 = {k: cpu_s(p) for k, p in pids.items() if p}, machine_idle()
     deadline = time.time() + 600
     while stack.end_offset(topic) < count and time.time() < deadline:
-        time.sleep(0.5)
-    used = {k: cpu_s(pids[k]) - v for k, v in before.items()}
+        time.sleep(0.1)
+    used, idle1 = {k: cpu_s(pids[k]) - v for k, v in before.items()}, machine_idle()
     p = run(["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-e", "-q",
              "-f", "%T\n"], timeout=600)
     stamps = [int(x) for x in p.stdout.split()]
@@ -254,7 +257,8 @@ def phase_backlog(d, stack, add_rate, n, pids=None):
     return {"jobs": count, "delivered": len(stamps), "seconds": round(secs, 2),
             "jobs_per_s": round(len(stamps) / secs), "target": ">= 30000 jobs/s",
             # CPU per delivered job while the backlog drained (the poll above adds a little)
-            "drain_cpu_us_per_job": {k: round(v * 1e6 / max(len(stamps), 1), 1) for k, v in used.items()}}
+            "drain_cpu_us_per_job": {k: round(v * 1e6 / max(len(stamps), 1), 1) for k, v in used.items()},
+            "drain_machine_idle_pct": round(100 * (idle1[0] - idle0[0]) / max(idle1[2] - idle0[2], 1))}
 
 
 def phase_precision(d, stack, rate, seconds):
@@ -380,36 +384,87 @@ def trips(before, after, work):
             "calls_per_round_trip": round(c / max(t, 1), 1)}
 
 
-def phase_cluster(stack, seconds, n):
-    """Adds and a backlog against the single Redis server and then against a Redis Cluster of
-    three masters with a replica each, on the same two cores, with the Redis round trips the
-    batches take (each pipeline goes to every node at once, one round trip per node)."""
-    cs = ClusterStack(stack.tmp, masters=3)
+# The Redis setups compared, each on the same two cores: (name, like-for-like base or None).
+CLUSTER_MODES = (("single", None), ("single+replica", None), ("cluster", "single"),
+                 ("cluster+replicas", "single+replica"))
+
+
+def redis_setup(stack, mode):
+    """Starts the Redis of a mode of phase_cluster: None for the harness's single server, else
+    (stack object, delayqd config extra, {name: pid or pids} of its Redis processes)."""
+    if mode == "single":
+        no_aof_rewrites([stack.redis_port])
+        return None
+    if mode == "single+replica":
+        ss = SentinelStack(stack.tmp, master_name="benchsr", name="bench-single-replica")
+        ss.start()
+        no_aof_rewrites(ss.data_ports)
+        return ss, {"sentinels": ss.sentinel_ports, "master_name": "benchsr"}, \
+            {"redis master": ss.pid(ss.data_ports[0]), "redis replica": ss.pid(ss.data_ports[1])}
+    cs = ClusterStack(stack.tmp, masters=3, replicas=1 if mode == "cluster+replicas" else 0,
+                      name=f"bench-{mode}")
     cs.start()
+    no_aof_rewrites(cs.nodes)
+    pids = {"redis masters": [cs.pid(p) for p in cs.masters()]}
+    if cs.n_replicas:
+        pids["redis replicas"] = [cs.pid(p) for p in cs.replicas()]
+    return cs, {"cluster": cs.nodes[:2]}, pids
+
+
+def no_aof_rewrites(ports):
+    """Turns Redis's automatic AOF rewrites off on these nodes: a rewrite (a child process
+    copying the whole data set) starts when the AOF has doubled, at a moment that depends on
+    how the records happen to be spread, and would land in one setup's figures and not in
+    another's. Every setup writes its AOF as usual."""
+    for p in ports:
+        redisnodes.redis(p, "CONFIG", "SET", "auto-aof-rewrite-percentage", "0")
+
+
+def phase_cluster(stack, seconds, n):
+    """Adds and a backlog against Redis Cluster of three masters beside one Redis server, on the
+    same two cores, each without replicas and with a replica per master (a cluster compared with
+    the server that has as many copies of each record). Reports the Redis round trips the
+    batches take (each pipeline goes to every node at once, one round trip per node) and the
+    CPU each process spent per add and per delivered job."""
     out = {}
-    try:
-        for mode in ("single", "cluster"):
-            extra = {"max_delay_s": 86400, "log_level": "warn"}
-            if mode == "cluster":
-                extra["cluster"] = cs.nodes[:2]
-            d = Delayqd(stack, name=f"bench{mode}", levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+    for mode, _ in CLUSTER_MODES:
+        setup = redis_setup(stack, mode)
+        try:
+            name = "bench" + re.sub(r"[^a-z]", "", mode)
+            extra = {"max_delay_s": 86400, "log_level": "warn", **(setup[1] if setup else {})}
+            d = Delayqd(stack, name=name, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
                         partitions=8, extra=extra).start().wait_groups_owned()
-            c0 = redis_counts(d)
+            pids = service_pids(d, stack)
+            if setup:
+                del pids["redis"]
+                pids.update(setup[2])
+            c0, cpu0 = redis_counts(d), {k: cpu_s(p) for k, p in pids.items()}
             add = wrk_adds(d, f"{d.name}_pending", now_ms() + FAR_MS, seconds)
             c1 = redis_counts(d)
-            backlog = phase_backlog(d, stack, add["adds_per_s"], n)
+            add_cpu = {k: round((cpu_s(p) - cpu0[k]) * 1e6 / max(add["adds"], 1), 1)
+                       for k, p in pids.items()}
+            backlog = phase_backlog(d, stack, add["adds_per_s"], n, pids)
             c2 = redis_counts(d)
             out[mode] = {"adds_per_s": add["adds_per_s"], "add_p99_ms": add["p99_ms"],
                          "add_errors": add["errors"], "add_redis": trips(c0, c1, add["adds"]),
+                         "add_cpu_us_per_add": add_cpu,
                          "backlog_jobs_per_s": backlog["jobs_per_s"],
                          "backlog_delivered": f"{backlog['delivered']} of {backlog['jobs']}",
-                         "backlog_redis": trips(c1, c2, 2 * backlog["jobs"])}
+                         "backlog_redis": trips(c1, c2, 2 * backlog["jobs"]),
+                         "backlog_cpu_us_per_job": backlog["drain_cpu_us_per_job"],
+                         "backlog_machine_idle_pct": backlog["drain_machine_idle_pct"]}
+            if isinstance(setup and setup[0], ClusterStack):
+                out[mode]["records_per_master"] = setup[0].keys_per_master(f"{name}:job:*")
             d.stop()
-        if mode == "cluster":
-            out["records_per_master"] = cs.keys_per_master("benchcluster:job:*")
-    finally:
-        cs.stop()
-    out["target"] = "the cluster keeps >= 80% of the single server's adds/s and backlog jobs/s"
+        finally:
+            if setup:
+                setup[0].stop()
+    for mode, base in CLUSTER_MODES:
+        if base:
+            out[mode]["of_" + base] = {k: f"{100 * out[mode][k] / max(out[base][k], 1):.0f}%"
+                                       for k in ("adds_per_s", "backlog_jobs_per_s")}
+    out["target"] = ("the cluster keeps >= 80% of the adds/s and backlog jobs/s of one server with as "
+                     "many replicas")
     return out
 
 
@@ -460,13 +515,20 @@ def table(res):
         lines.append(f"  target {r['target']}")
     if "cluster" in res:
         r = res["cluster"]
-        for k in ("single", "cluster"):
+        for k, _ in CLUSTER_MODES:
             v = r[k]
-            lines.append(f"{k:>7} Redis: {v['adds_per_s']} adds/s (p99 {v['add_p99_ms']:.1f} ms, "
+            lines.append(f"{k:>16}: {v['adds_per_s']} adds/s (p99 {v['add_p99_ms']:.1f} ms, "
                          f"{v['add_errors']} errors), backlog {v['backlog_jobs_per_s']} jobs/s "
-                         f"({v['backlog_delivered']}); Redis round trips: adds {v['add_redis']}, "
-                         f"backlog {v['backlog_redis']}")
-        lines.append(f"  records per master {r.get('records_per_master')}; target {r['target']}")
+                         f"({v['backlog_delivered']})"
+                         + "".join(f", {o.replace('_', ' ')}: {p}" for o, p in v.items() if o.startswith("of_")))
+            lines.append(f"    Redis round trips: adds {v['add_redis']}, backlog {v['backlog_redis']}")
+            lines.append("    CPU per add: " + ", ".join(f"{n} {u} us" for n, u in v["add_cpu_us_per_add"].items())
+                         + "; per delivered job: "
+                         + ", ".join(f"{n} {u} us" for n, u in v["backlog_cpu_us_per_job"].items())
+                         + f" (machine idle {v['backlog_machine_idle_pct']}%)")
+            if "records_per_master" in v:
+                lines.append(f"    records per master {v['records_per_master']}")
+        lines.append(f"  target {r['target']}")
     for k in ("add", "backlog", "precision", "memory"):
         if k in res and "cpu_s" in res[k]:
             c = res[k]
@@ -558,7 +620,7 @@ def main():
             print(table({"replicated": res["replicated"]}), flush=True)
         if "cluster" in phases:
             d.stop()
-            res["cluster"] = phase_cluster(stack, 5 if q else 15, 10000 if q else 100000)
+            res["cluster"] = phase_cluster(stack, 5 if q else 15, 10000 if q else 300000)
             print(table({"cluster": res["cluster"]}), flush=True)
     finally:
         harness.stop_all()

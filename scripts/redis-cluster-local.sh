@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs a local Redis Cluster for tests and for trying delayqd by hand: N masters with one
-# replica each (2N redis-server processes of the Debian package), all on free ports on
-# 127.0.0.1.
+# replica each (2N redis-server processes of the Debian package; with --replicas 0, N), all on
+# free ports on 127.0.0.1.
 #
-#   scripts/redis-cluster-local.sh start|stop|status [--dir D] [--masters N]
+#   scripts/redis-cluster-local.sh start|stop|status [--dir D] [--masters N] [--replicas R]
 #
-#   start   start the 2N data nodes, make them a cluster (`redis-cli --cluster create
-#           --cluster-replicas 1`; with fewer than 3 masters, which redis-cli refuses, by
+#   start   start the data nodes, make them a cluster (`redis-cli --cluster create
+#           --cluster-replicas R`; with fewer than 3 masters, which redis-cli refuses, by
 #           CLUSTER ADDSLOTSRANGE / MEET / REPLICATE), then wait until every node reports
-#           cluster_state:ok, knows all 2N nodes and maps all 16384 slots in CLUSTER SLOTS, and
+#           cluster_state:ok, knows all the nodes and maps all 16384 slots in CLUSTER SLOTS, and
 #           every replica has its master link up (timeout REDIS_CLUSTER_LOCAL_START_TIMEOUT per
 #           step, default 60 s). Prints the cluster as key=value lines:
 #             dir=D  nodes=PORT,...  masters=PORT,...  replicas=PORT,...
@@ -29,6 +29,9 @@
 #                 with another number must be stopped first. With 1 or 2 masters the cluster
 #                 works but cannot fail over on its own (a replica needs the votes of a majority
 #                 of all masters).
+#   --replicas R  start only: replicas per master, 1 (the default) or 0 (a cluster that
+#                 cannot fail over, for comparing a cluster with one server that has no
+#                 replica either). Default: as recorded in the dir, else 1.
 #
 # Restart of a stopped dir: when the dir holds a cluster that was created completely, with
 # the same number of masters, and all its recorded ports (data and bus) are free, start reuses
@@ -78,19 +81,23 @@ NODE_DIR_RE='node-[0-9]+'
 # Replaces the usage of service.sh: this stack has no --port but a --masters.
 usage() {
   cat <<EOF
-usage: $(basename -- "$0") start|stop|status [--dir D] [--masters N]
+usage: $(basename -- "$0") start|stop|status [--dir D] [--masters N] [--replicas R]
   defaults: --dir $DEFAULT_DIR
-            --masters <recorded in dir, else $DEFAULT_MASTERS> (1 to $MAX_MASTERS, one replica each; start only)
+            --masters <recorded in dir, else $DEFAULT_MASTERS> (1 to $MAX_MASTERS; start only)
+            --replicas <recorded in dir, else 1> (replicas per master, 0 or 1; start only)
 EOF
 }
 
 # --masters is this script's own; service.sh parses the rest.
 opt_masters=""
+opt_replicas=""
 args=()
 while (($#)); do
   case "$1" in
     --masters) (($# >= 2)) || die "--masters needs a value"; opt_masters="$2"; shift 2 ;;
     --masters=*) opt_masters="${1#--masters=}"; shift ;;
+    --replicas) (($# >= 2)) || die "--replicas needs a value"; opt_replicas="$2"; shift 2 ;;
+    --replicas=*) opt_replicas="${1#--replicas=}"; shift ;;
     --dir) if (($# >= 2)); then args+=("$1" "$2"); shift 2; else args+=("$1"); shift; fi ;;
     *) args+=("$1"); shift ;;
   esac
@@ -102,6 +109,10 @@ if [ -n "$opt_masters" ]; then
     die "invalid --masters '$opt_masters' (want 1 to $MAX_MASTERS)"
   fi
   [ "$verb" = start ] || die "--masters is an option of start only"
+fi
+if [ -n "$opt_replicas" ]; then
+  [[ "$opt_replicas" =~ ^[01]$ ]] || die "invalid --replicas '$opt_replicas' (want 0 or 1)"
+  [ "$verb" = start ] || die "--replicas is an option of start only"
 fi
 [ -n "$opt_dir" ] || opt_dir="$DEFAULT_DIR"
 DIR="$(realpath -m -- "$opt_dir")"
@@ -122,6 +133,14 @@ recorded_nodes() {
 recorded_ports() { recorded_nodes | awk '{ print $1 }'; }
 
 recorded_count() { recorded_nodes | wc -l; }
+
+# The number of masters the dir's cluster was created with (its ports file's "masters N" line;
+# a file without one holds N masters and N replicas).
+recorded_masters() {
+  [ -f "$PORTS_FILE" ] || { echo 0; return 0; }
+  awk '$1 == "masters" && $2 ~ /^[0-9]+$/ { m = $2 } $1 == "node" { n++ }
+       END { print (m ? m : int(n / 2)) }' "$PORTS_FILE"
+}
 
 node_dir() { echo "$DIR/node-$1"; }
 
@@ -205,7 +224,7 @@ EOF
 }
 
 write_ports() {  # "PORT BUSPORT" lines on stdin
-  awk '{ print "node", $1, $2 }' >"$PORTS_FILE.tmp"
+  { echo "masters $NMASTERS"; awk '{ print "node", $1, $2 }'; } >"$PORTS_FILE.tmp"
   mv -f "$PORTS_FILE.tmp" "$PORTS_FILE"
 }
 
@@ -234,7 +253,7 @@ slots_mapped() {
     awk -F, '{ for (s = $1; s <= $2; s++) seen[s] = 1 } END { print length(seen) + 0 }'
 }
 
-# Is node PORT converged: cluster_state:ok, all 2N nodes known, all slots in CLUSTER SLOTS,
+# Is node PORT converged: cluster_state:ok, all nodes known, all slots in CLUSTER SLOTS,
 # and as a replica its master link up?
 node_ok() {
   local port="$1" info r
@@ -265,7 +284,7 @@ create_cluster() {
   if ((NMASTERS >= 3)); then
     # (its output has colour codes even when not on a terminal; the log gets plain text)
     if ! timeout "$START_TIMEOUT" redis-cli --cluster create "${addrs[@]}" \
-        --cluster-replicas 1 --cluster-yes </dev/null 2>&1 |
+        --cluster-replicas "$NREPLICAS" --cluster-yes </dev/null 2>&1 |
         sed 's/\x1b\[[0-9;]*m//g' >"$CREATE_LOG"; then
       tail_log "$CREATE_LOG"
       info "redis-cli --cluster create failed or timed out after ${START_TIMEOUT}s"
@@ -323,7 +342,7 @@ reusable() {
   local port bus n
   n="$(recorded_count)"
   [ -f "$CREATED_FILE" ] || { echo "no complete cluster recorded"; return 1; }
-  ((n == 2 * NMASTERS)) || { echo "it had $((n / 2)) masters, not $NMASTERS"; return 1; }
+  ((n == NODES)) || { echo "it had $n nodes, not $NODES"; return 1; }
   while read -r port bus; do
     [ -s "$(node_dir "$port")/nodes.conf" ] || { echo "node $port has no nodes.conf"; return 1; }
     port_in_use "$port" && { echo "port $port is taken"; return 1; }
@@ -351,15 +370,20 @@ print_cluster() {
 }
 
 cmd_start() {
-  local rec_n rec_masters attempt rc why start_s=$SECONDS
+  local rec_n rec_masters rec_replicas attempt rc why start_s=$SECONDS
   rec_n="$(recorded_count)"
-  rec_masters=$((rec_n / 2))
-  ((rec_masters >= 1 && rec_masters <= MAX_MASTERS && rec_n % 2 == 0)) || rec_masters=$DEFAULT_MASTERS
+  rec_masters="$(recorded_masters)"
+  rec_replicas=1
+  ((rec_masters >= 1 && rec_masters <= MAX_MASTERS)) && rec_replicas=$((rec_n / rec_masters - 1))
+  ((rec_masters >= 1 && rec_masters <= MAX_MASTERS && rec_n == rec_masters * (1 + rec_replicas) &&
+    rec_replicas <= 1)) || { rec_masters=$DEFAULT_MASTERS; rec_replicas=1; }
   NMASTERS="${opt_masters:-$rec_masters}"
+  NREPLICAS="${opt_replicas:-$rec_replicas}"
+  NODES=$((NMASTERS * (1 + NREPLICAS)))
 
   if all_running; then
-    ((NMASTERS == rec_n / 2)) ||
-      die "the cluster of $DIR runs with $((rec_n / 2)) masters, not $NMASTERS; stop it first"
+    ((NODES == rec_n)) ||
+      die "the cluster of $DIR runs with $rec_masters masters and $rec_replicas replica(s) each, not $NMASTERS and $NREPLICAS; stop it first"
     wait_for cluster_ok ||
       die "the nodes of $DIR run but the cluster is not ok after ${START_TIMEOUT}s (see status); stop it first"
     info "already running (dir $DIR)"
@@ -388,8 +412,8 @@ cmd_start() {
     for ((attempt = 1; attempt <= START_ATTEMPTS; attempt++)); do
       rm -f "$CREATED_FILE" "$CREATE_LOG"
       rm -rf -- "$DIR"/node-*
-      freeport $((4 * NMASTERS)) | paste - - | write_ports
-      (($(recorded_count) == 2 * NMASTERS)) || die "could not find $((4 * NMASTERS)) free ports"
+      freeport $((2 * NODES)) | paste - - | write_ports
+      (($(recorded_count) == NODES)) || die "could not find $((2 * NODES)) free ports"
       rc=0; start_nodes || rc=$?
       ((rc == 0)) && break
       cmd_stop >/dev/null
@@ -404,7 +428,7 @@ cmd_start() {
     fi
     : >"$CREATED_FILE"
   fi
-  info "ready: $NMASTERS master(s) with a replica each, in $((SECONDS - start_s))s (dir $DIR)"
+  info "ready: $NMASTERS master(s) with $NREPLICAS replica(s) each, in $((SECONDS - start_s))s (dir $DIR)"
   print_cluster
 }
 

@@ -58,16 +58,19 @@ def parse_cluster_nodes(text):
 
 
 class ClusterStack:
-    """The cluster in <tmp_dir>/redis-cluster, with masters (1 to 5) masters of one replica
-    each. The data ports are known after start(): nodes, in the order of the script's ports
+    """The cluster in <tmp_dir>/redis-cluster, with masters (1 to 5) masters of replicas (1, or
+    0 for a cluster that cannot fail over) replica(s) each. The data ports are known after start(): nodes, in the order of the script's ports
     file (the masters at creation first). With fewer than 3 masters the cluster cannot fail
     over on its own (a promotion needs the votes of a majority of all masters)."""
 
-    def __init__(self, tmp_dir, masters=3):
+    def __init__(self, tmp_dir, masters=3, replicas=1, name="redis-cluster"):
         if masters not in range(1, 6):
             raise ValueError(f"masters must be 1 to 5, not {masters!r}")
-        self.dir = os.path.join(tmp_dir, "redis-cluster")
+        if replicas not in (0, 1):
+            raise ValueError(f"replicas must be 0 or 1, not {replicas!r}")
+        self.dir = os.path.join(tmp_dir, name)
         self.n_masters = masters
+        self.n_replicas = replicas
         self.nodes = []
         self._killed = {}   # port -> {"id", "slots", "replicas"} as the cluster saw it at kill()
 
@@ -79,7 +82,8 @@ class ClusterStack:
         when this returns); returns the key=value lines the script printed, as a dict (dir,
         nodes, masters, replicas)."""
         out = {}
-        for line in self._script("start", "--masters", str(self.n_masters)).stdout.splitlines():
+        for line in self._script("start", "--masters", str(self.n_masters),
+                                         "--replicas", str(self.n_replicas)).stdout.splitlines():
             key, eq, value = line.partition("=")
             if eq and key.isalpha():
                 out[key] = value

@@ -26,14 +26,14 @@ INFO_VALID_MS = 30000
 
 
 class SentinelStack:
-    """The stack in <tmp_dir>/redis-sentinel, with replicas (1 or 2) replicas of the master.
+    """The stack in <tmp_dir>/<name>, with replicas (1 or 2) replicas of the master.
     Ports are known after start(): data_ports (the master at start first, then the replicas)
     and sentinel_ports."""
 
-    def __init__(self, tmp_dir, master_name="delayq", replicas=1):
+    def __init__(self, tmp_dir, master_name="delayq", replicas=1, name="redis-sentinel"):
         if replicas not in (1, 2):
             raise ValueError(f"replicas must be 1 or 2, not {replicas!r}")
-        self.dir = os.path.join(tmp_dir, "redis-sentinel")
+        self.dir = os.path.join(tmp_dir, name)
         self.master_name = master_name
         self.replicas = replicas
         self.sentinel_ports = []
