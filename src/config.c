@@ -12,6 +12,9 @@
 #define LOG_MODULE "config"
 /* A job of job.max_delay_s hops down from the largest level at most this often. */
 #define MAX_HOPS 100000
+/* job.max_delay_s unless the levels allow less: 30 days, the longest delay users ask of a delay
+ * queue for reminders and expiries (SQS allows 15 minutes, RabbitMQ's plugin about 49 days). */
+#define DEFAULT_MAX_DELAY_S (30LL * 86400)
 
 enum kind { K_STR, K_INT, K_CUSTOM };
 
@@ -115,7 +118,7 @@ void config_defaults(struct config *cfg)
     cfg->delay.claim_ttl_ms = 10000;
     cfg->delay.max_held = 100000;
     cfg->job.retention_s = 86400;
-    cfg->job.max_delay_s = 2592000;
+    cfg->job.max_delay_s = DEFAULT_MAX_DELAY_S;
     cfg->job.refused_retry_s = 60;
     cfg->log.level = LOG_INFO;
 }
@@ -391,6 +394,15 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
     return 0;
 }
 
+/* job.max_delay_s when the file leaves it out: 30 days, or less when the largest level is so short
+ * that a job would hop down from it more than MAX_HOPS times. */
+static int64_t default_max_delay_s(const struct levels *lv)
+{
+    int64_t most = MAX_HOPS * (lv->ms[lv->n - 1] / 1000);
+
+    return most < DEFAULT_MAX_DELAY_S ? most : DEFAULT_MAX_DELAY_S;
+}
+
 static int line_of(config_t *lc, const char *path)
 {
     config_setting_t *s = config_lookup(lc, path);
@@ -475,6 +487,8 @@ static int finish(config_t *lc, struct config *cfg, const char *src, char *err, 
                  src, line_of(lc, "delay.dlq_topic"));
         return -1;
     }
+    if (!line_of(lc, "job.max_delay_s"))
+        cfg->job.max_delay_s = default_max_delay_s(&cfg->delay.levels);
     if (cfg->job.max_delay_s * 1000 / cfg->delay.levels.ms[cfg->delay.levels.n - 1] > MAX_HOPS) {
         snprintf(err, errlen, "%s:%d: job.max_delay_s: more than %d times the largest level "
                  "(a job would hop that often); add a larger level", src,

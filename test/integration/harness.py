@@ -263,6 +263,9 @@ class Delayqd:
         else:
             where = f'host = "127.0.0.1"; port = {x.get("redis_port", self.stack.redis_port)};'
 
+        # extra max_delay_s None leaves the key out, to its default
+        max_delay = "" if "max_delay_s" in x and x["max_delay_s"] is None else \
+            f"max_delay_s = {x.get('max_delay_s', 86400)};"
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}";
@@ -276,7 +279,7 @@ delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
          partitions = {self.partitions}; partition_groups = ( {groups} );
          dlq_topic = "{self.dlq}"; claim_ttl_ms = {x.get('claim_ttl_ms', 4000)}; }};
-job:   {{ retention_s = {x.get('retention_s', 3600)}; max_delay_s = {x.get('max_delay_s', 86400)};
+job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 """

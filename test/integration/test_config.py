@@ -107,3 +107,13 @@ def test_port_in_use_is_named(stack):
         assert first.add_ok(topic="orders", delay=60, body="still served")
     finally:
         holder.close()
+
+
+def test_short_levels_start_with_the_default_longest_delay(stack):
+    """Levels of at most 10 s and no job.max_delay_s: the default follows the levels (100,000
+    hops down from 10 s) instead of making the config invalid; the longest delay it allows is
+    accepted and one second more is refused with the limit named."""
+    d = Delayqd(stack, levels=["1s", "5s", "10s"], extra={"max_delay_s": None}).start()
+    d.add_ok(topic="orders", delay=1000000, body="in 11.6 days")
+    status, doc = d.add(topic="orders", delay=1000001, body="too far")
+    assert status == 400 and "at most 1000000 seconds" in doc["message"], (status, doc)

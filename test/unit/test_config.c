@@ -330,8 +330,22 @@ static void dlq_topic_checked(void)
 
 static void max_delay_against_levels(void)
 {
-    CHECK(load_fails("delay: { levels = [ \"1s\" ]; };", "job.max_delay_s", ""));
+    CHECK(load_fails("delay: { levels = [ \"1s\" ]; };\njob: { max_delay_s = 100001; };",
+                     "config:2: job.max_delay_s", "more than 100000 times the largest level"));
     CHECK(load_ok("delay: { levels = [ \"1s\" ]; };\njob: { max_delay_s = 100000; };"));
+}
+
+/* Left out, job.max_delay_s follows the levels: never a default that makes a config invalid. */
+static void max_delay_default_follows_levels(void)
+{
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"5s\", \"10s\" ]; };"));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 1000000);
+    CHECK(load_ok("delay: { levels = [ \"1s\" ]; };"));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 100000);
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"1m\" ]; };"));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
+    CHECK(load_ok(""));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
 }
 
 /* A (silly) huge top level must not overflow the max_delay_s check. */
@@ -426,6 +440,7 @@ void unit_config(void)
     RUN(log_level);
     RUN(dlq_topic_checked);
     RUN(max_delay_against_levels);
+    RUN(max_delay_default_follows_levels);
     RUN(huge_level_no_overflow);
     RUN(string_too_long);
     RUN(file_missing);
