@@ -57,7 +57,8 @@ void metrics_dead_letter(enum dlq_reason r);
 void metrics_skipped(enum skip_reason r);
 /* One HTTP request: its route, status and how long it took. */
 void metrics_http(enum http_route r, int status, double seconds);
-/* A delivery's lateness: sent minus due, milliseconds. */
+/* A delivery's lateness: Kafka's acknowledgement of the delivered message minus its due time,
+ * milliseconds. */
 void metrics_lateness(int64_t ms);
 
 /* The Prometheus text of every metric; malloc'd (caller frees), NULL when out of memory. */

@@ -693,6 +693,15 @@ void forwarder_flush(struct forwarder *fw)
         run_marks(fw);
 }
 
+/* When Kafka acknowledged m: its send plus librdkafka's latency from the produce call to the
+ * broker's answer, so that how often this thread polls does not count. */
+static int64_t acked_ms(const struct held *m, const rd_kafka_message_t *rkm)
+{
+    int64_t us = rd_kafka_message_latency(rkm);
+
+    return us >= 0 ? m->sent_ms + us / 1000 : clock_now_ms();
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 {
     struct forwarder *fw = opaque;
@@ -709,7 +718,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
     }
     if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DIRECT) {
         metrics_inc(M_JOBS_DELIVERED);
-        metrics_lateness(m->sent_ms - m->due_ms);
+        metrics_lateness(acked_ms(m, rkm) - m->due_ms);
     }
     if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DEAD_JOB) {
         m->mark = m->stage == ST_SEND_JOB ? JOB_DELIVERED : JOB_FAILED;

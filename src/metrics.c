@@ -182,7 +182,8 @@ static void render_http(struct buf *b)
 
 static void render_lateness(struct buf *b)
 {
-    put(b, "# HELP delayq_delivery_lateness_ms Sent minus due time of deliveries, milliseconds.\n"
+    put(b, "# HELP delayq_delivery_lateness_ms Kafka's acknowledgement of a delivered message "
+           "minus its due time, milliseconds.\n"
            "# TYPE delayq_delivery_lateness_ms histogram\n");
     for (size_t k = 0; k < LATE_BUCKETS; k++)
         put(b, "delayq_delivery_lateness_ms_bucket{le=\"%lld\"} %llu\n", (long long)late_bounds[k],
