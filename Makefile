@@ -32,7 +32,7 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 # Pure modules: no network library, unit-tested alone.
 PURE     := log levels envelope job heap api offsets config metrics share sentinel slots
 # Adapters and wings.
-ADAPT    := watch rdb rdb_where store claims producer topics http jobs holder groups forwarder
+ADAPT    := watch rdb rdb_where store claims producer warm topics http jobs holder groups forwarder
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

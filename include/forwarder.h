@@ -23,6 +23,10 @@ void forwarder_free(struct forwarder *fw);
 /* The producer, whose main queue the holder watches for delivery reports. */
 rd_kafka_t *forwarder_producer(struct forwarder *fw);
 
+/* The metadata warmer of the producer that delivers: topics noted there are delivered to
+ * without waiting for their metadata. Valid until forwarder_free. */
+struct warm *forwarder_warm(struct forwarder *fw);
+
 /* Queues m for the next flush; the forwarder now owns m until holder_done/holder_retry. */
 void forwarder_submit(struct forwarder *fw, struct held *m);
 

@@ -53,6 +53,12 @@ struct held {
     int dead_bare;              /* the dead-letter topic refused the body: send it without */
 };
 
+struct warm;
+
+/* The metadata warmer of the producer that delivers (see warm.h), for the intake to note the
+ * topics of the jobs it adds. Valid until holder_free. */
+struct warm *holder_warm(struct holder *h);
+
 /* Creates the consumer, the forwarder and the group leases. Partitions are assigned group by
  * group as their leases are won. partitions[level] is each delay topic's partition count.
  * NULL with err set on failure. */

@@ -13,8 +13,12 @@ struct jobs;
 /* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
 typedef void (*jobs_done_fn)(void *opaque, int status, char *response);
 
-/* Starts the intake producer and its delivery-report thread. Returns NULL with err set. */
-struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen);
+struct warm;
+
+/* Starts the intake producer and its delivery-report thread. warm (may be NULL; not owned,
+ * must outlive jobs) is told each added job's topic, so that the deliveries' producer knows it
+ * before the job is due. Returns NULL with err set. */
+struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen);
 
 /* Waits up to timeout_ms for adds in flight, then stops. */
 void jobs_free(struct jobs *jobs, int timeout_ms);

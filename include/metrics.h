@@ -11,6 +11,7 @@ enum metric_counter {
     M_JOBS_DELIVERED,       /* business messages acknowledged by Kafka */
     M_JOBS_CANCELLED,       /* removes of pending jobs */
     M_FORWARDS,             /* produce calls to a business topic (counted when sent) */
+    M_COLD_DELIVERIES,      /* of those, to a topic whose metadata was not fetched ahead */
     M_MOVES,                /* messages moved down a level */
     M_RESUMES,              /* held partitions resumed (each costs a fetch) */
     M_LEASE_RENEW_FAILURES, /* renewals that failed or found the lease gone */

@@ -289,6 +289,31 @@ def phase_precision(d, stack, rate, seconds):
             "target": "lateness p99 <= 20 ms, max <= 100 ms, 0 early"}
 
 
+def phase_first(d, stack, n_topics):
+    """The first job to each of n_topics business topics the process never sent to, and then a
+    second job to each: lateness as a consumer sees it (arrival minus dq-due-ms), so that the
+    wait for a new topic's metadata shows."""
+    topics = [f"{d.name}_first_{i}_{now_ms()}" for i in range(n_topics)]
+    reader = Reader(stack, topics)
+    out = {}
+    for rnd in ("first", "second"):
+        before = len(reader.all())
+        due = now_ms() + 3000
+        for i, t in enumerate(topics):
+            d.add_ok(topic=t, deliver_at_ms=due + 10 * i, body=rnd)
+        deadline = time.time() + 60
+        while len(reader.all()) < before + n_topics and time.time() < deadline:
+            time.sleep(0.2)
+        late = [m["recv_ms"] - int(m["headers"]["dq-due-ms"]) for m in reader.all()[before:]]
+        out[rnd] = {"p50": pct(late, 50), "p99": pct(late, 99), "max": max(late) if late else None,
+                    "delivered": len(late), "early": sum(1 for v in late if v < 0)}
+    reader.close()
+    out["topics"] = n_topics
+    out["cold_deliveries"] = d.metric("delayq_deliveries_to_cold_topics_total")
+    out["target"] = "first messages: arrival - due p99 <= 20 ms, as for later ones"
+    return out
+
+
 # Fills database 9 with n keys like a job's ("dq:job:" and a 36-character id) holding the bare
 # body with an expiry: what Redis needs per key before delayqd stores anything of its own.
 FLOOR_LUA = """
@@ -494,6 +519,13 @@ def table(res):
                      f" received-due {rv['p50']}/{rv['p99']}/{rv['p99.9']}/{rv['max']} ms; early {p['early']};"
                      f" {p['delivered']} of {p['added']} delivered ({p['duplicates']} twice) at {p['add_rate']}/s"
                      f"   target {p['target']}")
+    if "first" in res:
+        f = res["first"]
+        lines.append(f"first      {f['topics']} new business topics, arrival-due p50/p99/max: first job "
+                     f"{f['first']['p50']}/{f['first']['p99']}/{f['first']['max']} ms, second job "
+                     f"{f['second']['p50']}/{f['second']['p99']}/{f['second']['max']} ms; early "
+                     f"{f['first']['early'] + f['second']['early']}; sent to a cold topic "
+                     f"{f['cold_deliveries']:.0f}   target {f['target']}")
     if "memory" in res:
         m = res["memory"]
         lines.append(f"memory     delayqd RSS {m['rss_idle_mib']} MiB idle, {m['rss_pending_mib']} MiB with "
@@ -564,7 +596,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,profile,backlog,precision,memory,replicated,cluster")
+    ap.add_argument("--phases", default="add,profile,backlog,precision,first,memory,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -601,6 +633,9 @@ def main():
         if "precision" in phases:
             res["precision"] = measured(d, stack, phase_precision, 200 if q else 2000, 10 if q else 60)
             print(table({"precision": res["precision"]}), flush=True)
+        if "first" in phases:
+            res["first"] = phase_first(d, stack, 20 if q else 100)
+            print(table({"first": res["first"]}), flush=True)
         if "memory" in phases:
             # What the earlier phases held (up to delay.max_held messages at once) stays with the
             # allocator; the pending jobs are measured on a fresh process, that figure beside.

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "producer.h"
+#include "warm.h"
 #include "store.h"
 
 #define LOG_MODULE "forwarder"
@@ -74,6 +75,7 @@ struct forwarder {
     struct holder *h;
     struct store *st;
     rd_kafka_t *rk;
+    struct warm *warm;       /* business topics' metadata, fetched ahead for rk */
     char instance[TOKEN_PART + 2];   /* random, per process: "<6 characters>:" starts its tokens */
     struct log_gate redis_gate, kafka_gate;
     struct scratch sc;
@@ -325,6 +327,17 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
         metrics_inc(M_MOVES);
 }
 
+/* Counts a delivery sent to topic, and apart those to a topic whose metadata was not fetched
+ * ahead: librdkafka fetches it then, up to a second late. */
+static void note_forward(struct forwarder *fw, const char *topic)
+{
+    metrics_inc(M_FORWARDS);
+    if (!warm_ready(fw->warm, topic, strlen(topic))) {
+        metrics_inc(M_COLD_DELIVERIES);
+        warm_topic(fw->warm, topic, strlen(topic));
+    }
+}
+
 static void deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
 {
     rd_kafka_headers_t *hdrs = copy_headers(m, 1, NULL);
@@ -338,7 +351,7 @@ static void deliver_direct(struct forwarder *fw, struct held *m, const char *top
     if (rc < 0)
         retry(fw, m);
     else if (rc == 0)
-        metrics_inc(M_FORWARDS);
+        note_forward(fw, topic);
 }
 
 static void deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
@@ -359,7 +372,7 @@ static void deliver_job(struct forwarder *fw, struct held *m, const struct job *
     if (rc < 0)
         retry(fw, m);
     else if (rc == 0)
-        metrics_inc(M_FORWARDS);
+        note_forward(fw, job->topic);
 }
 
 /* Copies the message's job id into out; the envelope checked it is present. */
@@ -768,8 +781,19 @@ struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char
         free(fw);
         return NULL;
     }
+    if (!(fw->warm = warm_new(fw->rk, err, errlen))) {
+        rd_kafka_destroy(fw->rk);
+        store_free(fw->st);
+        free(fw);
+        return NULL;
+    }
     producer_warm(fw->rk, cfg, WARM_TIMEOUT_MS);
     return fw;
+}
+
+struct warm *forwarder_warm(struct forwarder *fw)
+{
+    return fw->warm;
 }
 
 void forwarder_free(struct forwarder *fw)
@@ -779,6 +803,7 @@ void forwarder_free(struct forwarder *fw)
     rd_kafka_flush(fw->rk, 5000);
     if (fw->marks.n)
         run_marks(fw);
+    warm_free(fw->warm);
     rd_kafka_destroy(fw->rk);
     store_free(fw->st);
     scratch_release(&fw->sc);

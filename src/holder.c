@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "offsets.h"
 #include "producer.h"
+#include "warm.h"
 
 #define LOG_MODULE "holder"
 #define POLL_BATCH 2000          /* messages taken in one turn before timers are looked at again */
@@ -260,10 +261,12 @@ static void set_times(struct holder *h, struct held *m, const rd_kafka_message_t
 
     m->timestamp_ms = tstype == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? now : ts;
     m->env_ok = envelope_parse(m->hdrs, m->nhdrs, &m->env, m->env_err, sizeof(m->env_err)) == 0;
-    if (m->env_ok)
+    if (m->env_ok) {
         envelope_times(&m->env, m->timestamp_ms, h->cfg->delay.levels.ms[m->level], &m->act_ms,
                        &m->due_ms);
-    else
+        /* read ahead of its act time: its topic's metadata is fetched before it is sent */
+        warm_topic(forwarder_warm(h->fw), m->env.topic, m->env.topic_len);
+    } else
         m->act_ms = m->due_ms = now;   /* to the dead-letter topic at once */
 }
 
@@ -691,6 +694,11 @@ static int wake_init(struct holder *h, char *err, size_t errlen)
     rd_kafka_queue_io_event_enable(h->cq, h->wake[1], "c", 1);
     rd_kafka_queue_io_event_enable(h->pq, h->wake[1], "p", 1);
     return 0;
+}
+
+struct warm *holder_warm(struct holder *h)
+{
+    return forwarder_warm(h->fw);
 }
 
 struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_MAX], char *err,

@@ -20,6 +20,7 @@
 #include "metrics.h"
 #include "producer.h"
 #include "store.h"
+#include "warm.h"
 
 #define LOG_MODULE "jobs"
 #define WARM_TIMEOUT_MS 5000    /* start-up metadata fetch; Kafka down only delays start */
@@ -48,6 +49,7 @@ struct jobs {
     struct api_limits limits;
     size_t max_message_bytes;   /* the producers' message.max.bytes: no delivery is larger */
     rd_kafka_t *rk;
+    struct warm *warm;          /* the deliveries' producer: each added job's topic is noted */
     pthread_t thread;
     atomic_int stop;
     pthread_mutex_t pool_mu;
@@ -294,10 +296,11 @@ static void wake(struct jobs *jobs)
     (void)n;   /* a full pipe already wakes the thread */
 }
 
-struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
+struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen)
 {
     struct jobs *jobs = calloc(1, sizeof(*jobs));
     rd_kafka_queue_t *q;
+    int started;
 
     if (!jobs || !(jobs->st = store_new(cfg)) || pipe2(jobs->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
         snprintf(err, errlen, "out of memory or file descriptors");
@@ -307,6 +310,7 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
         return NULL;
     }
     jobs->cfg = cfg;
+    jobs->warm = warm;
     jobs->limits.levels = &cfg->delay.levels;
     jobs->limits.dlq_topic = cfg->delay.dlq_topic;
     jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
@@ -323,7 +327,10 @@ struct jobs *jobs_new(const struct config *cfg, char *err, size_t errlen)
         rd_kafka_queue_io_event_enable(q, jobs->wake[1], "d", 1);
         rd_kafka_queue_destroy(q);
     }
-    if (!jobs->rk || pthread_create(&jobs->thread, NULL, intake_main, jobs) != 0) {
+    started = jobs->rk && pthread_create(&jobs->thread, NULL, intake_main, jobs) == 0;
+    if (jobs->rk && !started)
+        snprintf(err, errlen, "cannot start the intake thread");
+    if (!started) {
         if (jobs->rk)
             rd_kafka_destroy(jobs->rk);
         pthread_mutex_destroy(&jobs->pool_mu);
@@ -402,6 +409,8 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
     if (!id_given)
         job_new_id(pa->job.id);
     job_new_tag(pa->job.tag);
+    if (jobs->warm)
+        warm_topic(jobs->warm, pa->job.topic, strlen(pa->job.topic));
     pa->queued_ms = clock_mono_ms();
     pthread_mutex_lock(&jobs->q_mu);
     if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */

@@ -89,8 +89,8 @@ static int serve(const struct config *cfg)
     warn_if_redis_down(cfg);
     if (ensure_topics(cfg, partitions) < 0)
         goto out;
-    if (!(jobs = jobs_new(cfg, err, sizeof(err))) ||
-        !(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
+    if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
+        !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||
         !(http = http_new(cfg, jobs, err, sizeof(err)))) {
         log_error("%s", err);
         goto out;

@@ -23,6 +23,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_JOBS_DELIVERED] = { "delayq_jobs_delivered_total", "Messages delivered to business topics." },
     [M_JOBS_CANCELLED] = { "delayq_jobs_cancelled_total", "Pending jobs removed." },
     [M_FORWARDS] = { "delayq_forwards_total", "Sends to business topics, counted when sent." },
+    [M_COLD_DELIVERIES] = { "delayq_deliveries_to_cold_topics_total", "Sends to a business topic whose metadata delayqd had not fetched ahead: each may wait up to a second for it." },
     [M_MOVES] = { "delayq_moves_total", "Messages moved down a level." },
     [M_RESUMES] = { "delayq_partition_resumes_total", "Held partitions resumed; each one fetches again." },
     [M_LEASE_RENEW_FAILURES] = { "delayq_lease_renew_failures_total", "Lease renewals that failed or found the lease taken." },

@@ -140,18 +140,34 @@ class Stack:
 
 class Reader:
     """Consumes a topic from the beginning with kcat in the background; records each message
-    with the time it was received."""
+    with the time it was received. Given a list of topics, one kcat reads them all as a
+    consumer group member (kcat -G), and the reader is ready once the group assigned it every
+    partition."""
 
     def __init__(self, stack, topic):
-        stack.ensure_topic(topic)
+        topics = topic if isinstance(topic, list) else [topic]
+        for t in topics:
+            stack.ensure_topic(t)
         self.topic = topic
         self.messages = []
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            ["kcat", "-b", stack.brokers, "-C", "-t", topic, "-o", "beginning", "-J", "-u", "-q"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if len(topics) == 1:
+            cmd = ["kcat", "-b", stack.brokers, "-C", "-t", topics[0], "-o", "beginning", "-J", "-u", "-q"]
+        else:
+            cmd = ["kcat", "-b", stack.brokers, "-G", f"reader-{uuid.uuid4().hex[:8]}",
+                   "-X", "auto.offset.reset=earliest", "-J", "-u", *topics]
+        self.assigned = threading.Event()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        threading.Thread(target=self._watch, daemon=True).start()
+        if len(topics) > 1:
+            assert self.assigned.wait(30), f"kcat -G was assigned no partitions of {len(topics)} topics"
+
+    def _watch(self):
+        for line in self.proc.stderr:
+            if "assigned:" in line:
+                self.assigned.set()
 
     def _read(self):
         for line in self.proc.stdout:

@@ -346,3 +346,27 @@ def test_memory_is_given_back_after_a_burst(stack):
     settled = rss_mib(d.proc.pid)
     assert settled < idle + 16, f"RSS idle {idle:.1f} MiB, after the burst {after:.1f}, 20 s later {settled:.1f}"
     assert stack.end_offset(topic) == n
+
+
+def test_first_message_to_each_new_business_topic_is_on_time(stack):
+    """The first job to each of many business topics this process never sent to, added over
+    HTTP or produced straight into a delay topic: none early, and delayqd had fetched each
+    topic's metadata before the job fell due (from the add, or from the delay-topic message read
+    ahead), so no delivery waited for it (the lateness itself is a figure of make bench)."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topics = [f"{d.name}_first_{i}" for i in range(40)]
+    reader = Reader(stack, topics)
+    due = now_ms() + 3000
+    for i, t in enumerate(topics[:20]):
+        d.add_ok(topic=t, deliver_at_ms=due + 10 * i, body=t)
+    for t in topics[20:]:
+        stack.produce(d.delay_topic("5s"), t, headers={"dq-topic": t})
+    wait_until(lambda: len(reader.all()) >= len(topics), 30, "the first jobs")
+    msgs = reader.all()
+    assert sorted(m["topic"] for m in msgs) == sorted(topics), [m["topic"] for m in msgs]
+    late = sorted(m["recv_ms"] - int(m["headers"]["dq-due-ms"]) for m in msgs)
+    print(f"    first message to {len(topics)} topics: arrival - due p50 {late[len(late) // 2]} ms, "
+          f"max {late[-1]} ms")
+    assert late[0] >= 0, late
+    assert d.metric("delayq_forwards_total") == len(topics)
+    assert d.metric("delayq_deliveries_to_cold_topics_total") == 0

@@ -1,0 +1,205 @@
+/* warm: the business topics' metadata fetched ahead of their first delivery. The contract is
+ * in include/warm.h.
+ * Every topic seen is a NUL-terminated copy in names[], in the order it was first seen, and an
+ * entry of a glibc hash table (hsearch_r) whose data is its state. The thread warms names[done ..
+ * n): it creates a topic handle for each (kept until warm_free) and asks the broker about them
+ * in one metadata request. */
+#include <pthread.h>
+#include <search.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "levels.h"
+#include "log.h"
+#include "warm.h"
+
+#define LOG_MODULE "warm"
+#define FETCH_TIMEOUT_MS 5000   /* one metadata request; librdkafka's own retries fit in it */
+#define RETRY_MS 1000           /* after a request that failed as a whole (no broker answered) */
+
+enum state { QUEUED = 1, READY, FAILED };
+
+struct warm {
+    rd_kafka_t *rk;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int stop;
+    struct hsearch_data table;
+    char *names[WARM_TOPICS_MAX];
+    rd_kafka_topic_t *rkt[WARM_TOPICS_MAX];
+    size_t n;                   /* topics seen */
+    size_t done;                /* names[0 .. done) have been asked about */
+    int full_logged;
+};
+
+/* The table entry of topic, or NULL; with add, a new QUEUED entry when there is room. Under
+ * the lock. */
+static ENTRY *entry_of(struct warm *w, const char *topic, size_t len, int add)
+{
+    char key[TOPIC_NAME_MAX + 1];
+    ENTRY want = { key, NULL }, *found = NULL;
+
+    if (len > TOPIC_NAME_MAX)
+        return NULL;
+    memcpy(key, topic, len);
+    key[len] = '\0';
+    if (hsearch_r(want, FIND, &found, &w->table) || !add)
+        return found;
+    if (w->n == WARM_TOPICS_MAX) {
+        if (!w->full_logged)
+            log_warn("%d business topics known: the first deliveries to further topics wait for "
+                     "librdkafka's own metadata fetch", WARM_TOPICS_MAX);
+        w->full_logged = 1;
+        return NULL;
+    }
+    if (!(want.key = strdup(key)))
+        return NULL;
+    want.data = (void *)(intptr_t)QUEUED;
+    if (!hsearch_r(want, ENTER, &found, &w->table)) {
+        free(want.key);
+        return NULL;
+    }
+    w->names[w->n++] = want.key;
+    return found;
+}
+
+void warm_topic(struct warm *w, const char *topic, size_t len)
+{
+    pthread_mutex_lock(&w->lock);
+    if (!entry_of(w, topic, len, 0) && entry_of(w, topic, len, 1))
+        pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int warm_ready(struct warm *w, const char *topic, size_t len)
+{
+    ENTRY *e;
+    int ready;
+
+    pthread_mutex_lock(&w->lock);
+    e = entry_of(w, topic, len, 0);
+    ready = e && (intptr_t)e->data == READY;
+    pthread_mutex_unlock(&w->lock);
+    return ready;
+}
+
+/* What the broker said of topic in md: READY, FAILED (an error for it, such as no such topic:
+ * librdkafka reports that at the produce), or 0 when md does not name it. */
+static enum state state_in(const struct rd_kafka_metadata *md, const char *topic)
+{
+    for (int i = 0; i < md->topic_cnt; i++)
+        if (strcmp(md->topics[i].topic, topic) == 0)
+            return md->topics[i].err ? FAILED : READY;
+    return 0;
+}
+
+/* Asks about names[from .. to): one topic alone, several in one request for every topic the
+ * producer knows. 0, or -1 when no answer came (they stay queued). */
+static int fetch(struct warm *w, size_t from, size_t to)
+{
+    const struct rd_kafka_metadata *md;
+    rd_kafka_resp_err_t e;
+
+    for (size_t i = from; i < to; i++)
+        if (!w->rkt[i])
+            w->rkt[i] = rd_kafka_topic_new(w->rk, w->names[i], NULL);
+    e = rd_kafka_metadata(w->rk, 0, to - from == 1 ? w->rkt[from] : NULL, &md, FETCH_TIMEOUT_MS);
+    if (e) {
+        log_warn("metadata of %zu business topic(s) from %s on: %s (asked again in %d ms)",
+                 to - from, w->names[from], rd_kafka_err2str(e), RETRY_MS);
+        return -1;
+    }
+    pthread_mutex_lock(&w->lock);
+    for (size_t i = from; i < to; i++) {
+        enum state s = state_in(md, w->names[i]);
+        ENTRY *en = entry_of(w, w->names[i], strlen(w->names[i]), 0);
+        en->data = (void *)(intptr_t)(s ? s : FAILED);
+        if (s != READY)
+            log_info("business topic %s: no metadata (%s); its first delivery waits for librdkafka",
+                     w->names[i], s ? "the broker reported an error" : "not in the answer");
+    }
+    w->done = to;
+    pthread_mutex_unlock(&w->lock);
+    rd_kafka_metadata_destroy(md);
+    return 0;
+}
+
+static void wait_ms(struct warm *w, int ms)
+{
+    struct timespec until;
+
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&w->wake, &w->lock, &until);
+}
+
+static void *run(void *arg)
+{
+    struct warm *w = arg;
+
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop) {
+        size_t from = w->done, to = w->n;
+        if (from == to) {
+            pthread_cond_wait(&w->wake, &w->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&w->lock);
+        int rc = fetch(w, from, to);
+        pthread_mutex_lock(&w->lock);
+        if (rc < 0 && !w->stop)
+            wait_ms(w, RETRY_MS);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+struct warm *warm_new(rd_kafka_t *rk, char *err, size_t errlen)
+{
+    struct warm *w = calloc(1, sizeof(*w));
+
+    if (!w || !hcreate_r(WARM_TOPICS_MAX * 5 / 4, &w->table)) {
+        snprintf(err, errlen, "out of memory");
+        free(w);
+        return NULL;
+    }
+    w->rk = rk;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if (pthread_create(&w->thread, NULL, run, w) != 0) {
+        snprintf(err, errlen, "cannot start the topic metadata thread");
+        hdestroy_r(&w->table);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void warm_free(struct warm *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->rkt[i])
+            rd_kafka_topic_destroy(w->rkt[i]);
+        free(w->names[i]);
+    }
+    hdestroy_r(&w->table);
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->wake);
+    free(w);
+}
