@@ -69,8 +69,11 @@ struct store_add_answer {
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen);
 
-/* Deletes the record if it is still pending (an add whose Kafka message failed). */
-int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen);
+/* Deletes the record if it is still pending (an add whose Kafka message failed). *left (when
+ * not NULL): JOB_PENDING when it was deleted or there is none, else the state of the record
+ * that stays (delivering or delivered: its message reached Kafka after all). */
+int store_drop_pending(struct store *st, const char *id, enum job_state *left, char *err,
+                       size_t errlen);
 
 /* Reads a record. *found = 0 when there is none; otherwise its value (caller frees; empty when
  * the key holds another type), for job_record_read. */

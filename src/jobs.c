@@ -32,6 +32,7 @@
 #define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
 #define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
 #define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
+#define TRIAL_INTERVAL_MS 1000  /* while Kafka is unreachable, one add this often tries it */
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -39,9 +40,12 @@ struct pending_add {
     struct job job;             /* owned */
     int64_t queued_ms;          /* monotonic: when it entered the intake queue */
     int resent;                 /* its record was there already: not this add's to undo */
+    int answered;               /* answered at its deadline: the report only frees it */
+    int64_t sent_ms;            /* monotonic: when its message went to librdkafka */
     jobs_done_fn done;
     void *opaque;
     struct pending_add *next;   /* in the intake queue */
+    struct pending_add *fprev, *fnext;   /* in the list of adds awaiting Kafka, oldest first */
 };
 
 struct jobs {
@@ -63,6 +67,13 @@ struct jobs {
     struct pending_add *q_head, **q_tail;
     int wake[2];                /* the queue and librdkafka's delivery reports write here */
     struct store *st;           /* the intake thread's own connection */
+    /* The intake thread's: adds whose message Kafka has not acknowledged yet, oldest first. */
+    struct pending_add *flight_head, *flight_tail;
+    int64_t last_ack_ms;        /* monotonic: Kafka's last acknowledgement of an add */
+    int64_t next_trial_ms;      /* monotonic: while unreachable, when an add may try Kafka */
+    /* Monotonic ms since which no add was acknowledged although one waited longer than
+     * kafka.produce_timeout_ms, or 0: adds fail at once meanwhile. Read by /readyz too. */
+    _Atomic int64_t unreachable_since;
     struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
 };
 
@@ -107,8 +118,91 @@ static void undo(struct jobs *jobs, const char *id)
 {
     char err[256];
 
-    if (store_drop_pending(jobs->st, id, err, sizeof(err)) < 0)
+    if (store_drop_pending(jobs->st, id, NULL, err, sizeof(err)) < 0)
         log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s", id, err);
+}
+
+/* The list of adds awaiting Kafka, oldest first: they all wait the same time, so the head is
+ * the first to reach its deadline. Intake thread only. */
+static void flight_push(struct jobs *jobs, struct pending_add *pa)
+{
+    pa->sent_ms = clock_mono_ms();
+    pa->fnext = NULL;
+    pa->fprev = jobs->flight_tail;
+    if (jobs->flight_tail)
+        jobs->flight_tail->fnext = pa;
+    else
+        jobs->flight_head = pa;
+    jobs->flight_tail = pa;
+}
+
+static void flight_remove(struct jobs *jobs, struct pending_add *pa)
+{
+    if (pa->fprev)
+        pa->fprev->fnext = pa->fnext;
+    else
+        jobs->flight_head = pa->fnext;
+    if (pa->fnext)
+        pa->fnext->fprev = pa->fprev;
+    else
+        jobs->flight_tail = pa->fprev;
+    pa->fprev = pa->fnext = NULL;
+}
+
+/* Answers an add whose message Kafka has not acknowledged within kafka.produce_timeout_ms,
+ * whatever librdkafka is still waiting for (a refused connection, a broker that hangs, no
+ * leader): 503, and its record deleted, so that the message, should it reach Kafka later,
+ * finds none and delivers nothing. A record no longer pending was claimed by a delivery: its
+ * message did reach Kafka, and the add succeeded. pa stays allocated for its report. */
+static void give_up(struct jobs *jobs, struct pending_add *pa)
+{
+    enum job_state left = JOB_PENDING;
+    char err[256], msg[512];
+
+    pa->answered = 1;
+    if (!pa->resent && store_drop_pending(jobs->st, pa->job.id, &left, err, sizeof(err)) < 0)
+        log_error("job=%s could not be undone (its message, should Kafka take it late, delivers "
+                  "it): %s", pa->job.id, err);
+    if (left == JOB_DELIVERING || left == JOB_DELIVERED) {
+        metrics_inc(M_JOBS_ADDED);
+        answer(pa->done, pa->opaque, 200, API_OK, "ok", api_job_id_data(pa->job.id));
+        return;
+    }
+    metrics_inc(M_KAFKA_ERRORS);
+    snprintf(msg, sizeof(msg), "add failed: kafka did not acknowledge it within "
+             "kafka.produce_timeout_ms (%lld ms)%s", (long long)jobs->cfg->kafka.produce_timeout_ms,
+             pa->resent ? "" : "; nothing was kept");
+    answer(pa->done, pa->opaque, 503, API_ADD_FAILED, msg, NULL);
+}
+
+/* Answers the adds past their deadline. When none was acknowledged since the oldest of them
+ * was sent, Kafka counts as unreachable from then on. */
+static void expire_flights(struct jobs *jobs)
+{
+    int64_t now = clock_mono_ms(), timeout = jobs->cfg->kafka.produce_timeout_ms;
+    struct pending_add *pa;
+
+    while ((pa = jobs->flight_head) && now - pa->sent_ms >= timeout) {
+        flight_remove(jobs, pa);
+        if (jobs->last_ack_ms < pa->sent_ms && !atomic_load(&jobs->unreachable_since)) {
+            atomic_store(&jobs->unreachable_since, pa->sent_ms);
+            jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
+            log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until Kafka "
+                     "acknowledges one again (one tries every %d ms)", (long long)(now - pa->sent_ms),
+                     TRIAL_INTERVAL_MS);
+        }
+        give_up(jobs, pa);
+    }
+}
+
+/* While Kafka is unreachable: 1 for an add to refuse at once, 0 for the one that may try. */
+static int refuse_at_once(struct jobs *jobs, int64_t now)
+{
+    if (!atomic_load(&jobs->unreachable_since) || now >= jobs->next_trial_ms) {
+        jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
+        return 0;
+    }
+    return 1;
 }
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
@@ -119,6 +213,20 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
 
     (void)rk;
     (void)unused;
+    if (!m->err) {
+        jobs->last_ack_ms = clock_mono_ms();
+        if (atomic_exchange(&jobs->unreachable_since, 0))
+            log_info("kafka: adds are acknowledged again");
+    }
+    if (pa->answered) {
+        if (!m->err)
+            log_info("job=%s: Kafka acknowledged its message after the add was answered; the "
+                     "message finds no record and delivers nothing", pa->job.id);
+        job_release(&pa->job);
+        free(pa);
+        return;
+    }
+    flight_remove(jobs, pa);
     if (m->err) {
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
@@ -163,6 +271,7 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
         snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
         return -1;
     }
+    flight_push(jobs, pa);
     return 0;
 }
 
@@ -225,7 +334,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
 {
     const struct job *js[INTAKE_BATCH_MAX] = { NULL };
     struct pending_add *pa[INTAKE_BATCH_MAX];
-    int64_t oldest = clock_mono_ms() - jobs->cfg->kafka.produce_timeout_ms;
+    int64_t now = clock_mono_ms(), oldest = now - jobs->cfg->kafka.produce_timeout_ms;
     char err[256], msg[512];
     size_t n = 0;
 
@@ -236,6 +345,12 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
             snprintf(msg, sizeof(msg), "add failed: not handed to Redis within "
                      "kafka.produce_timeout_ms (%lld ms); nothing was written",
                      (long long)jobs->cfg->kafka.produce_timeout_ms);
+            finish_add(a, 503, API_ADD_FAILED, msg, NULL);
+            continue;
+        }
+        if (refuse_at_once(jobs, now)) {
+            snprintf(msg, sizeof(msg), "add failed: kafka unreachable: no add acknowledged for "
+                     "%lld ms; nothing was written", (long long)(now - atomic_load(&jobs->unreachable_since)));
             finish_add(a, 503, API_ADD_FAILED, msg, NULL);
             continue;
         }
@@ -285,6 +400,7 @@ static void *intake_main(void *arg)
         while (list)
             run_batch(jobs, &list);
         rd_kafka_poll(jobs->rk, 0);
+        expire_flights(jobs);
     }
     return NULL;
 }
@@ -503,11 +619,17 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
     const struct rd_kafka_metadata *md;
     rd_kafka_topic_t *rkt;
     rd_kafka_resp_err_t e;
+    int64_t since = atomic_load(&jobs->unreachable_since);
     int rc = store_ping(st, err, errlen);
 
     pool_put(jobs, st);
     if (rc < 0)
         return -1;
+    if (since) {
+        snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms",
+                 (long long)(clock_mono_ms() - since));
+        return -1;
+    }
     /* A metadata request for one delay topic: Kafka answers, and knows the topic. */
     rkt = rd_kafka_topic_new(jobs->rk, jobs->cfg->delay.levels.topic[0], NULL);
     e = rd_kafka_metadata(jobs->rk, 0, rkt, &md, READY_TIMEOUT_MS);

@@ -79,10 +79,12 @@ static const char add_lua[] =
     "return {2, st}\n"
     END_EACH("one(ARGV[2 * i - 1], ARGV[2 * i], KEYS[i])");
 
+/* Returns 1 when the pending record was deleted, else the state letter of the record there
+ * ('' for none). */
 static const char drop_lua[] =
     ONE_RECORD
     "if st == 'p' then return redis.call('DEL', key) end\n"
-    "return 0\n";
+    "return st or ''\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
  * key holds no record. The stamp goes where the tag (or the claim room) was, as a mark's does. */
@@ -497,7 +499,7 @@ static void refuse_unconfirmed(struct store *st, size_t n, const struct job *con
     snprintf(lack, sizeof(lack), "%s", rdb_unconfirmed(st->db));   /* the drops run calls of their own */
     for (size_t i = 0; i < n; i++) {
         int undone = !(out[i].ok && out[i].res == STORE_ADDED) ||
-                     store_drop_pending(st, jobs[i]->id, err, sizeof(err)) == 0;
+                     store_drop_pending(st, jobs[i]->id, NULL, err, sizeof(err)) == 0;
         out[i].ok = 0;
         snprintf(out[i].err, sizeof(out[i].err), "%.120s%s", lack,
                  undone ? "" : "; undoing the record failed too");
@@ -587,10 +589,13 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
     return add_records(st, n, jobs, retention_ms, 1, out, err, errlen);
 }
 
-int store_drop_pending(struct store *st, const char *id, char *err, size_t errlen)
+int store_drop_pending(struct store *st, const char *id, enum job_state *left, char *err,
+                       size_t errlen)
 {
     struct rdb_reply *r = eval1(st, S_DROP, id, 0, NULL, RDB_NO_WAIT, err, errlen);   /* nothing rests on it */
 
+    if (left && (!r || rdb_type(r) != RDB_STR || parse_state(r, left) < 0))
+        *left = JOB_PENDING;   /* dropped, or nothing there */
     rdb_reply_free(r);
     return r ? 0 : -1;
 }

@@ -491,6 +491,46 @@ def test_kafka_stopped_20s(stack):
     outage(stack, d, stack.stop_kafka, stack.start_kafka, 20)
 
 
+def test_kafka_unreachable_adds_are_answered_by_their_deadline_then_at_once(stack):
+    """A broker that hangs (SIGSTOP: connections stay open, nothing answers): an add is answered
+    503 by kafka.produce_timeout_ms plus at most 500 ms and leaves no record; while no add has
+    been acknowledged for longer than that, adds are refused at once saying Kafka is
+    unreachable, and /readyz says so; when the broker is back, adds succeed again and every job
+    accepted before the outage is delivered, none of the refused ones."""
+    timeout_ms = 2000
+    d = Delayqd(stack, extra={"produce_timeout_ms": timeout_ms}).start().wait_groups_owned()
+    reader = Reader(stack, f"{d.name}_unreachable")
+    before = [d.add_ok(topic=reader.topic, delay_ms=1000 + 100 * i, body=f"before {i}") for i in range(20)]
+    with open(os.path.join(stack.kafka_dir, "kafka.pid")) as f:
+        pid = int(f.read())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        st, doc = d.add(id="unacknowledged", topic=reader.topic, delay=1, body="during")
+        waited_ms = (time.time() - t0) * 1000
+        assert st == 503 and "within kafka.produce_timeout_ms" in doc["message"], (st, doc)
+        # the promise is timeout + 500 ms; the margin here is for a loaded or sanitized build
+        assert waited_ms < timeout_ms + 1500, f"answered after {waited_ms:.0f} ms"
+        assert d.get("unacknowledged") is None
+        t0 = time.time()
+        st, doc = d.add(id="refused", topic=reader.topic, delay=1, body="during")
+        assert st == 503 and "kafka unreachable" in doc["message"], (st, doc)
+        assert time.time() - t0 < 1, "an add waited although Kafka was known unreachable"
+        st, doc = d.http("GET", "/readyz")
+        assert st == 503 and "kafka unreachable" in doc["message"], (st, doc)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    after = wait_until(lambda: d.add(topic=reader.topic, delay_ms=500, body="after")[0] == 200, 60,
+                       "an add to succeed after the broker is back")
+    assert after
+    reader.wait_ids(before, 90)
+    time.sleep(2)
+    payloads = [m["payload"] for m in reader.all()]
+    assert "during" not in payloads and "after" in payloads, payloads
+    assert_never_early(reader.all())
+    reader.close()
+
+
 def test_stop_while_redis_is_frozen_answers_every_add_and_exits_cleanly(stack):
     """SIGTERM while adds wait on a frozen Redis for longer than the drain window (produce
     timeout + 1 s): every add still gets an answer, and delayqd exits 0. Before, the HTTP
