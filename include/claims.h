@@ -22,7 +22,11 @@
 
 struct claims;
 
-/* The token is "<host>:<pid>:<random>". NULL when out of memory. */
+/* The token is "<host>/<http.listen>/<pid>.<random>"; its identity, "<host>/<http.listen>/",
+ * is the same after a restart. Only one process at a time can listen there, so a lease held
+ * under this identity by another token is a dead predecessor's, and claims_acquire takes it
+ * over at once instead of waiting for it to expire; call it only once the HTTP server listens.
+ * NULL when out of memory. */
 struct claims *claims_new(const struct config *cfg);
 void claims_free(struct claims *c);
 const char *claims_token(const struct claims *c);

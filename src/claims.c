@@ -23,6 +23,7 @@ struct claims {
     const struct config *cfg;
     struct rdb *db;
     char token[CLAIMS_TOKEN_MAX];
+    size_t identity_len;        /* the token's first identity_len characters: "<host>/<listen>/" */
 };
 
 /* ARGV: token, ttl ms. Renews only one's own lease. */
@@ -39,9 +40,26 @@ static const char release_lua[] =
     "end\n"
     "return 0\n";
 
-/* KEYS: the live set, the load hash. ARGV: token, expiry ms, now ms, groups held.
- * Returns {live instances, the fewest groups any live instance holds}. */
+/* ARGV: token, identity, ttl ms. Takes the lease when nobody holds it, or when a process of
+ * this identity holds it: this one before a restart, dead (only one process can listen where the
+ * identity says, and this one does). Returns 1 taken, 2 taken over, 0 held by another. */
+static const char acquire_lua[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "if v and string.sub(v, 1, #ARGV[2]) ~= ARGV[2] then return 0 end\n"
+    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])\n"
+    "if v and v ~= ARGV[1] then return 2 end\n"
+    "return 1\n";
+
+/* KEYS: the live set, the load hash. ARGV: token, expiry ms, now ms, groups held, identity.
+ * Returns {live instances, the fewest groups any live instance holds}. An earlier process of
+ * this identity leaves the live set at once: it is dead (see acquire_lua). */
 static const char heartbeat_lua[] =
+    "for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do\n"
+    "  if t ~= ARGV[1] and string.sub(t, 1, #ARGV[5]) == ARGV[5] then\n"
+    "    redis.call('ZREM', KEYS[1], t)\n"
+    "    redis.call('HDEL', KEYS[2], t)\n"
+    "  end\n"
+    "end\n"
     "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])\n"
     "redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])\n"
     "for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])) do\n"
@@ -55,8 +73,8 @@ static const char heartbeat_lua[] =
     "end\n"
     "return {#live, least or 0}\n";
 
-enum script { S_RENEW, S_RELEASE, S_HEARTBEAT, S_COUNT };
-static const char *const script_text[S_COUNT] = { renew_lua, release_lua, heartbeat_lua };
+enum script { S_RENEW, S_RELEASE, S_HEARTBEAT, S_ACQUIRE, S_COUNT };
+static const char *const script_text[S_COUNT] = { renew_lua, release_lua, heartbeat_lua, acquire_lua };
 
 /* A control key: "<prefix>{ctl}:<what>[:<group>]". The hash tag puts them all in one Redis
  * Cluster slot, so that a script may touch several (the heartbeat does). */
@@ -80,7 +98,9 @@ struct claims *claims_new(const struct config *cfg)
     c->cfg = cfg;
     gethostname(host, sizeof(host) - 1);
     job_new_id(rnd);
-    snprintf(c->token, sizeof(c->token), "%s:%d:%.8s", host, (int)getpid(), rnd);
+    c->identity_len = (size_t)snprintf(c->token, sizeof(c->token), "%s/%s/", host, cfg->http.listen);
+    snprintf(c->token + c->identity_len, sizeof(c->token) - c->identity_len, "%d.%.8s",
+             (int)getpid(), rnd);
     return c;
 }
 
@@ -119,9 +139,9 @@ static long long eval_int(struct claims *c, enum script script, const char *key,
 int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, char *err,
                      size_t errlen)
 {
-    char keys[2][KEY_MAX], expiry[32], now[32], load[16];
-    const char *argv[6] = { keys[0], keys[1], c->token, expiry, now, load };
-    struct rdb_call call = { .script = S_HEARTBEAT, .nkeys = 2, .argc = 6, .argv = argv };
+    char keys[2][KEY_MAX], expiry[32], now[32], load[16], identity[CLAIMS_TOKEN_MAX];
+    const char *argv[7] = { keys[0], keys[1], c->token, expiry, now, load, identity };
+    struct rdb_call call = { .script = S_HEARTBEAT, .nkeys = 2, .argc = 7, .argv = argv };
     struct rdb_reply *r;
     int live = -1;
 
@@ -132,6 +152,7 @@ int claims_heartbeat(struct claims *c, int64_t now_ms, int held, int *least, cha
     snprintf(expiry, sizeof(expiry), "%lld", (long long)(now_ms + 2 * c->cfg->delay.claim_ttl_ms / 3));
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     snprintf(load, sizeof(load), "%d", held);
+    snprintf(identity, sizeof(identity), "%.*s", (int)c->identity_len, c->token);
     if (!(r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen)))
         return -1;
     if (rdb_count(r) == 2 && rdb_type(rdb_at(r, 0)) == RDB_INT && rdb_type(rdb_at(r, 1)) == RDB_INT) {
@@ -156,20 +177,29 @@ void claims_goodbye(struct claims *c)
 
 int claims_acquire(struct claims *c, int group, char *err, size_t errlen)
 {
-    char key[KEY_MAX], ttl[32];
-    const char *argv[] = { "SET", key, c->token, "NX", "PX", ttl };
-    struct rdb_call call = { .script = -1, .argc = 6, .argv = argv };
+    char key[KEY_MAX], ttl[32], identity[CLAIMS_TOKEN_MAX];
+    const char *argv[] = { key, c->token, identity, ttl };
+    struct rdb_call call = { .script = S_ACQUIRE, .nkeys = 1, .argc = 4, .argv = argv };
     struct rdb_reply *r;
     int got;
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)c->cfg->delay.claim_ttl_ms);
+    snprintf(identity, sizeof(identity), "%.*s", (int)c->identity_len, c->token);
     /* A lease a failover could take back is no lease: with redis.wait_replicas, it counts once
      * the replicas have it, and is given up when they do not confirm it in time. */
     if (!(r = rdb_call(c->db, &call, RDB_WAIT_END, err, errlen)))
         return -1;
-    got = rdb_type(r) == RDB_STR;   /* OK; nil when someone holds it */
+    got = rdb_type(r) == RDB_INT ? (int)rdb_int(r) : -1;
     rdb_reply_free(r);
+    if (got < 0) {
+        snprintf(err, errlen, "redis: unexpected reply to the claim");
+        return -1;
+    }
+    if (got == 2)
+        log_info("group=%d taken over from an earlier process of this instance (%s)", group,
+                 identity);
+    got = got > 0;
     if (got && rdb_unconfirmed(c->db)) {
         char why[256];
         snprintf(err, errlen, "%s", rdb_unconfirmed(c->db));

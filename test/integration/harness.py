@@ -400,11 +400,11 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
         raise AssertionError(f"no metric {name}")
 
     def token(self):
-        """This instance's lease token, from its log."""
-        for line in self.log_text().splitlines():
-            if "instance token=" in line:
-                return line.split("instance token=")[1].split()[0]
-        raise AssertionError("no token in the log")
+        """This instance's lease token, from its log (the last process's, after a restart)."""
+        tokens = [line.split("instance token=")[1].split()[0] for line in self.log_text().splitlines()
+                  if "instance token=" in line]
+        assert tokens, "no token in the log"
+        return tokens[-1]
 
     def bulk(self, requests, threads=4):
         """Sends many (method, path, body) requests over keep-alive connections from several

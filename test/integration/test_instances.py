@@ -95,6 +95,51 @@ def test_stopped_owner_is_fenced_and_forwards_nothing_after(stack):
     reader.close()
 
 
+def test_restarted_instance_takes_its_own_leases_back_at_once(stack):
+    """kill -9, then the same config started again: the new process takes over the leases of
+    its dead predecessor (the same identity: host and http.listen, where only one process can
+    listen) at once instead of waiting out their TTL, delivers what fell due meanwhile, and the
+    predecessor leaves the live set."""
+    ttl_ms = 30000
+    d = Delayqd(stack, partitions=2, extra=dict(groups=[[0], [1]], claim_ttl_ms=ttl_ms)).start()
+    d.wait_groups_owned()
+    reader = Reader(stack, f"{d.name}_restart")
+    ids = d.bulk_add([{"topic": reader.topic, "delay_ms": 3000 + i * 10, "body": str(i)}
+                      for i in range(100)])
+    old = d.token()
+    d.kill()
+    d.start()
+    t0 = time.time()
+    d.wait_groups_owned(timeout=ttl_ms / 1000 / 3)   # waiting out the old leases takes ttl_ms
+    print(f"    groups owned again {time.time() - t0:.1f}s after the restarted process listened")
+    assert set(d.claims().values()) == {d.token()} and d.token() != old
+    assert "taken over from an earlier process of this instance" in d.log_text()
+    reader.wait_ids(ids, 20)
+    assert all(lateness(m)[0] >= 0 for m in reader.all())
+    assert d.metric("delayq_live_instances") == 1
+    reader.close()
+
+
+def test_a_second_process_of_one_identity_takes_nothing_from_a_stopped_one(stack):
+    """The same config started twice by mistake while the first is stopped (SIGSTOP: alive,
+    holding its leases and its port): the second cannot listen where the identity says, so it
+    exits saying why and takes no lease; the first, resumed, goes on forwarding alone."""
+    a = Delayqd(stack, partitions=2, extra=dict(groups=[[0, 1]])).start()
+    settled(a, [1])
+    reader = Reader(stack, f"{a.name}_twice")
+    a.proc.send_signal(signal.SIGSTOP)
+    try:
+        p = subprocess.run([a.proc.args[0], "-c", a.conf_path], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode != 0 and str(a.port) in p.stdout + p.stderr, (p.returncode, p.stdout[-500:])
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    assert set(a.claims().values()) == {a.token()}
+    job = a.add_ok(topic=reader.topic, delay_ms=500, body="after")
+    reader.wait_ids([job], 20)
+    reader.close()
+
+
 def test_owner_cut_off_from_redis_stops_before_its_lease_can_expire(stack):
     """The owner cannot renew (nor learn that it lost the lease) but still reaches Kafka: it
     must stop forwarding by itself, before the standby can take the group over."""
