@@ -91,8 +91,9 @@ int holder_may_forward(struct holder *h, const struct held *m);
 int holder_group_acquire(struct holder *h, int group, char *err, size_t errlen);
 /* Unassigns them and forgets every message of them (handed back, or fenced). */
 void holder_group_drop(struct holder *h, int group);
-/* Stops taking messages of the group and forgets those not yet with the forwarder (they are
- * read again by the next owner); those with the forwarder finish. */
+/* Stops taking messages of the group; those taken already are still forwarded when due (at
+ * most the read-ahead from now), so the group is handed back with nothing acted on left
+ * uncommitted. holder_group_in_flight says when they are done. */
 void holder_group_quiesce(struct holder *h, int group);
 /* Messages of the group taken and not finished. */
 size_t holder_group_in_flight(struct holder *h, int group);

@@ -354,7 +354,7 @@ int holder_may_forward(struct holder *h, const struct held *m)
 
 void holder_retry(struct holder *h, struct held *m, int64_t at_ms)
 {
-    if (stale(m) || !groups_usable(h->groups, m->part->group)) {
+    if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms())) {
         forget(m);
         return;
     }
@@ -382,7 +382,7 @@ static void release_due(struct holder *h, int64_t now)
 
     while ((m = heap_peek(&h->due, &at)) && at <= now) {
         heap_pop(&h->due, NULL);
-        if (stale(m) || !groups_usable(h->groups, m->part->group))
+        if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms()))
             forget(m);
         else
             forwarder_submit(h->fw, m);
@@ -591,22 +591,13 @@ void holder_group_drop(struct holder *h, int group)
 void holder_group_quiesce(struct holder *h, int group)
 {
     rd_kafka_topic_partition_list_t *l = group_list(h, group, 0);
-    struct heap keep;
-    struct held *m;
-    int64_t at;
 
+    /* Nothing more is read; what was read (waiting here until due, at most the read-ahead) is
+     * still forwarded, so that the commit before the release covers every message acted on.
+     * Forgotten, the messages after the first of them that had moved down a level would be
+     * read again by the next owner and moved, or delivered, a second time. */
     rd_kafka_pause_partitions(h->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    /* The messages still waiting here are forgotten; the next owner reads them again. */
-    heap_init(&keep);
-    while ((m = heap_pop(&h->due, &at))) {
-        if (!stale(m) && m->part->group == group)
-            forget(m);
-        else if (heap_push(&keep, at, m) < 0)
-            forwarder_submit(h->fw, m);
-    }
-    heap_release(&h->due);
-    h->due = keep;
 }
 
 size_t holder_group_in_flight(struct holder *h, int group)

@@ -140,6 +140,34 @@ def test_a_second_process_of_one_identity_takes_nothing_from_a_stopped_one(stack
     reader.close()
 
 
+def test_groups_handed_back_after_a_stop_deliver_every_job_once(stack):
+    """Two instances; one stopped (SIGSTOP) long enough for the other to take every group, then
+    resumed, so that the other hands groups back by fair share while jobs are read ahead, moved
+    down the levels and delivered: every job arrives once, none early, twice over."""
+    a, b = cluster(stack, 2, [[0], [1], [2], [3]], 4, claim_ttl_ms=2000)
+    settled(a, [2, 2])
+    reader = Reader(stack, f"{a.name}_handback")
+    ids = []
+    for episode in range(2):
+        t0 = now_ms()
+        ids += a.bulk_add([{"topic": reader.topic, "deliver_at_ms": t0 + 700 + i * 60,
+                            "body": f"{episode}-{i}"} for i in range(200)])   # due over 12.7 s
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_until(lambda: set(a.claims().values()) == {a.token()}, 15, "a to take every group")
+            time.sleep(2)
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        settled(a, [2, 2])
+        reader.wait_ids(ids, 40)
+    time.sleep(2)
+    by_id = reader.by_id()
+    twice = {k: len(v) for k, v in by_id.items() if len(v) > 1}
+    assert not twice, f"{len(twice)} jobs delivered more than once"
+    assert all(lateness(m)[0] >= 0 for m in reader.all())
+    reader.close()
+
+
 def test_owner_cut_off_from_redis_stops_before_its_lease_can_expire(stack):
     """The owner cannot renew (nor learn that it lost the lease) but still reaches Kafka: it
     must stop forwarding by itself, before the standby can take the group over."""
