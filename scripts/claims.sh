@@ -2,7 +2,9 @@
 # Partition-group leases of a delayq cluster, for operators. Needs only redis-cli and the
 # config file (its redis and delay sections are read from the usual `key = value;` lines).
 #
-#   scripts/claims.sh [-c CONF] list                      groups, owners, lease left, lag
+#   scripts/claims.sh [-c CONF] list [-v]                 one line per group: owner, lease
+#                                                         left, alive or dead, lag, next due;
+#                                                         -v adds a line per partition
 #   scripts/claims.sh [-c CONF] release GROUP             ask the owner to hand GROUP back
 #                                                         gracefully; wait until it has
 #   scripts/claims.sh [-c CONF] force-release GROUP [--force]
@@ -13,7 +15,7 @@ set -euo pipefail
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd -P)"
 me=claims
 die() { echo "$me: error: $*" >&2; exit 1; }
-usage() { sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '4,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 conf="$ROOT/conf/delayq.conf"
 if [ "${1:-}" = "-c" ]; then
@@ -123,20 +125,44 @@ alive() {   # the owner's heartbeat is in the live set and not past
   [ -n "$score" ] && (( ${score%.*} > now ))
 }
 
+# The status an owner publishes for group $1, one line per partition:
+# "<topic>/<partition> <committed> <end> <head due ms>".
+status_of() {
+  rcli HGETALL "${prefix}{ctl}:status:$1" | paste - - | while read -r field v1 v2 v3; do
+    case "$field" in ""|owner|updated_ms) continue ;; esac
+    printf '%s %s %s %s\n' "$field" "$v1" "$v2" "$v3"
+  done
+}
+
+# "HH:MM:SSZ" of epoch ms $1, or "-" for a negative one.
+clock_of() { if (($1 >= 0)); then date -u -d "@$(($1 / 1000))" +%H:%M:%SZ; else echo -; fi; }
+
 list() {
-  local g=0 owner left state
-  printf '%-6s %-14s %-40s %-9s %s\n' GROUP PARTITIONS OWNER TTL_MS STATE
+  local verbose=${1:-} g=0 owner left state rows lag due
+  printf '%-5s %-12s %-44s %-8s %-5s %-8s %s\n' GROUP PARTITIONS OWNER LEASE STATE LAG NEXT_DUE
   while read -r parts; do
     owner=$(owner_of $g); left=$(rcli PTTL "${prefix}{ctl}:claim:$g")
     if [ -z "$owner" ]; then state=free; owner=-; left=-
-    elif alive "$owner"; then state=alive; else state=dead; fi
-    printf '%-6s %-14s %-40s %-9s %s\n' "$g" "${parts// /,}" "$owner" "$left" "$state"
-    rcli HGETALL "${prefix}{ctl}:status:$g" | paste - - | while read -r field v1 v2 v3; do
-      case "$field" in ""|owner|updated_ms) continue ;; esac
-      local lag=-; ((v1 >= 0 && v2 >= v1)) && lag=$((v2 - v1))
-      local due=-; ((v3 >= 0)) && due=$(date -u -d "@$((v3 / 1000))" +%H:%M:%SZ)
-      printf '         %-32s committed=%-8s end=%-8s lag=%-6s head_due=%s\n' "$field" "$v1" "$v2" "$lag" "$due"
-    done
+    else
+      alive "$owner" && state=alive || state=dead
+      left="$((left / 1000)).$(((left % 1000) / 100))s"
+    fi
+    rows=$(status_of $g)
+    # lag: messages in the group's delay-topic partitions past its committed offsets;
+    # next due: the earliest head the owner holds
+    read -r lag due < <(printf '%s\n' "$rows" | awk '
+      NF == 4 { n++; if ($2 >= 0 && $3 >= $2) lag += $3 - $2; if ($4 >= 0 && (due == "" || $4 < due)) due = $4 }
+      END { print (n ? lag + 0 : "-"), (due == "" ? -1 : due) }')
+    printf '%-5s %-12s %-44s %-8s %-5s %-8s %s\n' "$g" "${parts// /,}" "$owner" "$left" "$state" \
+      "${lag:--}" "$(clock_of "${due:--1}")"
+    if [ "$verbose" = -v ]; then
+      printf '%s\n' "$rows" | while read -r field v1 v2 v3; do
+        [ -n "$field" ] || continue
+        local plag=-; ((v1 >= 0 && v2 >= v1)) && plag=$((v2 - v1))
+        printf '      %-36s committed=%-9s end=%-9s lag=%-7s head_due=%s\n' "$field" "$v1" "$v2" "$plag" \
+          "$(clock_of "$v3")"
+      done
+    fi
     g=$((g + 1))
   done <<<"$group_lines"
 }
@@ -171,7 +197,7 @@ force_release() {
 }
 
 case "$cmd" in
-  list) (($# == 0)) || usage; list ;;
+  list) (($# == 0)) || [ "$*" = -v ] || usage; list "${1:-}" ;;
   release) (($# == 1)) || usage; release "$1" ;;
   force-release) (($# >= 1 && $# <= 2)) || usage; force_release "$1" "${2:-}" ;;
   -h|--help|help) usage ;;

@@ -220,11 +220,18 @@ def test_joining_instance_gets_its_share_gracefully(stack):
 def test_claims_script_list_release_force_release(stack):
     a, b = cluster(stack, 2, [[0, 1], [2, 3]], 4)
     owners = settled(a, [1, 1])
+    a.wait_groups_owned()     # and their status published
     p = claims_sh(a, "list")
     assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 3, p.stdout                     # a header and one line per group
     for g, owner in owners.items():
-        assert f"{owner}" in p.stdout and "alive" in p.stdout, p.stdout
-    assert "0,1" in p.stdout and "2,3" in p.stdout and "committed=" in p.stdout, p.stdout
+        row = lines[1 + g].split()
+        assert row[0] == str(g) and row[2] == owner and row[4] == "alive", p.stdout
+        assert row[3].endswith("s") and row[5].isdigit(), p.stdout   # lease left, lag
+    assert lines[1].split()[1] == "0,1" and lines[2].split()[1] == "2,3", p.stdout
+    p = claims_sh(a, "list", "-v")
+    assert p.returncode == 0 and p.stdout.count("committed=") == 2 * 2 * len(a.levels), p.stdout
 
     # release: the owner hands the group back gracefully and the script waits for it.
     holder = owners[0]
