@@ -4,6 +4,7 @@
 #   make run             install deps, start local Redis + Kafka, run delayqd in the foreground
 #   make stop            stop the local stack
 #   make SANITIZE=address,undefined test
+#   make test KAFKA_VERSION=4.1.1 TEST_ARGS="-k test_api"   another Kafka release, some tests
 #   make WERROR=0        build without -Werror
 #   make fuzz            libFuzzer targets, FUZZ_SECONDS (default 300) each
 #   make bench           the benchmark (BENCH_ARGS=--quick for a short try)
@@ -71,7 +72,7 @@ unit: $(BUILD)/unit
 
 test: deps
 	$(MAKE) all $(BUILD)/unit
-	SANITIZE=$(SANITIZE) BUILD=$(BUILD) bash scripts/test.sh
+	SANITIZE=$(SANITIZE) BUILD=$(BUILD) bash scripts/test.sh $(TEST_ARGS)
 
 run: deps
 	$(MAKE) all

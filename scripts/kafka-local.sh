@@ -19,14 +19,16 @@
 # recorded in <dir>/ports.env together with the PLAINTEXT port, so a restart of the same dir
 # uses the same config and keeps its data (a formatted dir is never reformatted).
 #
-# Jars: the pinned Kafka release in scripts/kafka/pom.xml, resolved by Maven into ~/.m2. The
-# computed classpath is cached in <repo>/run/.cache/ (keyed by a hash of the pom) so later
-# starts do not run Maven at all.
+# Jars: the pinned Kafka release in scripts/kafka/pom.xml (3.7.1), or the release KAFKA_VERSION
+# names (3.x or 4.x, e.g. 4.1.1), resolved by Maven into ~/.m2. The computed classpath is cached
+# in <repo>/run/.cache/ (keyed by a hash of the pom and the version) so later starts do not run
+# Maven at all. Kafka 3.x logs through log4j 1.x (scripts/kafka/log4j.properties), 4.x through
+# log4j2 (scripts/kafka/log4j2.properties).
 #
 # Files in the dir: server.properties, ports.env, kafka.pid, kafka.log (broker output),
 # data/ (log.dirs, KRaft metadata log).
 #
-# Environment: JAVA (default java), KAFKA_LOCAL_JAVA_OPTS (extra JVM options, appended),
+# Environment: KAFKA_VERSION, JAVA (default java), KAFKA_LOCAL_JAVA_OPTS (extra JVM options, appended),
 # KAFKA_LOCAL_START_TIMEOUT, KAFKA_LOCAL_STOP_TIMEOUT, KAFKA_LOCAL_CACHE_DIR.
 set -euo pipefail
 
@@ -36,7 +38,21 @@ REPO_ROOT="$(dirname -- "$SCRIPT_DIR")"
 . "$SCRIPT_DIR/lib/freeport.sh"
 
 POM="$SCRIPT_DIR/kafka/pom.xml"
-LOG4J="$SCRIPT_DIR/kafka/log4j.properties"
+KAFKA_VERSION="${KAFKA_VERSION:-}"    # empty: the pom's pinned release
+if [ -n "$KAFKA_VERSION" ] && ! [[ "$KAFKA_VERSION" =~ ^[34]\.[0-9]+\.[0-9]+$ ]]; then
+  echo "kafka-local: error: KAFKA_VERSION '$KAFKA_VERSION' is not a 3.x.y or 4.x.y release" >&2
+  exit 1
+fi
+MVN_ARGS=()
+[ -z "$KAFKA_VERSION" ] || MVN_ARGS+=("-Dkafka.version=$KAFKA_VERSION")
+if [[ "$KAFKA_VERSION" == 4.* ]]; then
+  MVN_ARGS+=(-P kafka4)
+  LOG4J="$SCRIPT_DIR/kafka/log4j2.properties"
+  LOG_OPT="-Dlog4j2.configurationFile=$LOG4J"
+else
+  LOG4J="$SCRIPT_DIR/kafka/log4j.properties"
+  LOG_OPT="-Dlog4j.configuration=file:$LOG4J"
+fi
 CACHE_DIR="${KAFKA_LOCAL_CACHE_DIR:-$REPO_ROOT/run/.cache}"
 JAVA="${JAVA:-java}"
 START_TIMEOUT="${KAFKA_LOCAL_START_TIMEOUT:-90}"
@@ -100,12 +116,15 @@ tail_log() {
   fi
 }
 
+# The Kafka release of classpath $1: the version in its kafka_<scala>-<version>.jar.
+version_of() { tr ':' '\n' <<<"$1" | sed -n 's|.*/kafka_[0-9.]*-\([0-9][0-9.]*\)\.jar$|\1|p' | head -n 1; }
+
 need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found in PATH ($2)"; }
 
 # Prints the broker classpath, resolving it with Maven only when the cache is missing/stale.
 classpath() {
   local hash cpfile tmp
-  hash="$(sha256sum "$POM" | cut -c1-16)"
+  hash="$( (cat "$POM"; echo "$KAFKA_VERSION") | sha256sum | cut -c1-16)"
   cpfile="$CACHE_DIR/kafka-classpath-$hash.txt"
   cp_valid() {
     [ -s "$cpfile" ] || return 1
@@ -124,7 +143,7 @@ classpath() {
   if ! cp_valid; then
     info "resolving Kafka jars with Maven (first run only; cached in ~/.m2)..." >&2
     tmp="$cpfile.tmp.$$"
-    if ! mvn -q -B -Dstyle.color=never -f "$POM" dependency:build-classpath \
+    if ! mvn -q -B -Dstyle.color=never -f "$POM" "${MVN_ARGS[@]}" dependency:build-classpath \
         -Dmdep.includeScope=runtime -Dmdep.outputFile="$tmp" >"$CACHE_DIR/mvn.log" 2>&1; then
       rm -f "$tmp"
       echo "---- $CACHE_DIR/mvn.log ----" >&2; tail -n 40 "$CACHE_DIR/mvn.log" >&2
@@ -150,7 +169,7 @@ while True:
     if not s.startswith("-"):
         print(s); break'
   else
-    "$JAVA" -cp "$1" -Dlog4j.configuration="file:$LOG4J" kafka.tools.StorageTool random-uuid 2>>"$LOGFILE"
+    "$JAVA" -cp "$1" "$LOG_OPT" kafka.tools.StorageTool random-uuid 2>>"$LOGFILE"
   fi
 }
 
@@ -279,7 +298,7 @@ cmd_start() {
     -XX:TieredStopAtLevel=1
     -XX:+ExitOnOutOfMemoryError
     -Djava.awt.headless=true
-    -Dlog4j.configuration="file:$LOG4J"
+    "$LOG_OPT"
     -Dkafka.logs.dir="$DIR"
   )
   # shellcheck disable=SC2206  # word splitting of user-supplied options is intended
@@ -295,7 +314,7 @@ cmd_start() {
     [[ "$id" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "unexpected cluster id '$id' from StorageTool random-uuid"
     info "formatting $DATA (cluster id $id)"
     echo "=== $(date '+%F %T') kafka-local: format, cluster id $id" >>"$LOGFILE"
-    "$JAVA" -Xmx256m -cp "$cp" -Dlog4j.configuration="file:$LOG4J" \
+    "$JAVA" -Xmx256m -cp "$cp" "$LOG_OPT" \
       kafka.tools.StorageTool format -t "$id" -c "$PROPS" >>"$LOGFILE" 2>&1 \
       || { tail_log; die "kafka.tools.StorageTool format failed"; }
   fi
@@ -331,7 +350,7 @@ cmd_start() {
     fi
     sleep 0.5
   done
-  info "ready on 127.0.0.1:$PORT after $((SECONDS - start_s))s (pid $pid)"
+  info "ready on 127.0.0.1:$PORT after $((SECONDS - start_s))s (pid $pid, Kafka $(version_of "$cp"))"
 }
 
 case "$verb" in

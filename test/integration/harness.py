@@ -84,7 +84,9 @@ class Stack:
         self._script("redis-local.sh", "stop", self.redis_port, self.redis_dir)
 
     def start_kafka(self):
-        self._script("kafka-local.sh", "start", self.kafka_port, self.kafka_dir)
+        p = self._script("kafka-local.sh", "start", self.kafka_port, self.kafka_dir)
+        m = re.search(r"Kafka ([0-9][0-9.]*)\)", p.stdout + p.stderr)
+        self.kafka_version = m.group(1) if m else getattr(self, "kafka_version", "?")
 
     def stop_kafka(self):
         self._script("kafka-local.sh", "stop", self.kafka_port, self.kafka_dir)

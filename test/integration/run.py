@@ -42,7 +42,7 @@ def main(argv):
         t0 = time.time()
         stack.start()
         print(f"stack up in {time.time() - t0:.1f}s: redis :{stack.redis_port}, "
-              f"kafka {stack.brokers}, dir {stack.tmp}", flush=True)
+              f"kafka {stack.kafka_version} {stack.brokers}, dir {stack.tmp}", flush=True)
         for full, fn in tests:
             t0 = time.time()
             try:
