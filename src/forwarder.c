@@ -88,18 +88,26 @@ struct forwarder {
     size_t in_flight;
 };
 
+/* Room for n messages in v. 0, or -1 when out of memory. */
+static int vec_reserve(struct vec *v, size_t n)
+{
+    size_t cap = v->cap ? v->cap : 256;
+    struct held **nv;
+
+    while (cap < n)
+        cap *= 2;
+    if (cap == v->cap)
+        return 0;
+    if (!(nv = realloc(v->v, cap * sizeof(*nv))))
+        return -1;
+    v->v = nv;
+    v->cap = cap;
+    return 0;
+}
+
+/* Each vector holds messages in flight only, and forwarder_submit made room for all of them. */
 static void vec_push(struct vec *v, struct held *m)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 256;
-        struct held **nv = realloc(v->v, cap * sizeof(*nv));
-        if (!nv) {
-            log_error("out of memory; dropping a message from a batch (it is read again on restart)");
-            return;
-        }
-        v->v = nv;
-        v->cap = cap;
-    }
     v->v[v->n++] = m;
 }
 
@@ -689,6 +697,15 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
 
 void forwarder_submit(struct forwarder *fw, struct held *m)
 {
+    size_t n = fw->in_flight + 1;
+
+    if (vec_reserve(&fw->batch, n) < 0 || vec_reserve(&fw->claims, n) < 0 ||
+        vec_reserve(&fw->marks, n) < 0) {
+        log_error("out of memory taking topic=%s offset=%lld; retried in %d ms", topic_of(fw, m),
+                  (long long)m->offset, BACKOFF_MIN_MS * 10);
+        holder_retry(fw->h, m, clock_now_ms() + BACKOFF_MIN_MS * 10);
+        return;
+    }
     fw->in_flight++;
     vec_push(&fw->batch, m);
 }

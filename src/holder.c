@@ -706,8 +706,12 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
     heap_init(&h->due);
     heap_init(&h->timers);
     if (!(h->rk = consumer_new(h, err, errlen)) || !(h->fw = forwarder_new(cfg, h, err, errlen)) ||
-        init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0 ||
-        !(h->groups = groups_new(cfg, h))) {
+        init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0) {
+        holder_free(h);
+        return NULL;
+    }
+    if (!(h->groups = groups_new(cfg, h))) {
+        snprintf(err, errlen, "out of memory");
         holder_free(h);
         return NULL;
     }

@@ -556,10 +556,14 @@ static int add_records(struct store *st, size_t n, const struct job *const *jobs
         snprintf(err, errlen, "out of memory");
         goto done;
     }
+    for (size_t i = 0; i < n; i++)
+        msgpack_sbuffer_init(&bufs[i]);
     for (size_t i = 0; i < n; i++) {
         const struct job *job = jobs[i];
-        msgpack_sbuffer_init(&bufs[i]);
-        job_record_pack(job, &bufs[i]);
+        if (job_record_pack(job, &bufs[i]) < 0) {
+            snprintf(err, errlen, "out of memory packing the record of job %s", job->id);
+            goto done;
+        }
         snprintf(ttl[i], sizeof(ttl[i]), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
         ids[i] = job->id;
         args[2 * i] = bufs[i].data,     lens[2 * i] = bufs[i].size;
