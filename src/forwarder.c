@@ -12,6 +12,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "producer.h"
+#include "route.h"
 #include "warm.h"
 #include "store.h"
 
@@ -645,53 +646,77 @@ static void run_marks(struct forwarder *fw)
     fw->marks.n = 0;
 }
 
-/* Sorts one message of a flush: at once, or into the claim and mark pipelines. */
+/* Why route_decide dead-letters m, in words. */
+static void dead_reason(const struct forwarder *fw, const struct held *m, enum dlq_reason r,
+                        char *out, size_t outlen)
+{
+    char why[TOPIC_NAME_MAX + 128];
+
+    switch (r) {
+    case DLQ_ENVELOPE:
+        snprintf(out, outlen, "%s", m->env_err);
+        break;
+    case DLQ_TOPIC: case DLQ_LOOP: case DLQ_DEAD_LETTER_TOPIC:
+        levels_check_target(&fw->cfg->delay.levels, fw->cfg->delay.dlq_topic, m->env.topic,
+                            m->env.topic_len, why, sizeof(why));
+        snprintf(out, outlen, "header %s %s: %s", HDR_TOPIC,
+                 r == DLQ_TOPIC ? "is not a valid topic" : "names no business topic", why);
+        break;
+    case DLQ_TOO_FAR:
+        snprintf(out, outlen, "header %s is more than job.max_delay_s (%lld s) away", HDR_DUE,
+                 (long long)fw->cfg->job.max_delay_s);
+        break;
+    case DLQ_REFUSED:
+        refusal_reason(m, out, outlen);
+        break;
+    case DLQ_ID:
+        job_id_valid(m->env.id, m->env.id_len, why, sizeof(why));
+        snprintf(out, outlen, "header %s is not a valid job id: %s", HDR_ID, why);
+        break;
+    default:
+        snprintf(out, outlen, "cannot be handled");
+    }
+}
+
+/* Sorts one message of a flush: at once, or into the claim and mark pipelines, as
+ * route_decide says. */
 static void route(struct forwarder *fw, struct held *m, int64_t now)
 {
-    static const enum dlq_reason fault_reason[] = {
-        [TARGET_INVALID] = DLQ_TOPIC, [TARGET_DELAY_TOPIC] = DLQ_LOOP,
-        [TARGET_DEAD_LETTER] = DLQ_DEAD_LETTER_TOPIC,
-    };
     char topic[TOPIC_NAME_MAX + 1], why[TOPIC_NAME_MAX + 128], reason[512];
-    enum target_fault fault;
+    struct route_facts f = { .envelope_ok = m->env_ok, .target = TARGET_OK, .due_ms = m->due_ms,
+                             .now_ms = now, .max_delay_ms = fw->cfg->job.max_delay_s * 1000,
+                             .smallest_level_ms = fw->cfg->delay.levels.ms[0] };
+    enum dlq_reason r;
 
     if (m->stage == ST_MARK) {
         vec_push(&fw->marks, m);
         return;
     }
-    if (!m->env_ok) {
-        dead_letter(fw, m, DLQ_ENVELOPE, m->env_err);
-        return;
+    if (m->env_ok) {
+        f.target = levels_check_target(&fw->cfg->delay.levels, fw->cfg->delay.dlq_topic,
+                                       m->env.topic, m->env.topic_len, why, sizeof(why));
+        f.has_id = m->env.id != NULL;
+        f.id_valid = f.has_id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) == 0;
+        f.refused_for_good = !f.has_id && refused_for_good(fw, m, now);
     }
-    fault = levels_check_target(&fw->cfg->delay.levels, fw->cfg->delay.dlq_topic, m->env.topic,
-                                m->env.topic_len, why, sizeof(why));
-    if (fault != TARGET_OK) {
-        snprintf(reason, sizeof(reason), "header %s %s: %s", HDR_TOPIC,
-                 fault == TARGET_INVALID ? "is not a valid topic" : "names no business topic", why);
-        dead_letter(fw, m, fault_reason[fault], reason);
-        return;
-    }
-    snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-    if (m->due_ms - now > fw->cfg->job.max_delay_s * 1000) {
-        snprintf(reason, sizeof(reason), "header %s is more than job.max_delay_s (%lld s) away",
-                 HDR_DUE, (long long)fw->cfg->job.max_delay_s);
-        dead_letter(fw, m, DLQ_TOO_FAR, reason);
-    } else if (!m->env.id && refused_for_good(fw, m, now)) {
-        refusal_reason(m, reason, sizeof(reason));
-        dead_letter(fw, m, DLQ_REFUSED, reason);
-    } else if (m->due_ms - now >= fw->cfg->delay.levels.ms[0]) {
+    switch (route_decide(&f, &r)) {
+    case ROUTE_DEAD:
+        dead_reason(fw, m, r, reason, sizeof(reason));
+        dead_letter(fw, m, r, reason);
+        break;
+    case ROUTE_MOVE:
         move_down(fw, m, now);
-    } else if (m->due_ms > now) {
-        /* Less than the smallest level left: it waits here, not another trip through Kafka,
-         * which can take longer than what remains. Its offset stays unfinished meanwhile. */
-        hold_back(fw, m, m->due_ms);
-    } else if (m->env.id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) < 0) {
-        snprintf(reason, sizeof(reason), "header %s is not a valid job id: %s", HDR_ID, why);
-        dead_letter(fw, m, DLQ_ID, reason);
-    } else if (m->env.id) {
+        break;
+    case ROUTE_WAIT:
+        hold_back(fw, m, m->due_ms);   /* its offset stays unfinished meanwhile */
+        break;
+    case ROUTE_CLAIM:
         vec_push(&fw->claims, m);
-    } else {
+        break;
+    case ROUTE_DELIVER:
+        snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
         deliver_direct(fw, m, topic, now);
+        break;
     }
 }
 

@@ -43,6 +43,7 @@ int main(void)
     unit_sentinel();
     unit_slots();
     unit_levels();
+    unit_route();
     unit_envelope();
     unit_job();
     unit_heap();

@@ -53,6 +53,7 @@ void unit_run(const char *name, void (*fn)(void));
 
 /* One group per module, defined in test_<module>.c. */
 void unit_levels(void);
+void unit_route(void);
 void unit_envelope(void);
 void unit_job(void);
 void unit_heap(void);

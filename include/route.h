@@ -1,0 +1,36 @@
+/* route: what to do with a delay-topic message whose act time has come: deliver it, move it
+ * down the levels, let it wait the last stretch in memory, or dead-letter it, and why. Pure
+ * logic: the forwarder gathers the facts and acts on the answer. */
+#ifndef DQ_ROUTE_H
+#define DQ_ROUTE_H
+
+#include <stdint.h>
+
+#include "levels.h"
+#include "metrics.h"
+
+enum route_action {
+    ROUTE_DEAD,         /* to the dead-letter topic; *why says which reason */
+    ROUTE_MOVE,         /* produce it to the level that fits what remains */
+    ROUTE_WAIT,         /* less than the smallest level remains: wait in memory until due */
+    ROUTE_CLAIM,        /* due, a job added over HTTP: claim its record, then deliver */
+    ROUTE_DELIVER,      /* due, a direct message: deliver its own body */
+};
+
+/* What is known of the message when it acts. */
+struct route_facts {
+    int envelope_ok;            /* its dq- headers parse */
+    enum target_fault target;   /* of its dq-topic (TARGET_OK when envelope_ok is 0) */
+    int has_id;                 /* it carries dq-id */
+    int id_valid;               /* that id is a valid job id */
+    int refused_for_good;       /* a direct message the business topic kept refusing */
+    int64_t due_ms;             /* epoch ms */
+    int64_t now_ms;             /* epoch ms */
+    int64_t max_delay_ms;       /* job.max_delay_s */
+    int64_t smallest_level_ms;
+};
+
+/* The action for f; for ROUTE_DEAD also the reason in *why. */
+enum route_action route_decide(const struct route_facts *f, enum dlq_reason *why);
+
+#endif

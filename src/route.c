@@ -1,0 +1,36 @@
+/* route: the decision of what a due delay-topic message becomes. The contract is in
+ * include/route.h. */
+#include "route.h"
+
+static enum route_action dead(enum dlq_reason reason, enum dlq_reason *why)
+{
+    *why = reason;
+    return ROUTE_DEAD;
+}
+
+enum route_action route_decide(const struct route_facts *f, enum dlq_reason *why)
+{
+    static const enum dlq_reason target_reason[] = {
+        [TARGET_INVALID] = DLQ_TOPIC, [TARGET_DELAY_TOPIC] = DLQ_LOOP,
+        [TARGET_DEAD_LETTER] = DLQ_DEAD_LETTER_TOPIC,
+    };
+    int64_t left = f->due_ms - f->now_ms;
+
+    if (!f->envelope_ok)
+        return dead(DLQ_ENVELOPE, why);
+    if (f->target != TARGET_OK)
+        return dead(target_reason[f->target], why);
+    if (left > f->max_delay_ms)
+        return dead(DLQ_TOO_FAR, why);
+    if (!f->has_id && f->refused_for_good)
+        return dead(DLQ_REFUSED, why);
+    if (left >= f->smallest_level_ms)
+        return ROUTE_MOVE;
+    /* Less than the smallest level left: it waits here, not another trip through Kafka, which
+     * can take longer than what remains. */
+    if (left > 0)
+        return ROUTE_WAIT;
+    if (f->has_id && !f->id_valid)
+        return dead(DLQ_ID, why);
+    return f->has_id ? ROUTE_CLAIM : ROUTE_DELIVER;
+}
