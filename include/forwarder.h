@@ -3,7 +3,8 @@
  * delivery report marks the record delivered. Not yet due: moves it down to the best level.
  * Unusable: dead-letter topic with dq-error. Work is batched: one Redis pipeline for the claims
  * of a batch, one for the marks, delivery reports taken together.
- * Runs on the holder's thread only. */
+ * Runs on the holder's thread only, and calls nothing of it: it hands every message back as an
+ * outcome (done, or to retry at a time) that the holder takes and applies. */
 #ifndef DQ_FORWARDER_H
 #define DQ_FORWARDER_H
 
@@ -12,12 +13,27 @@
 #include <librdkafka/rdkafka.h>
 
 #include "config.h"
-#include "holder.h"
+#include "held.h"
 
 struct forwarder;
+struct groups;
 
-/* NULL with err set on failure. */
-struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char *err, size_t errlen);
+/* What became of a message the forwarder hands back. */
+enum fw_result {
+    FW_DONE,    /* finished: delivered, skipped, moved on or dead-lettered */
+    FW_RETRY,   /* to be submitted again at at_ms: not due yet, or a failure to retry */
+};
+
+struct fw_outcome {
+    struct held *m;
+    enum fw_result result;
+    int64_t at_ms;              /* FW_RETRY: epoch ms */
+};
+
+/* gs (not owned) is consulted right before each send: a message whose group is no longer
+ * surely ours is not sent. NULL with err set on failure. */
+struct forwarder *forwarder_new(const struct config *cfg, const struct groups *gs, char *err,
+                                size_t errlen);
 void forwarder_free(struct forwarder *fw);
 
 /* The producer, whose main queue the holder watches for delivery reports. */
@@ -27,8 +43,9 @@ rd_kafka_t *forwarder_producer(struct forwarder *fw);
  * without waiting for their metadata. Valid until forwarder_free. */
 struct warm *forwarder_warm(struct forwarder *fw);
 
-/* Queues m for the next flush; the forwarder now owns m until holder_done/holder_retry. */
-void forwarder_submit(struct forwarder *fw, struct held *m);
+/* Queues m for the next flush: the forwarder owns m until it hands it back as an outcome.
+ * 0, or -1 when out of memory (m stays the caller's). */
+int forwarder_submit(struct forwarder *fw, struct held *m);
 
 /* Acts on everything submitted since the last flush. */
 void forwarder_flush(struct forwarder *fw);
@@ -36,7 +53,11 @@ void forwarder_flush(struct forwarder *fw);
 /* Serves delivery reports and finishes the messages they complete. */
 void forwarder_poll(struct forwarder *fw);
 
-/* Messages submitted and not yet handed back to the holder. */
+/* Takes the next message handed back (after a flush or poll) into *out: 1, or 0 when there is
+ * none. The caller owns out->m again. */
+int forwarder_outcome(struct forwarder *fw, struct fw_outcome *out);
+
+/* Messages submitted and not yet handed back. */
 size_t forwarder_in_flight(const struct forwarder *fw);
 
 #endif

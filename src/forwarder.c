@@ -8,13 +8,14 @@
 
 #include "clock.h"
 #include "forwarder.h"
+#include "groups.h"
 #include "job.h"
 #include "log.h"
 #include "metrics.h"
 #include "producer.h"
 #include "route.h"
-#include "warm.h"
 #include "store.h"
+#include "warm.h"
 
 #define LOG_MODULE "forwarder"
 #define BACKOFF_MIN_MS 100       /* first retry after a Redis or Kafka failure */
@@ -73,7 +74,7 @@ struct scratch {
 
 struct forwarder {
     const struct config *cfg;
-    struct holder *h;
+    const struct groups *groups;   /* consulted right before each send */
     struct store *st;
     rd_kafka_t *rk;
     struct warm *warm;       /* business topics' metadata, fetched ahead for rk */
@@ -87,22 +88,35 @@ struct forwarder {
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
     size_t in_flight;
+    struct fw_outcome *out;  /* messages handed back, out[out_next .. nout) not yet taken */
+    size_t nout, out_next, out_cap;
 };
+
+/* Room for n elements of elem bytes at arr, whose capacity is *cap: arr or its new place (*cap
+ * updated), or NULL when out of memory (arr stays as it was). */
+static void *grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+    size_t c = *cap ? *cap : 256;
+    void *na;
+
+    while (c < n)
+        c *= 2;
+    if (c == *cap)
+        return arr;
+    if (!(na = realloc(arr, c * elem)))
+        return NULL;
+    *cap = c;
+    return na;
+}
 
 /* Room for n messages in v. 0, or -1 when out of memory. */
 static int vec_reserve(struct vec *v, size_t n)
 {
-    size_t cap = v->cap ? v->cap : 256;
-    struct held **nv;
+    struct held **nv = grow(v->v, &v->cap, n, sizeof(*nv));
 
-    while (cap < n)
-        cap *= 2;
-    if (cap == v->cap)
-        return 0;
-    if (!(nv = realloc(v->v, cap * sizeof(*nv))))
+    if (!nv)
         return -1;
     v->v = nv;
-    v->cap = cap;
     return 0;
 }
 
@@ -112,17 +126,22 @@ static void vec_push(struct vec *v, struct held *m)
     v->v[v->n++] = m;
 }
 
-static void done(struct forwarder *fw, struct held *m)
+/* Hands m back with its outcome; forwarder_submit made room for it. */
+static void hand_back(struct forwarder *fw, struct held *m, enum fw_result result, int64_t at_ms)
 {
     fw->in_flight--;
-    holder_done(fw->h, m);
+    fw->out[fw->nout++] = (struct fw_outcome){ m, result, at_ms };
 }
 
-/* Not due yet: back to the holder's due heap until at_ms, without a failure counted. */
+static void done(struct forwarder *fw, struct held *m)
+{
+    hand_back(fw, m, FW_DONE, 0);
+}
+
+/* Not due yet: back to the holder until at_ms, without a failure counted. */
 static void hold_back(struct forwarder *fw, struct held *m, int64_t at_ms)
 {
-    fw->in_flight--;
-    holder_retry(fw->h, m, at_ms);
+    hand_back(fw, m, FW_RETRY, at_ms);
 }
 
 static void retry(struct forwarder *fw, struct held *m)
@@ -130,8 +149,7 @@ static void retry(struct forwarder *fw, struct held *m)
     int64_t wait = BACKOFF_MIN_MS << (m->attempts < 6 ? m->attempts : 6);
 
     m->attempts++;
-    fw->in_flight--;
-    holder_retry(fw->h, m, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
+    hand_back(fw, m, FW_RETRY, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
 }
 
 /* How Kafka refused a message. Every error that is no refusal, such as a timeout while Kafka is
@@ -234,7 +252,7 @@ static int produce(struct forwarder *fw, struct held *m, const char *topic, cons
 
     /* Checked at the last moment: a lease that ran out while this instance was stopped must
      * not let it send anything of a group another instance took over. */
-    if (!holder_may_forward(fw->h, m)) {
+    if (!groups_may_send(fw->groups, m, clock_mono_ms())) {
         rd_kafka_headers_destroy(hdrs);
         log_debug("drop topic=%s offset=%lld: group no longer ours", topic_of(fw, m), (long long)m->offset);
         done(fw, m);
@@ -720,19 +738,40 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
     }
 }
 
-void forwarder_submit(struct forwarder *fw, struct held *m)
+/* Room for n outcomes. 0, or -1 when out of memory. */
+static int out_reserve(struct forwarder *fw, size_t n)
+{
+    struct fw_outcome *no = grow(fw->out, &fw->out_cap, n, sizeof(*no));
+
+    if (!no)
+        return -1;
+    fw->out = no;
+    return 0;
+}
+
+int forwarder_submit(struct forwarder *fw, struct held *m)
 {
     size_t n = fw->in_flight + 1;
 
+    /* every message in flight may be in each batch at once, and each leaves with an outcome */
     if (vec_reserve(&fw->batch, n) < 0 || vec_reserve(&fw->claims, n) < 0 ||
-        vec_reserve(&fw->marks, n) < 0) {
-        log_error("out of memory taking topic=%s offset=%lld; retried in %d ms", topic_of(fw, m),
-                  (long long)m->offset, BACKOFF_MIN_MS * 10);
-        holder_retry(fw->h, m, clock_now_ms() + BACKOFF_MIN_MS * 10);
-        return;
+        vec_reserve(&fw->marks, n) < 0 || out_reserve(fw, n + fw->nout) < 0) {
+        log_error("out of memory taking topic=%s offset=%lld", topic_of(fw, m), (long long)m->offset);
+        return -1;
     }
     fw->in_flight++;
     vec_push(&fw->batch, m);
+    return 0;
+}
+
+int forwarder_outcome(struct forwarder *fw, struct fw_outcome *out)
+{
+    if (fw->out_next == fw->nout) {
+        fw->out_next = fw->nout = 0;
+        return 0;
+    }
+    *out = fw->out[fw->out_next++];
+    return 1;
 }
 
 void forwarder_flush(struct forwarder *fw)
@@ -801,7 +840,8 @@ rd_kafka_t *forwarder_producer(struct forwarder *fw)
     return fw->rk;
 }
 
-struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char *err, size_t errlen)
+struct forwarder *forwarder_new(const struct config *cfg, const struct groups *gs, char *err,
+                                size_t errlen)
 {
     struct forwarder *fw = calloc(1, sizeof(*fw));
     char uuid[JOB_ID_GEN_LEN + 1];
@@ -812,7 +852,7 @@ struct forwarder *forwarder_new(const struct config *cfg, struct holder *h, char
         return NULL;
     }
     fw->cfg = cfg;
-    fw->h = h;
+    fw->groups = gs;
     job_new_id(uuid);
     token_part(fnv1a(uuid), fw->instance);
     fw->instance[TOKEN_PART] = ':';
@@ -849,6 +889,9 @@ void forwarder_free(struct forwarder *fw)
     rd_kafka_destroy(fw->rk);
     store_free(fw->st);
     scratch_release(&fw->sc);
+    for (size_t i = fw->out_next; i < fw->nout; i++)
+        free(fw->out[i].m);   /* finished after the holder's last commit: nothing to record */
+    free(fw->out);
     free(fw->batch.v);
     free(fw->claims.v);
     free(fw->marks.v);

@@ -7,24 +7,23 @@
 #include "claims.h"
 #include "clock.h"
 #include "groups.h"
-#include "holder.h"
 #include "log.h"
 #include "metrics.h"
 #include "share.h"
 
 #define LOG_MODULE "groups"
-#define STATUS_MAX 4096   /* partition rows published per group: far above any real group */
+#define CHANGES_PER_GROUP 3   /* in one run: lost, or won, or handed back; and its status */
 
 enum gstate { G_FREE, G_OWNED, G_HANDING_BACK };
 
 struct group {
     enum gstate state;
     int64_t valid_until;    /* monotonic ms: forwarding stops here unless renewed first */
+    uint32_t epoch;         /* bumped whenever it is won or let go */
 };
 
 struct groups {
     const struct config *cfg;
-    struct holder *h;
     struct claims *claims;
     struct group *g;
     int n;
@@ -32,23 +31,23 @@ struct groups {
     int64_t next_tick;      /* monotonic ms */
     int64_t margin_ms;      /* a lease is let go this long before it could expire */
     struct log_gate gate;
-    struct part_status *status;
+    struct group_change *changes;   /* of the current groups_run: at most CHANGES_PER_GROUP each */
+    size_t nchanges;
 };
 
-struct groups *groups_new(const struct config *cfg, struct holder *h)
+struct groups *groups_new(const struct config *cfg)
 {
     struct groups *gs = calloc(1, sizeof(*gs));
 
     if (!gs)
         return NULL;
     gs->cfg = cfg;
-    gs->h = h;
     gs->n = cfg->delay.ngroups;
     gs->live = 1;
     /* A fifth of the TTL covers a slow renew round trip and clock-rate differences. */
     gs->margin_ms = cfg->delay.claim_ttl_ms / 5;
     if (!(gs->claims = claims_new(cfg)) || !(gs->g = calloc((size_t)gs->n, sizeof(*gs->g))) ||
-        !(gs->status = calloc(STATUS_MAX, sizeof(*gs->status)))) {
+        !(gs->changes = calloc((size_t)gs->n * CHANGES_PER_GROUP, sizeof(*gs->changes)))) {
         groups_free(gs);
         return NULL;
     }
@@ -64,7 +63,7 @@ void groups_free(struct groups *gs)
         return;
     claims_free(gs->claims);
     free(gs->g);
-    free(gs->status);
+    free(gs->changes);
     free(gs);
 }
 
@@ -76,6 +75,16 @@ int groups_usable(const struct groups *gs, int group)
 int groups_may_forward(const struct groups *gs, int group, int64_t now_ms)
 {
     return gs->g[group].state != G_FREE && now_ms < gs->g[group].valid_until;
+}
+
+uint32_t groups_epoch(const struct groups *gs, int group)
+{
+    return gs->g[group].epoch;
+}
+
+int groups_may_send(const struct groups *gs, const struct held *m, int64_t now_ms)
+{
+    return m->epoch == gs->g[m->group].epoch && groups_may_forward(gs, m->group, now_ms);
 }
 
 int64_t groups_next_ms(const struct groups *gs)
@@ -97,32 +106,41 @@ static int active(const struct groups *gs)
     return n;
 }
 
+static void change(struct groups *gs, int i, enum group_change_kind kind)
+{
+    gs->changes[gs->nchanges++] = (struct group_change){ i, kind };
+}
+
 static void fence(struct groups *gs, int i, const char *why)
 {
     log_error("fenced group=%d: %s; its messages are dropped and nothing more is committed", i, why);
     metrics_inc(M_GROUPS_FENCED);
-    holder_group_drop(gs->h, i);
     gs->g[i].state = G_FREE;
+    gs->g[i].epoch++;
+    change(gs, i, GROUP_LOST);
 }
 
 static void begin_hand_back(struct groups *gs, int i, const char *why)
 {
     log_info("handing back group=%d: %s", i, why);
     gs->g[i].state = G_HANDING_BACK;
-    holder_group_quiesce(gs->h, i);
+    change(gs, i, GROUP_HAND_BACK);
 }
 
-/* The messages of a group handed back are done: commit, release, let go. */
-static void finish_hand_back(struct groups *gs, int i)
+void groups_let_go(struct groups *gs, int group, const char *why)
 {
     char err[256];
 
-    holder_group_commit(gs->h, i);
-    if (claims_release(gs->claims, i, err, sizeof(err)) < 0)
-        log_warn("release group=%d: %s (the lease expires by itself)", i, err);
-    holder_group_drop(gs->h, i);
-    gs->g[i].state = G_FREE;
-    log_info("handed back group=%d", i);
+    if (claims_release(gs->claims, group, err, sizeof(err)) < 0)
+        log_warn("release group=%d: %s (the lease expires by itself)", group, err);
+    gs->g[group].state = G_FREE;
+    gs->g[group].epoch++;
+    log_info("%s group=%d", why, group);
+}
+
+int groups_handing_back(const struct groups *gs, int group)
+{
+    return gs->g[group].state == G_HANDING_BACK;
 }
 
 static void acquire(struct groups *gs, int i, int64_t sent)
@@ -135,12 +153,10 @@ static void acquire(struct groups *gs, int i, int64_t sent)
             log_warn("claim group=%d: %s", i, err);
         return;
     }
-    if (holder_group_acquire(gs->h, i, err, sizeof(err)) < 0) {
-        log_error("group=%d claimed but not assigned: %s; releasing it", i, err);
-        claims_release(gs->claims, i, err, sizeof(err));
-        return;
-    }
-    gs->g[i] = (struct group){ G_OWNED, sent + gs->cfg->delay.claim_ttl_ms - gs->margin_ms };
+    gs->g[i].state = G_OWNED;
+    gs->g[i].valid_until = sent + gs->cfg->delay.claim_ttl_ms - gs->margin_ms;
+    gs->g[i].epoch++;
+    change(gs, i, GROUP_WON);
     log_info("acquired group=%d", i);
 }
 
@@ -188,23 +204,29 @@ static void rebalance(struct groups *gs, int64_t sent)
     }
 }
 
-static void publish(struct groups *gs)
+/* Every group held is asked for its status. */
+static void ask_status(struct groups *gs)
 {
-    const char *fields[STATUS_MAX], *values[STATUS_MAX];
+    for (int i = 0; i < gs->n; i++)
+        if (gs->g[i].state != G_FREE)
+            change(gs, i, GROUP_STATUS);
+}
+
+void groups_publish(struct groups *gs, int group, const struct part_status *rows, size_t n)
+{
+    const char **fields = malloc((n ? n : 1) * sizeof(*fields)), **values = malloc((n ? n : 1) * sizeof(*values));
     char err[256];
 
-    for (int i = 0; i < gs->n; i++) {
-        size_t n;
-        if (gs->g[i].state == G_FREE)
-            continue;
-        n = holder_group_status(gs->h, i, gs->status, STATUS_MAX);
-        for (size_t k = 0; k < n; k++) {
-            fields[k] = gs->status[k].field;
-            values[k] = gs->status[k].value;
-        }
-        if (claims_publish(gs->claims, i, n, fields, values, err, sizeof(err)) < 0)
-            log_debug("publish status group=%d: %s", i, err);
+    for (size_t k = 0; fields && values && k < n; k++) {
+        fields[k] = rows[k].field;
+        values[k] = rows[k].value;
     }
+    if (!fields || !values)
+        log_debug("publish status group=%d: out of memory", group);
+    else if (claims_publish(gs->claims, group, n, fields, values, err, sizeof(err)) < 0)
+        log_debug("publish status group=%d: %s", group, err);
+    free(fields);
+    free(values);
 }
 
 static void tick(struct groups *gs, int64_t now)
@@ -222,23 +244,23 @@ static void tick(struct groups *gs, int64_t now)
     renew_all(gs, now);
     if (live > 0)
         rebalance(gs, now);
-    publish(gs);
+    ask_status(gs);
     metrics_set(M_GROUPS_OWNED, active(gs));
     metrics_set(M_LIVE_INSTANCES, gs->live);
 }
 
-void groups_run(struct groups *gs, int64_t now_ms)
+size_t groups_run(struct groups *gs, int64_t now_ms, const struct group_change **changes)
 {
-    for (int i = 0; i < gs->n; i++) {
+    gs->nchanges = 0;
+    for (int i = 0; i < gs->n; i++)
         if (gs->g[i].state != G_FREE && now_ms >= gs->g[i].valid_until)
             fence(gs, i, "its lease was not renewed in time");
-        else if (gs->g[i].state == G_HANDING_BACK && holder_group_in_flight(gs->h, i) == 0)
-            finish_hand_back(gs, i);
-    }
     if (now_ms >= gs->next_tick) {
         tick(gs, now_ms);
         gs->next_tick = now_ms + gs->cfg->delay.claim_ttl_ms / 3;
     }
+    *changes = gs->changes;
+    return gs->nchanges;
 }
 
 void groups_release_all(struct groups *gs)
@@ -251,6 +273,7 @@ void groups_release_all(struct groups *gs)
         if (claims_release(gs->claims, i, err, sizeof(err)) < 0)
             log_warn("release group=%d at shutdown: %s (the lease expires by itself)", i, err);
         gs->g[i].state = G_FREE;
+        gs->g[i].epoch++;
     }
     claims_goodbye(gs->claims);
 }

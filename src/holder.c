@@ -33,6 +33,7 @@
 #define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
 #define TRIM_AFTER_MOVED 10000   /* a burst: messages taken or finished since memory was given back */
 #define TRIM_INTERVAL_MS 5000    /* memory is given back at most this often */
+#define STATUS_MAX 4096          /* partition rows published per group: far above any real group */
 
 enum hold { HOLD_NONE, HOLD_HEAD, HOLD_FULL };
 
@@ -70,6 +71,8 @@ struct holder {
 };
 
 static void update_gauges(struct holder *h);
+static void submit(struct holder *h, struct held *m);
+static void run_groups(struct holder *h);
 static void trim_after_burst(struct holder *h, int64_t now);
 
 static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -225,6 +228,7 @@ static struct held *held_new(struct part *p, const rd_kafka_message_t *rkm)
         return NULL;
     m->part = p;
     m->gen = p->gen;
+    m->group = p->group;
     m->level = p->level;
     m->partition = p->partition;
     m->offset = rkm->offset;
@@ -310,10 +314,9 @@ static void take(struct holder *h, rd_kafka_message_t *rkm)
         return;
     }
     p->in_memory++;
-    if (m->act_ms <= now)
-        forwarder_submit(h->fw, m);
-    else if (heap_push(&h->due, m->act_ms, m) < 0)
-        forwarder_submit(h->fw, m);   /* the forwarder holds it back if it is not due */
+    m->epoch = groups_epoch(h->groups, p->group);
+    if (m->act_ms <= now || heap_push(&h->due, m->act_ms, m) < 0)
+        submit(h, m);   /* the forwarder holds it back if it is not due */
 }
 
 /* A message is stale when its partition's state was forgotten since it was taken. */
@@ -331,7 +334,8 @@ static void forget(struct held *m)
     free(m);
 }
 
-void holder_done(struct holder *h, struct held *m)
+/* m is finished (delivered, skipped, moved on or dead-lettered): the commit point may pass it. */
+static void finished(struct holder *h, struct held *m)
 {
     struct part *p = m->part;
 
@@ -347,12 +351,8 @@ void holder_done(struct holder *h, struct held *m)
         resume_part(h, p);
 }
 
-int holder_may_forward(struct holder *h, const struct held *m)
-{
-    return !stale(m) && groups_may_forward(h->groups, m->part->group, clock_mono_ms());
-}
-
-void holder_retry(struct holder *h, struct held *m, int64_t at_ms)
+/* m waits in the due heap until at_ms (epoch), unless its group is no longer surely ours. */
+static void retry_at(struct holder *h, struct held *m, int64_t at_ms)
 {
     if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms())) {
         forget(m);
@@ -360,7 +360,45 @@ void holder_retry(struct holder *h, struct held *m, int64_t at_ms)
     }
     m->act_ms = at_ms;
     if (heap_push(&h->due, at_ms, m) < 0)
-        forwarder_submit(h->fw, m);
+        submit(h, m);
+}
+
+/* Hands m to the forwarder; one it cannot take now (out of memory) waits a second. */
+static void submit(struct holder *h, struct held *m)
+{
+    if (forwarder_submit(h->fw, m) == 0)
+        return;
+    m->act_ms = clock_now_ms() + NOMEM_RETRY_MS;
+    if (heap_push(&h->due, m->act_ms, m) < 0) {
+        log_error("out of memory: topic=%s partition=%d offset=%lld is read again after a restart",
+                  h->cfg->delay.levels.topic[m->level], m->partition, (long long)m->offset);
+        forget(m);
+    }
+}
+
+/* Applies what the forwarder handed back. */
+static void apply_outcomes(struct holder *h)
+{
+    struct fw_outcome o;
+
+    while (forwarder_outcome(h->fw, &o)) {
+        if (o.result == FW_DONE)
+            finished(h, o.m);
+        else
+            retry_at(h, o.m, o.at_ms);
+    }
+}
+
+static void flush(struct holder *h)
+{
+    forwarder_flush(h->fw);
+    apply_outcomes(h);
+}
+
+static void poll_reports(struct holder *h)
+{
+    forwarder_poll(h->fw);
+    apply_outcomes(h);
 }
 
 static void fire_timers(struct holder *h, int64_t now)
@@ -385,7 +423,7 @@ static void release_due(struct holder *h, int64_t now)
         if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms()))
             forget(m);
         else
-            forwarder_submit(h->fw, m);
+            submit(h, m);
     }
 }
 
@@ -456,7 +494,7 @@ static void finish(struct holder *h)
     /* Messages not yet submitted stay unfinished: the commit stops before them. */
     while (forwarder_in_flight(h->fw) > 0 && clock_mono_ms() < deadline) {
         wait_wake(h, 50);
-        forwarder_poll(h->fw);
+        poll_reports(h);
     }
     if (forwarder_in_flight(h->fw) > 0)
         log_warn("%zu forwards unfinished at shutdown; they are read again on restart",
@@ -472,14 +510,14 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
     while (!*stop) {
         int64_t now = clock_now_ms();
 
-        groups_run(h->groups, clock_mono_ms());
+        run_groups(h);
         fire_timers(h, now);
         release_due(h, now);
-        forwarder_flush(h->fw);
+        flush(h);
         wait_wake(h, more ? 0 : wait_ms(h, now));
         more = take_batch(h);
-        forwarder_poll(h->fw);
-        forwarder_flush(h->fw);
+        poll_reports(h);
+        flush(h);
         if (clock_mono_ms() - h->last_commit_ms >= COMMIT_INTERVAL_MS) {
             commit(h, -1, 0);
             update_gauges(h);
@@ -558,7 +596,7 @@ static rd_kafka_topic_partition_list_t *group_list(struct holder *h, int group, 
     return l;
 }
 
-int holder_group_acquire(struct holder *h, int group, char *err, size_t errlen)
+static int group_acquire(struct holder *h, int group, char *err, size_t errlen)
 {
     rd_kafka_topic_partition_list_t *l = group_list(h, group, 1);
     rd_kafka_error_t *e;
@@ -576,7 +614,7 @@ int holder_group_acquire(struct holder *h, int group, char *err, size_t errlen)
     return 0;
 }
 
-void holder_group_drop(struct holder *h, int group)
+static void group_drop(struct holder *h, int group)
 {
     rd_kafka_topic_partition_list_t *l = group_list(h, group, 1);
     rd_kafka_error_t *e = rd_kafka_incremental_unassign(h->rk, l);
@@ -588,7 +626,7 @@ void holder_group_drop(struct holder *h, int group)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-void holder_group_quiesce(struct holder *h, int group)
+static void group_quiesce(struct holder *h, int group)
 {
     rd_kafka_topic_partition_list_t *l = group_list(h, group, 0);
 
@@ -600,7 +638,7 @@ void holder_group_quiesce(struct holder *h, int group)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-size_t holder_group_in_flight(struct holder *h, int group)
+static size_t group_in_flight(struct holder *h, int group)
 {
     size_t n = 0;
 
@@ -610,12 +648,12 @@ size_t holder_group_in_flight(struct holder *h, int group)
     return n;
 }
 
-void holder_group_commit(struct holder *h, int group)
+static void group_commit(struct holder *h, int group)
 {
     commit(h, group, 1);
 }
 
-size_t holder_group_status(struct holder *h, int group, struct part_status *out, size_t max)
+static size_t group_status(struct holder *h, int group, struct part_status *out, size_t max)
 {
     size_t n = 0;
 
@@ -633,6 +671,44 @@ size_t holder_group_status(struct holder *h, int group, struct part_status *out,
         n++;
     }
     return n;
+}
+
+/* Applies what groups_run says changed, then finishes the hand-backs whose messages are done:
+ * commit, drop, let go of the lease. */
+static void run_groups(struct holder *h)
+{
+    static struct part_status rows[STATUS_MAX];
+    const struct group_change *ch;
+    size_t n = groups_run(h->groups, clock_mono_ms(), &ch);
+    char err[256];
+
+    for (size_t i = 0; i < n; i++) {
+        int g = ch[i].group;
+        switch (ch[i].kind) {
+        case GROUP_WON:
+            if (group_acquire(h, g, err, sizeof(err)) < 0) {
+                log_error("group=%d claimed but not assigned: %s; releasing it", g, err);
+                groups_let_go(h->groups, g, "released unassigned");
+            }
+            break;
+        case GROUP_HAND_BACK:
+            group_quiesce(h, g);
+            break;
+        case GROUP_LOST:
+            group_drop(h, g);
+            break;
+        case GROUP_STATUS:
+            groups_publish(h->groups, g, rows, group_status(h, g, rows, STATUS_MAX));
+            break;
+        }
+    }
+    for (int g = 0; g < h->cfg->delay.ngroups; g++) {
+        if (groups_handing_back(h->groups, g) && group_in_flight(h, g) == 0) {
+            group_commit(h, g);
+            group_drop(h, g);
+            groups_let_go(h->groups, g, "handed back");
+        }
+    }
 }
 
 static void update_gauges(struct holder *h)
@@ -705,13 +781,13 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
     h->wake[0] = h->wake[1] = -1;
     heap_init(&h->due);
     heap_init(&h->timers);
-    if (!(h->rk = consumer_new(h, err, errlen)) || !(h->fw = forwarder_new(cfg, h, err, errlen)) ||
-        init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0) {
+    if (!(h->groups = groups_new(cfg))) {
+        snprintf(err, errlen, "out of memory");
         holder_free(h);
         return NULL;
     }
-    if (!(h->groups = groups_new(cfg, h))) {
-        snprintf(err, errlen, "out of memory");
+    if (!(h->rk = consumer_new(h, err, errlen)) || !(h->fw = forwarder_new(cfg, h->groups, err, errlen)) ||
+        init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0) {
         holder_free(h);
         return NULL;
     }
