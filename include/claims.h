@@ -52,6 +52,10 @@ int claims_release(struct claims *c, int group, char *err, size_t errlen);
 /* 1 when an operator asked for the group back (the request is consumed), 0 when not, -1. */
 int claims_release_requested(struct claims *c, int group, char *err, size_t errlen);
 
+/* The token of whoever holds the group's lease into out ("" for nobody). 0, or -1 with err set
+ * when Redis did not answer. */
+int claims_owner(struct claims *c, int group, char *out, size_t outlen, char *err, size_t errlen);
+
 /* Publishes the status of an owned group: n fields "<topic>/<partition>" with values
  * "<committed> <end> <head due>". Expires after three lease times. */
 int claims_publish(struct claims *c, int group, size_t n, const char *const *fields,

@@ -30,9 +30,11 @@ struct fw_outcome {
     int64_t at_ms;              /* FW_RETRY: epoch ms */
 };
 
-/* gs (not owned) is consulted right before each send: a message whose group is no longer
- * surely ours is not sent. NULL with err set on failure. */
-struct forwarder *forwarder_new(const struct config *cfg, const struct groups *gs, char *err,
+/* gs (not owned) is consulted right before each send (a message whose group is no longer surely
+ * ours is not sent), and when a record is found claimed by another instance (taken over only
+ * once that instance no longer holds the group it claimed it for). NULL with err set on
+ * failure. */
+struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, char *err,
                                 size_t errlen);
 void forwarder_free(struct forwarder *fw);
 

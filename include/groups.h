@@ -66,6 +66,13 @@ int groups_usable(const struct groups *gs, int group);
  * only then may a message of it be sent or its offsets committed. now_ms is monotonic. */
 int groups_may_forward(const struct groups *gs, int group, int64_t now_ms);
 
+/* This instance's lease token (claims.h). */
+const char *groups_token(const struct groups *gs);
+
+/* Whose lease the group is under now, read from Redis: its token into out, "" for nobody. 0, or
+ * -1 with err set when Redis did not answer. */
+int groups_owner(struct groups *gs, int group, char *out, size_t outlen, char *err, size_t errlen);
+
 /* The group's ownership epoch, which changes whenever this instance wins or lets go of it; a
  * message records it when taken (held.epoch). */
 uint32_t groups_epoch(const struct groups *gs, int group);

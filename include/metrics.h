@@ -45,6 +45,7 @@ enum skip_reason {
     SKIP_EARLIER_JOB,       /* the message of an earlier job with this id */
     SKIP_COPY,              /* another copy of its message is being delivered here */
     SKIP_FOREIGN,           /* not one of the job's own messages (dq-tag) */
+    SKIP_ELSEWHERE,         /* another copy is being delivered by an instance that holds its group */
     SKIP_REASONS
 };
 

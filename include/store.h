@@ -34,6 +34,9 @@ struct store_claim {
     int stale;              /* the record is another job's with the same id: skip the message */
     int busy;               /* another copy of this job's message is in flight here: skip */
     int foreign;            /* the message is not one of the job's own (its dq-tag differs): skip */
+    const char *other;      /* the record is being delivered under this claim of another
+                             * instance, not taken over; valid only inside store_claim_fn */
+    size_t other_len;
     enum job_state before;  /* state before the claim */
     int claimed;            /* 1: was pending or delivering, now delivering; data is set */
     const char *data;       /* record value, when claimed; valid only inside store_claim_fn */
@@ -85,9 +88,10 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
                  enum store_remove_result *res, enum job_state *state, char *err, size_t errlen);
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
- * instance is this process's "<instance>:"; args holds three strings per record: the due time
+ * instance is this process's "<instance>:"; args holds four strings per record: the due time
  * its message carries (decimal text, or ""), its dq-tag (or ""), which must be the one a
- * pending record holds, and the message's claim token "<instance>:<message>", 13 characters (forwarder.c). The
+ * pending record holds, the message's claim token "<instance>:<message>", 13 characters
+ * (forwarder.c), and another instance's claim on the record that it may take over (or ""). The
  * answers go to fn as they arrive, 128 records at a time, while Redis claims the next ones.
  * Returns 0, or -1 with err set when the connection failed (fn was told for every record not
  * answered). */

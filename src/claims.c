@@ -253,6 +253,19 @@ int claims_release(struct claims *c, int group, char *err, size_t errlen)
     return v < 0 ? -1 : v > 0;
 }
 
+int claims_owner(struct claims *c, int group, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    struct rdb_reply *r;
+
+    key_of(c->cfg, "claim", group, key, sizeof(key));
+    if (!(r = rdb_command(c->db, err, errlen, "GET", key, NULL)))
+        return -1;
+    snprintf(out, outlen, "%s", rdb_type(r) == RDB_STR ? rdb_str(r, NULL) : "");
+    rdb_reply_free(r);
+    return 0;
+}
+
 int claims_release_requested(struct claims *c, int group, char *err, size_t errlen)
 {
     char key[KEY_MAX];

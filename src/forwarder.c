@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "claims.h"
 #include "clock.h"
 #include "forwarder.h"
 #include "groups.h"
@@ -74,7 +75,7 @@ struct scratch {
 
 struct forwarder {
     const struct config *cfg;
-    const struct groups *groups;   /* consulted right before each send */
+    struct groups *groups;   /* consulted right before each send, and on another's claim */
     struct store *st;
     rd_kafka_t *rk;
     struct warm *warm;       /* business topics' metadata, fetched ahead for rk */
@@ -125,6 +126,8 @@ static void vec_push(struct vec *v, struct held *m)
 {
     v->v[v->n++] = m;
 }
+
+static int claim_owner_gone(struct forwarder *fw, const char *claim, size_t len);
 
 /* Hands m back with its outcome; forwarder_submit made room for it. */
 static void hand_back(struct forwarder *fw, struct held *m, enum fw_result result, int64_t at_ms)
@@ -448,6 +451,7 @@ static void skip(struct forwarder *fw, struct held *m, const char *id, enum skip
         [SKIP_EARLIER_JOB] = "message of an earlier job with this id",
         [SKIP_COPY] = "another copy of its message is in flight",
         [SKIP_FOREIGN] = "the message is not the job's own (its " HDR_TAG " is not the record's)",
+        [SKIP_ELSEWHERE] = "another copy is being delivered by an instance that holds its group",
     };
 
     metrics_skipped(why);
@@ -468,6 +472,20 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     struct job job;
 
     id_of(m, id);
+    m->take_over[0] = '\0';
+    if (c->other) {
+        int gone = claim_owner_gone(fw, c->other, c->other_len);
+        if (gone > 0 && c->other_len < sizeof(m->take_over)) {
+            memcpy(m->take_over, c->other, c->other_len);   /* claimed again at once, taking it */
+            m->take_over[c->other_len] = '\0';
+            hold_back(fw, m, now);
+        } else if (gone < 0) {
+            retry(fw, m);
+        } else {
+            skip(fw, m, id, SKIP_ELSEWHERE);
+        }
+        return;
+    }
     if (!c->found || !c->claimed) {
         skip(fw, m, id, skip_reason_of(c, m->due_ms, fw->cfg->job.retention_s * 1000, now));
         return;
@@ -506,7 +524,7 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->ids, cap * sizeof(*sc->ids))))
         return -1;
     sc->ids = p;
-    if (!(p = realloc(sc->args, 3 * cap * sizeof(*sc->args))))
+    if (!(p = realloc(sc->args, 4 * cap * sizeof(*sc->args))))
         return -1;
     sc->args = p;
     if (!(p = realloc(sc->marks, cap * sizeof(*sc->marks))))
@@ -534,24 +552,58 @@ static uint64_t fnv1a(const char *text)
     return h;
 }
 
+static const char token_digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
 /* Writes 36 bits of v as TOKEN_PART characters that are never '|' (the head's separator). */
 static void token_part(uint64_t v, char *out)
 {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
     for (int i = 0; i < TOKEN_PART; i++, v >>= 6)
-        out[i] = digits[v & 63];
+        out[i] = token_digits[v & 63];
 }
 
-/* The claim token of m: this instance's part, then its message's. */
+/* The claim token of m: this instance's part (from its lease token), then its message's: 24
+ * bits of a hash of where the message is, and 12 bits of its group. */
 static void claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1])
 {
     char where[TOPIC_NAME_MAX + 48];
 
     snprintf(where, sizeof(where), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
     memcpy(out, fw->instance, TOKEN_PART + 1);
-    token_part(fnv1a(where), out + TOKEN_PART + 1);
+    token_part((fnv1a(where) & 0xffffff) | (uint64_t)m->group << 24, out + TOKEN_PART + 1);
     out[CLAIM_TOKEN_LEN] = '\0';
+}
+
+/* The group a claim token's message part names, or -1 when it names none (a token of a delayqd
+ * that wrote no group there). */
+static int claim_group(const struct forwarder *fw, const char *claim, size_t len)
+{
+    const char *hi, *lo;
+    int g;
+
+    if (len != CLAIM_TOKEN_LEN || claim[TOKEN_PART] != ':' ||
+        !(lo = memchr(token_digits, claim[CLAIM_TOKEN_LEN - 2], 64)) ||
+        !(hi = memchr(token_digits, claim[CLAIM_TOKEN_LEN - 1], 64)))
+        return -1;
+    g = (int)(lo - token_digits) | (int)(hi - token_digits) << 6;
+    return g < fw->cfg->delay.ngroups ? g : -1;
+}
+
+/* May m's claim take over the other instance's claim on its record? Only when that instance no
+ * longer holds the group of the message it claimed with: while it does, it delivers the job (or,
+ * fenced, leaves its lease, and then the record). 1 yes, 0 no, -1 Redis did not say. */
+static int claim_owner_gone(struct forwarder *fw, const char *claim, size_t len)
+{
+    char owner[CLAIMS_TOKEN_MAX], part[TOKEN_PART], err[256];
+    int g = claim_group(fw, claim, len);
+
+    if (g < 0)
+        return 1;
+    if (groups_owner(fw->groups, g, owner, sizeof(owner), err, sizeof(err)) < 0) {
+        warn_retried(&fw->redis_gate, "lease of group=%d: %s (retried)", g, err);
+        return -1;
+    }
+    token_part(fnv1a(owner), part);
+    return !owner[0] || memcmp(part, claim, TOKEN_PART) != 0;
 }
 
 /* Fills the claim arguments of m into slot i: its due time and its token. */
@@ -566,9 +618,10 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
         snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
     claim_token(fw, m, a->token);
     fw->sc.ids[i] = a->id;
-    fw->sc.args[3 * i] = a->due;
-    fw->sc.args[3 * i + 1] = a->tag;
-    fw->sc.args[3 * i + 2] = a->token;
+    fw->sc.args[4 * i] = a->due;
+    fw->sc.args[4 * i + 1] = a->tag;
+    fw->sc.args[4 * i + 2] = a->token;
+    fw->sc.args[4 * i + 3] = m->take_over;
 }
 
 static void retry_all(struct forwarder *fw, struct vec *v)
@@ -840,11 +893,10 @@ rd_kafka_t *forwarder_producer(struct forwarder *fw)
     return fw->rk;
 }
 
-struct forwarder *forwarder_new(const struct config *cfg, const struct groups *gs, char *err,
+struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, char *err,
                                 size_t errlen)
 {
     struct forwarder *fw = calloc(1, sizeof(*fw));
-    char uuid[JOB_ID_GEN_LEN + 1];
 
     if (!fw || !(fw->st = store_new(cfg))) {
         snprintf(err, errlen, "out of memory");
@@ -853,8 +905,7 @@ struct forwarder *forwarder_new(const struct config *cfg, const struct groups *g
     }
     fw->cfg = cfg;
     fw->groups = gs;
-    job_new_id(uuid);
-    token_part(fnv1a(uuid), fw->instance);
+    token_part(fnv1a(groups_token(gs)), fw->instance);   /* so another can tell its lease */
     fw->instance[TOKEN_PART] = ':';
     fw->instance[TOKEN_PART + 1] = '\0';
     if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, FORWARD_LINGER_MS, dr_cb, fw,

@@ -77,6 +77,16 @@ int groups_may_forward(const struct groups *gs, int group, int64_t now_ms)
     return gs->g[group].state != G_FREE && now_ms < gs->g[group].valid_until;
 }
 
+const char *groups_token(const struct groups *gs)
+{
+    return claims_token(gs->claims);
+}
+
+int groups_owner(struct groups *gs, int group, char *out, size_t outlen, char *err, size_t errlen)
+{
+    return claims_owner(gs->claims, group, out, outlen, err, errlen);
+}
+
 uint32_t groups_epoch(const struct groups *gs, int group)
 {
     return gs->g[group].epoch;

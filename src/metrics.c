@@ -53,7 +53,7 @@ static const char *const skip_names[SKIP_REASONS] = {
     [SKIP_EXPIRED] = "expired", [SKIP_MISSING] = "record_missing", [SKIP_CANCELLED] = "removed",
     [SKIP_DELIVERED] = "already_delivered", [SKIP_FAILED] = "already_failed",
     [SKIP_EARLIER_JOB] = "earlier_job", [SKIP_COPY] = "copy_in_flight",
-    [SKIP_FOREIGN] = "not_its_message",
+    [SKIP_FOREIGN] = "not_its_message", [SKIP_ELSEWHERE] = "delivering_elsewhere",
 };
 
 static const char *const route_names[HTTP_ROUTES] = {

@@ -101,36 +101,38 @@ static const char remove_lua[] =
     "return {2, st}\n";
 
 /* Claim, ARGV: "<instance>:", then per record the message's due ms or "", its dq-tag or "",
- * and its claim token "<instance>:<message>" (forwarder.c). Returns per record: {} when no
- * record, {'stale'} when the message is an earlier job's with this id (its due time differs),
+ * its claim token "<instance>:<message>" (forwarder.c), and the claim of another instance it may
+ * take over, or "". Returns per record: {} when no record, {'other', claim} when the record is
+ * being delivered under another instance's claim that it may not take over, {'stale'} when the message is an earlier job's with this id (its due time differs),
  * {'foreign'} when it is not one of the pending job's own messages (its tag is not the one the
  * record holds in its claim field: any producer can write a dq-id, not the tag; a record written
  * before tags holds JOB_CLAIM_ROOM and asks for none), {'busy'} when another message of the job
  * (a copy
  * left by a crash in the middle of a move down the levels) is being delivered by this instance,
  * {state} when not claimable, {state, value} when claimed, and {'', value} for a value that is
- * no record (the caller dead-letters it). A delivering record claimed by another instance
- * (which crashed) is taken over. The token goes over the room a pending record holds for it
+ * no record (the caller dead-letters it). A delivering record claimed by another instance is
+ * taken over only with that claim named: the caller first learns that its owner's lease is gone. The token goes over the room a pending record holds for it
  * (SETRANGE: the value is not copied, and the AOF gets the head instead of the whole record);
  * a record written before that room existed is rewritten whole. */
 static const char claim_lua[] =
     WRITE_HEAD
-    EACH_RECORD("mdue, mtag, token, instance")
+    EACH_RECORD("mdue, mtag, token, take, instance")
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
     "if mdue ~= '' and due ~= mdue then return {'stale'} end\n"
     "if st == 'p' and claim ~= '' and claim ~= '" JOB_CLAIM_ROOM "' and claim ~= mtag then\n"
     "  return {'foreign'}\n"
     "end\n"
-    "if st == 's' and claim ~= token and string.sub(claim, 1, #instance) == instance then\n"
-    "  return {'busy'}\n"
+    "if st == 's' and claim ~= token then\n"
+    "  if string.sub(claim, 1, #instance) == instance then return {'busy'} end\n"
+    "  if claim ~= take then return {'other', claim} end\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
     "  write_head(key, v, at, 's' .. due .. '||' .. token .. '|')\n"
     "  return {st, v}\n"
     "end\n"
     "return {st}\n"
-    END_EACH("one(ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], ARGV[1], KEYS[i])");
+    END_EACH("one(ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], ARGV[4 * i + 1], ARGV[1], KEYS[i])");
 
 /* Mark, ARGV per record: the head its claim wrote ("s<due>||<token>|"), the head to write in its
  * place ("<letter><due>|<now>|<rest of the token>|": the stamp takes the token's place, so the
@@ -673,6 +675,10 @@ static void read_claim(const struct rdb_reply *r, struct store_claim *out)
         return;
     out->found = 1;
     first = rdb_at(r, 0);
+    if (rdb_is(first, "other") && rdb_count(r) == 2 && rdb_type(rdb_at(r, 1)) == RDB_STR) {
+        out->other = rdb_str(rdb_at(r, 1), &out->other_len);
+        return;
+    }
     if (rdb_is(first, "stale") || rdb_is(first, "busy") || rdb_is(first, "foreign")) {
         out->stale = rdb_is(first, "stale");
         out->busy = rdb_is(first, "busy");
@@ -719,7 +725,7 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
                       size_t errlen)
 {
     struct claim_batch b = { { .st = st, .script = S_CLAIM, .n = n, .ids = ids, .nshared = 1,
-                               .shared = &instance, .per = 3, .args = args }, fn, ctx };
+                               .shared = &instance, .per = 4, .args = args }, fn, ctx };
 
     /* A record must not be delivered on a claim that a failover could take back: each chunk's
      * claims are confirmed before they are answered, while Redis claims the next chunk. */

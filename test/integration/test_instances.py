@@ -2,6 +2,7 @@
 failover, fencing, joins, the claims script, metrics and readiness."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -165,6 +166,61 @@ def test_groups_handed_back_after_a_stop_deliver_every_job_once(stack):
     twice = {k: len(v) for k, v in by_id.items() if len(v) > 1}
     assert not twice, f"{len(twice)} jobs delivered more than once"
     assert all(lateness(m)[0] >= 0 for m in reader.all())
+    reader.close()
+
+
+TOKEN_DIGITS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def claim_token(lease_token, group):
+    """A claim token as delayqd writes it into a record's head (forwarder.c): the instance part,
+    six digits of the FNV-1a hash of the instance's lease token, then the message part, 24 bits
+    of a message's hash and 12 bits of its group."""
+    def part(v):
+        return "".join(TOKEN_DIGITS[(v >> (6 * i)) & 63] for i in range(6))
+    h = 14695981039346656037
+    for c in lease_token.encode():
+        h = ((h ^ c) * 1099511628211) & (2 ** 64 - 1)
+    return part(h) + ":" + part(0x5a5a5a | group << 24)
+
+
+CLAIMED_BY = """
+local v = redis.call('GET', KEYS[1])
+local due, at = string.match(v, '^p(%d+)|[^|]*|[^|]*|()')
+redis.call('SET', KEYS[1], 's' .. due .. '||' .. ARGV[1] .. '|' .. string.sub(v, at), 'KEEPTTL')
+return 1
+"""
+
+
+def test_a_job_another_instance_delivers_is_taken_over_only_once_its_group_is_gone(stack):
+    """Records found delivering under another instance's claim. While that instance holds the
+    group it claimed the job for, it is the one to deliver it: the others skip their copies.
+    Once nobody of that claim holds the group (a crashed instance's claim), the record is taken
+    over and the job delivered."""
+    a, b = cluster(stack, 2, [[0], [1]], 2)
+    owners = settled(a, [1, 1])
+    reader = Reader(stack, f"{a.name}_other")
+    t0 = now_ms()
+    live, gone = [], []
+    for i in range(16):   # added apart, so that their messages spread over both partitions
+        live.append(a.add_ok(topic=reader.topic, deliver_at_ms=t0 + 4000, body=f"live {i}"))
+        gone.append(a.add_ok(topic=reader.topic, deliver_at_ms=t0 + 4000, body=f"gone {i}"))
+        time.sleep(0.05)
+    for j in live:    # claimed by the owner of group 1, for group 1, which it still holds
+        stack.redis("EVAL", CLAIMED_BY, "1", f"{a.prefix}job:{j}", claim_token(owners[1], 1))
+    for j in gone:    # claimed for group 0 by an instance that holds no lease
+        stack.redis("EVAL", CLAIMED_BY, "1", f"{a.prefix}job:{j}", claim_token("crashed/1/2.x", 0))
+    reader.wait_ids(gone, 30)
+    time.sleep(2)
+    delivered = reader.by_id()
+    assert not set(live) & set(delivered), "a job another instance was delivering was taken from it"
+    skipped = 0
+    for d in (a, b):
+        text = run(["curl", "-sS", f"http://127.0.0.1:{d.port}/metrics"]).stdout
+        skipped += int(re.search(r'delayq_jobs_skipped_total\{reason="delivering_elsewhere"\} (\d+)',
+                                 text).group(1))
+    assert skipped, "no copy met the other instance's claim"
+    assert all(len(delivered[j]) == 1 for j in gone)
     reader.close()
 
 
