@@ -17,16 +17,19 @@
 
 #include "config.h"
 
-#define CLAIMS_TOKEN_MAX 128
+/* "<host>/<http.listen>/<8 hex>/<pid>.<8 characters>": a hostname (64), the listen address
+ * (CONFIG_STR_MAX) and 40 more. */
+#define CLAIMS_TOKEN_MAX (64 + CONFIG_STR_MAX + 40)
 #define CLAIMS_TAG "{ctl}"   /* the hash tag of the control keys, after the prefix */
 
 struct claims;
 
-/* The token is "<host>/<http.listen>/<pid>.<random>"; its identity, "<host>/<http.listen>/",
- * is the same after a restart. Only one process at a time can listen there, so a lease held
- * under this identity by another token is a dead predecessor's, and claims_acquire takes it
- * over at once instead of waiting for it to expire; call it only once the HTTP server listens.
- * NULL when out of memory. */
+/* The token is "<host>/<http.listen>/<place>/<pid>.<random>", where place is a digest of the
+ * kernel's boot id and the process's network namespace; the part before <pid>, its identity, is
+ * the same after a restart on that host and namespace. Only one process at a time can listen at
+ * that address there, so a lease held under this identity by another token is a dead
+ * predecessor's, and claims_acquire takes it over at once instead of waiting for it to expire;
+ * call it only once the HTTP server listens. NULL when out of memory. */
 struct claims *claims_new(const struct config *cfg);
 void claims_free(struct claims *c);
 const char *claims_token(const struct claims *c);

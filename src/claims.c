@@ -1,6 +1,7 @@
 /* claims: the Redis side of partition-group leases: claim, renew and release scripts, the
  * instances' heartbeats, operators' hand-back requests, the status owners publish, and the view
  * of all of it that GET /delay-queue/api/claims answers. The contract is in include/claims.h. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,10 +87,35 @@ static void key_of(const struct config *cfg, const char *what, int group, char *
         snprintf(out, outlen, "%s" CLAIMS_TAG ":%s:%d", cfg->redis.prefix, what, group);
 }
 
+/* 32 bits of FNV-1a of the kernel's boot id and this process's network namespace: the same
+ * for every process of one host and namespace until a reboot, and different between hosts or
+ * namespaces that share a hostname. */
+static unsigned long place_digest(void)
+{
+    char boot[64] = "", ns[64] = "";
+    uint32_t h = 2166136261u;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    ssize_t n;
+
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+    }
+    if ((n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1)) > 0)
+        ns[n] = '\0';
+    for (const char *s = boot; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    for (const char *s = ns; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
 struct claims *claims_new(const struct config *cfg)
 {
     struct claims *c = calloc(1, sizeof(*c));
     char host[64] = "host", rnd[JOB_ID_GEN_LEN + 1];
+    int n;
 
     if (!c || !(c->db = rdb_new(cfg, script_text, S_COUNT))) {
         free(c);
@@ -98,7 +124,9 @@ struct claims *claims_new(const struct config *cfg)
     c->cfg = cfg;
     gethostname(host, sizeof(host) - 1);
     job_new_id(rnd);
-    c->identity_len = (size_t)snprintf(c->token, sizeof(c->token), "%s/%s/", host, cfg->http.listen);
+    /* the listen address is kept whole: the token has room for the longest (CLAIMS_TOKEN_MAX) */
+    n = snprintf(c->token, sizeof(c->token), "%s/%s/%08lx/", host, cfg->http.listen, place_digest());
+    c->identity_len = n > 0 && (size_t)n < sizeof(c->token) ? (size_t)n : sizeof(c->token) - 1;
     snprintf(c->token + c->identity_len, sizeof(c->token) - c->identity_len, "%d.%.8s",
              (int)getpid(), rnd);
     return c;

@@ -49,9 +49,10 @@ struct vec {
 
 /* A claim token, "<instance>:<message>", has as many characters as a stamp (13), so that a mark
  * puts the stamp where the token was and rewrites the record's head in place (store.c).
- * Each part is 36 bits in 6 characters: the instance's at random, the message's a hash of its
- * topic, partition and offset. Two messages of one job (a copy left by a crash in a move)
- * would have to collide in 36 bits to be taken for one. */
+ * Each part is 36 bits in 6 characters: the instance's a hash of its lease token (so another
+ * instance can tell whether it still holds a group), the message's 24 bits of a hash of its
+ * topic, partition and offset and 12 of its group. Two messages of one job (a copy left by a
+ * crash in a move) would have to collide in those 24 bits and their group to be taken for one. */
 #define TOKEN_PART 6
 #define CLAIM_TOKEN_LEN (2 * TOKEN_PART + 1)
 
@@ -68,7 +69,7 @@ struct rec_args {
 struct scratch {
     struct rec_args *a;
     const char **ids;           /* n */
-    const char **args;          /* 3 * n */
+    const char **args;          /* 4 * n */
     struct store_mark *marks;   /* n */
     size_t cap;
 };
@@ -152,6 +153,7 @@ static void retry(struct forwarder *fw, struct held *m)
     int64_t wait = BACKOFF_MIN_MS << (m->attempts < 6 ? m->attempts : 6);
 
     m->attempts++;
+    m->take_over[0] = '\0';
     hand_back(fw, m, FW_RETRY, clock_now_ms() + (wait < BACKOFF_MAX_MS ? wait : BACKOFF_MAX_MS));
 }
 
@@ -472,12 +474,13 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     struct job job;
 
     id_of(m, id);
-    m->take_over[0] = '\0';
     if (c->other) {
         int gone = claim_owner_gone(fw, c->other, c->other_len);
-        if (gone > 0 && c->other_len < sizeof(m->take_over)) {
-            memcpy(m->take_over, c->other, c->other_len);   /* claimed again at once, taking it */
-            m->take_over[c->other_len] = '\0';
+        if (gone > 0) {   /* claimed again at once, taking that claim over */
+            if (c->other_len < sizeof(m->take_over))
+                snprintf(m->take_over, sizeof(m->take_over), "%.*s", (int)c->other_len, c->other);
+            else
+                snprintf(m->take_over, sizeof(m->take_over), "*");
             hold_back(fw, m, now);
         } else if (gone < 0) {
             retry(fw, m);
@@ -637,6 +640,7 @@ static void on_claim(void *ctx, size_t i, const struct store_claim *c, const cha
     struct forwarder *fw = ctx;
     struct held *m = fw->claims.v[i];
 
+    m->take_over[0] = '\0';   /* it was for this claim: a later one looks at the lease again */
     if (c) {
         act_on_claim(fw, m, c, fw->claim_now);
         return;

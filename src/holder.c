@@ -260,6 +260,7 @@ static struct held *held_new(struct part *p, const rd_kafka_message_t *rkm)
 
 static void set_times(struct holder *h, struct held *m, const rd_kafka_message_t *rkm, int64_t now)
 {
+    char why[TOPIC_NAME_MAX + 128];
     rd_kafka_timestamp_type_t tstype;
     int64_t ts = rd_kafka_message_timestamp(rkm, &tstype);
 
@@ -268,8 +269,12 @@ static void set_times(struct holder *h, struct held *m, const rd_kafka_message_t
     if (m->env_ok) {
         envelope_times(&m->env, m->timestamp_ms, h->cfg->delay.levels.ms[m->level], &m->act_ms,
                        &m->due_ms);
-        /* read ahead of its act time: its topic's metadata is fetched before it is sent */
-        warm_topic(forwarder_warm(h->fw), m->env.topic, m->env.topic_len);
+        /* read ahead of its act time: its topic's metadata is fetched before it is sent (a
+         * target it cannot be sent to gets no topic handle, nor a metadata request that could
+         * create it) */
+        if (levels_check_target(&h->cfg->delay.levels, h->cfg->delay.dlq_topic, m->env.topic,
+                                m->env.topic_len, why, sizeof(why)) == TARGET_OK)
+            warm_topic(forwarder_warm(h->fw), m->env.topic, m->env.topic_len);
     } else
         m->act_ms = m->due_ms = now;   /* to the dead-letter topic at once */
 }
@@ -697,8 +702,9 @@ static void run_groups(struct holder *h)
         case GROUP_LOST:
             group_drop(h, g);
             break;
-        case GROUP_STATUS:
-            groups_publish(h->groups, g, rows, group_status(h, g, rows, STATUS_MAX));
+        case GROUP_STATUS:   /* unless it was let go above (its partitions could not be assigned) */
+            if (groups_may_forward(h->groups, g, clock_mono_ms()))
+                groups_publish(h->groups, g, rows, group_status(h, g, rows, STATUS_MAX));
             break;
         }
     }
@@ -803,7 +809,7 @@ void holder_free(struct holder *h)
 
     if (!h)
         return;
-    forwarder_free(h->fw);   /* flushes: its last reports still finish messages here */
+    forwarder_free(h->fw);   /* flushes; what its last reports finish is freed with it */
     groups_free(h->groups);
     while ((m = heap_pop(&h->due, NULL)))
         free(m);

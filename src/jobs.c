@@ -40,7 +40,8 @@ struct pending_add {
     struct job job;             /* owned */
     int64_t queued_ms;          /* monotonic: when it entered the intake queue */
     int resent;                 /* its record was there already: not this add's to undo */
-    int answered;               /* answered at its deadline: the report only frees it */
+    int answered;               /* the status it was answered with at its deadline, else 0: the
+                                 * report then only frees it */
     int64_t sent_ms;            /* monotonic: when its message went to librdkafka */
     jobs_done_fn done;
     void *opaque;
@@ -152,27 +153,47 @@ static void flight_remove(struct jobs *jobs, struct pending_add *pa)
 /* Answers an add whose message Kafka has not acknowledged within kafka.produce_timeout_ms,
  * whatever librdkafka is still waiting for (a refused connection, a broker that hangs, no
  * leader): 503, and its record deleted, so that the message, should it reach Kafka later,
- * finds none and delivers nothing. A record no longer pending was claimed by a delivery: its
- * message did reach Kafka, and the add succeeded. pa stays allocated for its report. */
+ * finds none and delivers nothing. A record claimed by a delivery meanwhile (delivering,
+ * delivered, failed) shows that its message did reach Kafka: the add succeeded. A record that
+ * could not be deleted may still be delivered: the answer says so. pa stays allocated for its
+ * report. */
 static void give_up(struct jobs *jobs, struct pending_add *pa)
 {
     enum job_state left = JOB_PENDING;
-    char err[256], msg[512];
+    char err[256], msg[640];
+    int kept = 0;
 
-    pa->answered = 1;
-    if (!pa->resent && store_drop_pending(jobs->st, pa->job.id, &left, err, sizeof(err)) < 0)
+    if (!pa->resent && store_drop_pending(jobs->st, pa->job.id, &left, err, sizeof(err)) < 0) {
         log_error("job=%s could not be undone (its message, should Kafka take it late, delivers "
                   "it): %s", pa->job.id, err);
-    if (left == JOB_DELIVERING || left == JOB_DELIVERED) {
+        kept = 1;
+    }
+    if (left == JOB_DELIVERING || left == JOB_DELIVERED || left == JOB_FAILED) {
+        pa->answered = 200;
         metrics_inc(M_JOBS_ADDED);
         answer(pa->done, pa->opaque, 200, API_OK, "ok", api_job_id_data(pa->job.id));
         return;
     }
+    pa->answered = 503;
     metrics_inc(M_KAFKA_ERRORS);
     snprintf(msg, sizeof(msg), "add failed: kafka did not acknowledge it within "
-             "kafka.produce_timeout_ms (%lld ms)%s", (long long)jobs->cfg->kafka.produce_timeout_ms,
-             pa->resent ? "" : "; nothing was kept");
+             "kafka.produce_timeout_ms (%lld ms)%s%.200s%s",
+             (long long)jobs->cfg->kafka.produce_timeout_ms,
+             pa->resent ? "" : kept ? "; its record could not be deleted (" : "; nothing was kept",
+             kept ? err : "", kept ? "): it may still be delivered; add it again with the same id" : "");
     answer(pa->done, pa->opaque, 503, API_ADD_FAILED, msg, NULL);
+}
+
+/* An add waited its whole deadline (or librdkafka gave up on it) with no add acknowledged since
+ * it was sent: Kafka counts as unreachable from then on. */
+static void note_unacknowledged(struct jobs *jobs, const struct pending_add *pa, int64_t now)
+{
+    if (jobs->last_ack_ms >= pa->sent_ms || atomic_load(&jobs->unreachable_since))
+        return;
+    atomic_store(&jobs->unreachable_since, pa->sent_ms);
+    jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
+    log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until Kafka acknowledges "
+             "one again (one tries every %d ms)", (long long)(now - pa->sent_ms), TRIAL_INTERVAL_MS);
 }
 
 /* Answers the adds past their deadline. When none was acknowledged since the oldest of them
@@ -184,13 +205,7 @@ static void expire_flights(struct jobs *jobs)
 
     while ((pa = jobs->flight_head) && now - pa->sent_ms >= timeout) {
         flight_remove(jobs, pa);
-        if (jobs->last_ack_ms < pa->sent_ms && !atomic_load(&jobs->unreachable_since)) {
-            atomic_store(&jobs->unreachable_since, pa->sent_ms);
-            jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
-            log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until Kafka "
-                     "acknowledges one again (one tries every %d ms)", (long long)(now - pa->sent_ms),
-                     TRIAL_INTERVAL_MS);
-        }
+        note_unacknowledged(jobs, pa, now);
         give_up(jobs, pa);
     }
 }
@@ -219,14 +234,16 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
             log_info("kafka: adds are acknowledged again");
     }
     if (pa->answered) {
-        if (!m->err)
-            log_info("job=%s: Kafka acknowledged its message after the add was answered; the "
-                     "message finds no record and delivers nothing", pa->job.id);
+        if (!m->err && pa->answered != 200)
+            log_info("job=%s: Kafka acknowledged its message after the add was answered %d; the "
+                     "message finds no record and delivers nothing", pa->job.id, pa->answered);
         job_release(&pa->job);
         free(pa);
         return;
     }
     flight_remove(jobs, pa);
+    if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
+        note_unacknowledged(jobs, pa, clock_mono_ms());
     if (m->err) {
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
@@ -625,20 +642,23 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
     pool_put(jobs, st);
     if (rc < 0)
         return -1;
-    if (since) {
-        snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms",
-                 (long long)(clock_mono_ms() - since));
-        return -1;
-    }
     /* A metadata request for one delay topic: Kafka answers, and knows the topic. */
     rkt = rd_kafka_topic_new(jobs->rk, jobs->cfg->delay.levels.topic[0], NULL);
     e = rd_kafka_metadata(jobs->rk, 0, rkt, &md, READY_TIMEOUT_MS);
     rd_kafka_topic_destroy(rkt);
     if (e) {
-        snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
+        if (since)
+            snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms (%s)",
+                     (long long)(clock_mono_ms() - since), rd_kafka_err2str(e));
+        else
+            snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
         return -1;
     }
     rd_kafka_metadata_destroy(md);
+    /* A broker answers again: adds may try it, also where no add comes to try it (an instance
+     * a load balancer took out of service for its 503s). */
+    if (since && atomic_compare_exchange_strong(&jobs->unreachable_since, &since, 0))
+        log_info("kafka: a broker answers /readyz again; adds try Kafka again");
     return 0;
 }
 

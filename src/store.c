@@ -102,7 +102,7 @@ static const char remove_lua[] =
 
 /* Claim, ARGV: "<instance>:", then per record the message's due ms or "", its dq-tag or "",
  * its claim token "<instance>:<message>" (forwarder.c), and the claim of another instance it may
- * take over, or "". Returns per record: {} when no record, {'other', claim} when the record is
+ * take over ("*": whichever it finds), or "". Returns per record: {} when no record, {'other', claim} when the record is
  * being delivered under another instance's claim that it may not take over, {'stale'} when the message is an earlier job's with this id (its due time differs),
  * {'foreign'} when it is not one of the pending job's own messages (its tag is not the one the
  * record holds in its claim field: any producer can write a dq-id, not the tag; a record written
@@ -125,7 +125,7 @@ static const char claim_lua[] =
     "end\n"
     "if st == 's' and claim ~= token then\n"
     "  if string.sub(claim, 1, #instance) == instance then return {'busy'} end\n"
-    "  if claim ~= take then return {'other', claim} end\n"
+    "  if claim ~= take and take ~= '*' then return {'other', claim} end\n"
     "end\n"
     "if st == 'p' or st == 's' then\n"
     "  write_head(key, v, at, 's' .. due .. '||' .. token .. '|')\n"

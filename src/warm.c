@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "levels.h"
 #include "log.h"
 #include "warm.h"
@@ -19,8 +20,20 @@
 #define LOG_MODULE "warm"
 #define FETCH_TIMEOUT_MS 5000   /* one metadata request; librdkafka's own retries fit in it */
 #define RETRY_MS 1000           /* after a request that failed as a whole (no broker answered) */
+#define FAILED_RETRY_S 60       /* a topic the broker had no metadata for is asked about again */
 
+/* An entry's data: its state in the low two bits, and for FAILED the second it failed above. */
 enum state { QUEUED = 1, READY, FAILED };
+
+static void *data_of(enum state s, int64_t at_s)
+{
+    return (void *)(intptr_t)(at_s << 2 | s);
+}
+
+static enum state state_of(const ENTRY *e)
+{
+    return (enum state)((intptr_t)e->data & 3);
+}
 
 struct warm {
     rd_kafka_t *rk;
@@ -58,7 +71,7 @@ static ENTRY *entry_of(struct warm *w, const char *topic, size_t len, int add)
     }
     if (!(want.key = strdup(key)))
         return NULL;
-    want.data = (void *)(intptr_t)QUEUED;
+    want.data = data_of(QUEUED, 0);
     if (!hsearch_r(want, ENTER, &found, &w->table)) {
         free(want.key);
         return NULL;
@@ -82,7 +95,7 @@ int warm_ready(struct warm *w, const char *topic, size_t len)
 
     pthread_mutex_lock(&w->lock);
     e = entry_of(w, topic, len, 0);
-    ready = e && (intptr_t)e->data == READY;
+    ready = e && state_of(e) == READY;
     pthread_mutex_unlock(&w->lock);
     return ready;
 }
@@ -98,12 +111,17 @@ static enum state state_in(const struct rd_kafka_metadata *md, const char *topic
 }
 
 /* Asks about names[from .. to): one topic alone, several in one request for every topic the
- * producer knows. 0, or -1 when no answer came (they stay queued). */
-static int fetch(struct warm *w, size_t from, size_t to)
+ * producer knows; with advance, they were the queue's and are done now. 0, or -1 when no answer
+ * came (they stay as they were). Only this module's thread writes names[] and rkt[]. */
+static int fetch(struct warm *w, size_t from, size_t to, int advance)
 {
     const struct rd_kafka_metadata *md;
+    enum state *st = malloc((to - from) * sizeof(*st));
+    int64_t now_s = clock_mono_ms() / 1000;
     rd_kafka_resp_err_t e;
 
+    if (!st)
+        return -1;
     for (size_t i = from; i < to; i++)
         if (!w->rkt[i])
             w->rkt[i] = rd_kafka_topic_new(w->rk, w->names[i], NULL);
@@ -111,20 +129,25 @@ static int fetch(struct warm *w, size_t from, size_t to)
     if (e) {
         log_warn("metadata of %zu business topic(s) from %s on: %s (asked again in %d ms)",
                  to - from, w->names[from], rd_kafka_err2str(e), RETRY_MS);
+        free(st);
         return -1;
     }
+    for (size_t i = from; i < to; i++) {
+        st[i - from] = state_in(md, w->names[i]);
+        if (st[i - from] != READY)
+            log_info("business topic %s: no metadata (%s); its first delivery waits for librdkafka",
+                     w->names[i], st[i - from] ? "the broker reported an error" : "not in the answer");
+    }
+    rd_kafka_metadata_destroy(md);
     pthread_mutex_lock(&w->lock);
     for (size_t i = from; i < to; i++) {
-        enum state s = state_in(md, w->names[i]);
         ENTRY *en = entry_of(w, w->names[i], strlen(w->names[i]), 0);
-        en->data = (void *)(intptr_t)(s ? s : FAILED);
-        if (s != READY)
-            log_info("business topic %s: no metadata (%s); its first delivery waits for librdkafka",
-                     w->names[i], s ? "the broker reported an error" : "not in the answer");
+        en->data = data_of(st[i - from] ? st[i - from] : FAILED, now_s);
     }
-    w->done = to;
+    if (advance)
+        w->done = to;
     pthread_mutex_unlock(&w->lock);
-    rd_kafka_metadata_destroy(md);
+    free(st);
     return 0;
 }
 
@@ -142,19 +165,53 @@ static void wait_ms(struct warm *w, int ms)
     pthread_cond_timedwait(&w->wake, &w->lock, &until);
 }
 
+/* Asks again about each topic the broker had no metadata for FAILED_RETRY_S ago or more: it
+ * may have been created since. Called without the lock. */
+static void retry_failed(struct warm *w)
+{
+    int64_t now_s = clock_mono_ms() / 1000;
+    size_t done;
+
+    pthread_mutex_lock(&w->lock);
+    done = w->done;
+    pthread_mutex_unlock(&w->lock);
+    for (size_t i = 0; i < done; i++) {
+        ENTRY *e;
+        int again, stop;
+        pthread_mutex_lock(&w->lock);
+        e = entry_of(w, w->names[i], strlen(w->names[i]), 0);
+        again = state_of(e) == FAILED && now_s - ((intptr_t)e->data >> 2) >= FAILED_RETRY_S;
+        stop = w->stop;
+        pthread_mutex_unlock(&w->lock);
+        if (stop)
+            return;
+        if (again)
+            fetch(w, i, i + 1, 0);
+    }
+}
+
 static void *run(void *arg)
 {
     struct warm *w = arg;
+    int64_t next_retry = clock_mono_ms() + FAILED_RETRY_S * 1000;
 
     pthread_mutex_lock(&w->lock);
     while (!w->stop) {
         size_t from = w->done, to = w->n;
+        int rc;
+        if (clock_mono_ms() >= next_retry) {
+            pthread_mutex_unlock(&w->lock);
+            retry_failed(w);
+            pthread_mutex_lock(&w->lock);
+            next_retry = clock_mono_ms() + FAILED_RETRY_S * 1000;
+            continue;
+        }
         if (from == to) {
-            pthread_cond_wait(&w->wake, &w->lock);
+            wait_ms(w, (int)(next_retry - clock_mono_ms()));
             continue;
         }
         pthread_mutex_unlock(&w->lock);
-        int rc = fetch(w, from, to);
+        rc = fetch(w, from, to, 1);
         pthread_mutex_lock(&w->lock);
         if (rc < 0 && !w->stop)
             wait_ms(w, RETRY_MS);

@@ -495,8 +495,9 @@ def test_kafka_unreachable_adds_are_answered_by_their_deadline_then_at_once(stac
     """A broker that hangs (SIGSTOP: connections stay open, nothing answers): an add is answered
     503 by kafka.produce_timeout_ms plus at most 500 ms and leaves no record; while no add has
     been acknowledged for longer than that, adds are refused at once saying Kafka is
-    unreachable, and /readyz says so; when the broker is back, adds succeed again and every job
-    accepted before the outage is delivered, none of the refused ones."""
+    unreachable, and /readyz says so; when the broker is back, /readyz says so by itself, adds
+    succeed again and every job accepted before the outage is delivered, none of the refused
+    ones."""
     timeout_ms = 2000
     d = Delayqd(stack, extra={"produce_timeout_ms": timeout_ms}).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_unreachable")
@@ -520,6 +521,9 @@ def test_kafka_unreachable_adds_are_answered_by_their_deadline_then_at_once(stac
         assert st == 503 and "kafka unreachable" in doc["message"], (st, doc)
     finally:
         os.kill(pid, signal.SIGCONT)
+    # ready again without an add to try Kafka: a load balancer sends none to an instance it took
+    # out of service for its 503s
+    wait_until(lambda: d.http("GET", "/readyz")[0] == 200, 60, "/readyz to answer 200 again")
     after = wait_until(lambda: d.add(topic=reader.topic, delay_ms=500, body="after")[0] == 200, 60,
                        "an add to succeed after the broker is back")
     assert after
@@ -529,6 +533,24 @@ def test_kafka_unreachable_adds_are_answered_by_their_deadline_then_at_once(stac
     assert "during" not in payloads and "after" in payloads, payloads
     assert_never_early(reader.all())
     reader.close()
+
+
+def test_readyz_recovers_after_a_kafka_outage_without_any_add(stack):
+    """Kafka stopped long enough for librdkafka to give up the messages of the adds it had: no
+    late acknowledgement can tell delayqd that Kafka is back. /readyz asks the broker itself and
+    answers 200 again once it is back, although no add came meanwhile (a load balancer sends
+    none to an instance it took out of service for its 503s)."""
+    d = Delayqd(stack, extra={"produce_timeout_ms": 2000}).start().wait_groups_owned()
+    stack.stop_kafka()
+    try:
+        st, doc = d.add(topic=f"{d.name}_readyz", delay=1, body="during")
+        assert st == 503, (st, doc)
+        time.sleep(3)   # librdkafka times the message out meanwhile
+        st, doc = d.http("GET", "/readyz")
+        assert st == 503 and "kafka unreachable" in doc["message"], (st, doc)
+    finally:
+        stack.start_kafka()
+    wait_until(lambda: d.http("GET", "/readyz")[0] == 200, 60, "/readyz to answer 200 again")
 
 
 def test_stop_while_redis_is_frozen_answers_every_add_and_exits_cleanly(stack):
