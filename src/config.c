@@ -398,9 +398,10 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
  * that a job would hop down from it more than MAX_HOPS times. */
 static int64_t default_max_delay_s(const struct levels *lv)
 {
-    int64_t most = MAX_HOPS * (lv->ms[lv->n - 1] / 1000);
+    int64_t largest_s = lv->ms[lv->n - 1] / 1000;
 
-    return most < DEFAULT_MAX_DELAY_S ? most : DEFAULT_MAX_DELAY_S;
+    /* compared before multiplying: a (silly) huge level must not overflow */
+    return largest_s > DEFAULT_MAX_DELAY_S / MAX_HOPS ? DEFAULT_MAX_DELAY_S : MAX_HOPS * largest_s;
 }
 
 static int line_of(config_t *lc, const char *path)

@@ -342,7 +342,13 @@ static void max_delay_default_follows_levels(void)
     CHECK_EQ_INT(cfg.job.max_delay_s, 1000000);
     CHECK(load_ok("delay: { levels = [ \"1s\" ]; };"));
     CHECK_EQ_INT(cfg.job.max_delay_s, 100000);
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"25s\" ]; };"));   /* the last below 30 days */
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2500000);
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"26s\" ]; };"));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
     CHECK(load_ok("delay: { levels = [ \"1s\", \"1m\" ]; };"));
+    CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
+    CHECK(load_ok("delay: { levels = [ \"1s\", \"99999999999d\" ]; };"));   /* no overflow */
     CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
     CHECK(load_ok(""));
     CHECK_EQ_INT(cfg.job.max_delay_s, 2592000);
