@@ -22,6 +22,7 @@ enum api_code {
     API_ADD_FAILED = 10002,
     API_REMOVE_FAILED = 10003,
     API_GET_FAILED = 10004,
+    API_RESCHEDULE_FAILED = 10005,
 };
 
 struct api_error {
@@ -46,8 +47,52 @@ int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
 int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
                   struct job *out, int *id_given, struct api_error *e);
 
+/* One job of an add_batch request: parsed, or why not. */
+struct api_batch_job {
+    struct job job;             /* when ok: as api_parse_add fills it */
+    int id_given;
+    int ok;
+    struct api_error e;         /* when !ok */
+};
+
+/* Parses {"jobs": [<add body>, ...]}, each job on its own, into *out (n of them; caller frees
+ * with api_batch_free, also on error). Returns 0 when the batch itself was read (a job that is
+ * bad has ok 0 and says why), or -1 with e set: not JSON, no jobs array, an empty one (400), or
+ * more than max_jobs (413). */
+int api_parse_batch(const char *body, size_t len, size_t max_jobs, const struct api_limits *lim,
+                    int64_t now_ms, struct api_batch_job **out, size_t *n, struct api_error *e);
+void api_batch_free(struct api_batch_job *jobs, size_t n);
+
+/* What one job of a batch was answered, as a single add would have been. */
+struct api_job_answer {
+    int status;                 /* HTTP status */
+    int code;                   /* enum api_code */
+    char message[384];
+    char job_id[JOB_ID_MAX + 1];   /* "" when none is known */
+};
+
+/* data of an add_batch answer: {"added": n, "failed": n, "jobs": [{"status", "code", "message",
+ * "job_id"}, ...]} in the order of the request. Returns a jansson json_t * as void *. */
+void *api_batch_data(const struct api_job_answer *answers, size_t n);
+
 /* Parses {"job_id": "..."} into out. Returns 0, or -1 with e set. */
 int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], struct api_error *e);
+
+/* Parses a reschedule request {"job_id", and one of "delay", "delay_ms", "deliver_at_ms"} (as
+ * on add) into id and *due_ms (epoch ms). Returns 0, or -1 with e set. */
+int api_parse_reschedule(const char *body, size_t len, const struct api_limits *lim,
+                         int64_t now_ms, char id[JOB_ID_MAX + 1], int64_t *due_ms,
+                         struct api_error *e);
+
+/* The same from a query string: the values of job_id, delay, delay_ms and deliver_at_ms, in
+ * that order (NULL: absent). */
+#define API_RESCHEDULE_ARGS 4
+int api_reschedule_query(const char *const query[API_RESCHEDULE_ARGS],
+                         const struct api_limits *lim, int64_t now_ms, char id[JOB_ID_MAX + 1],
+                         int64_t *due_ms, struct api_error *e);
+
+/* data of a reschedule answer: {"job_id", "exec_time", "exec_time_ms"}. */
+void *api_rescheduled_data(const char *id, int64_t due_ms);
 
 /* Validates a job id that came in a query string. Returns 0, or -1 with e set. */
 int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error *e);

@@ -24,6 +24,7 @@ struct config {
         int64_t threads;                   /* HTTP worker threads */
         int64_t max_connections;
         int64_t connection_timeout_s;      /* idle or slow connection is closed after this */
+        int64_t max_batch_jobs;            /* jobs in one add_batch request at most */
     } http;
     struct {
         char host[CONFIG_STR_MAX];
@@ -69,6 +70,9 @@ struct config {
     struct {
         enum log_level level;
     } log;
+    struct {
+        int go_delayqueue;                 /* 1: a delivered message's value is the job id */
+    } compat;
 };
 
 /* Fills cfg with every default (the levels of the shipped config included). */

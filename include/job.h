@@ -82,6 +82,10 @@ struct job_record {
     char error[JOB_ERROR_MAX + 1];   /* why it failed; "" when it did not, or does not say */
 };
 
+/* The length of the head of record value v (the part before the tail, which every change of
+ * state rewrites), or 0 when v has none. */
+size_t job_record_head_len(const char *v, size_t len);
+
 /* Appends the value of a new, pending record of job (with its tag) to buf. Returns 0 or -1. */
 int job_record_pack(const struct job *job, msgpack_sbuffer *buf);
 

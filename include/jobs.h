@@ -5,7 +5,9 @@
 #define DQ_JOBS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "api.h"
 #include "config.h"
 
 struct jobs;
@@ -26,6 +28,22 @@ void jobs_free(struct jobs *jobs, int timeout_ms);
 /* Adds a job from a request body. done is called exactly once: before jobs_add returns for a
  * bad request or a Redis failure, or later from the intake thread once Kafka answered. */
 void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
+
+/* Adds the jobs of an add_batch request, each on its own as jobs_add would: done is called
+ * exactly once, 200 with every job's answer in order once all are answered, or at once with
+ * 400/413 when the batch itself cannot be read. */
+void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+                    void *opaque);
+
+/* Moves a pending job to another due time, as a reschedule request asks: its body (len > 0),
+ * else the values of its query string (api_reschedule_query). done is called exactly once: 200
+ * when rescheduled (its messages then deliver it at the new time, not at its old one), 400 for
+ * a bad request, 404 when there is no such job or it was removed, 409 when it is being
+ * delivered, delivered or failed, 503 when Redis or Kafka failed (the job keeps its old due
+ * time). A move to a later time is one Redis write; to an earlier one, a new delay-topic
+ * message too, and done is called from the intake thread once Kafka answered. */
+void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
+                     const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque);
 
 /* Gets or removes the job id (already validated). Return the JSON response (caller frees)
  * and set *status. */

@@ -10,6 +10,7 @@ enum metric_counter {
     M_JOBS_ADDED,           /* adds answered with success (new jobs) */
     M_JOBS_DELIVERED,       /* business messages acknowledged by Kafka */
     M_JOBS_CANCELLED,       /* removes of pending jobs */
+    M_JOBS_RESCHEDULED,     /* pending jobs moved to another due time */
     M_FORWARDS,             /* produce calls to a business topic (counted when sent) */
     M_COLD_DELIVERIES,      /* of those, to a topic whose metadata was not fetched ahead */
     M_MOVES,                /* messages moved down a level */
@@ -49,8 +50,8 @@ enum skip_reason {
     SKIP_REASONS
 };
 
-enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_OTHER,
-                  HTTP_ROUTES };
+enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
+                  R_RESCHEDULE, R_OTHER, HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);

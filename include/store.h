@@ -34,6 +34,8 @@ struct store_claim {
     int stale;              /* the record is another job's with the same id: skip the message */
     int busy;               /* another copy of this job's message is in flight here: skip */
     int foreign;            /* the message is not one of the job's own (its dq-tag differs): skip */
+    int64_t moved_due_ms;   /* > 0: the job was rescheduled to this later due time (epoch ms):
+                             * its message is to move on to it */
     const char *other;      /* the record is being delivered under this claim of another
                              * instance, not taken over; valid only inside store_claim_fn */
     size_t other_len;
@@ -115,6 +117,14 @@ struct store_mark {
  * one marked sooner keeps its expiry (due + retention_ms, from the add). */
 int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
                      int64_t retention_ms, char *err, size_t errlen);
+
+/* Replaces the record of job id with value (a whole record, job_record_pack's), expiring
+ * ttl_ms from now, if its head (job_record_head_len) is still head: *replaced 1, else 0 (it was
+ * claimed, removed or rescheduled since it was read, or is gone). With redis.wait_replicas, a
+ * replacement the replicas did not confirm is -1. */
+int store_replace(struct store *st, const char *id, const char *head, size_t head_len,
+                  const char *value, size_t len, int64_t ttl_ms, int *replaced, char *err,
+                  size_t errlen);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

@@ -10,6 +10,7 @@
 #   stop    SIGTERM, wait up to KAFKA_LOCAL_STOP_TIMEOUT (default 30 s), then SIGKILL.
 #           Returns 0 when not running.
 #   status  prints running/stopped with pid and port; exit 0 when running, 3 when stopped.
+#   classpath  prints the broker's classpath (for Kafka's own tools: java -cp "$(...)" <class>).
 #
 #   --port N   PLAINTEXT port on 127.0.0.1. Default: the port recorded in the dir by an earlier
 #              start, else 9092.
@@ -64,6 +65,12 @@ me="kafka-local"
 DEFAULT_DIR="$REPO_ROOT/run/kafka"
 # shellcheck source-path=SCRIPTDIR source=lib/service.sh
 . "$SCRIPT_DIR/lib/service.sh"
+print_classpath=0
+if [ "${1:-}" = classpath ]; then   # not a service verb: the other verbs' options still parse
+  print_classpath=1
+  shift
+  set -- status "$@"
+fi
 service_parse_args "$@"
 
 if [ -n "$opt_port" ]; then
@@ -353,6 +360,10 @@ cmd_start() {
   info "ready on 127.0.0.1:$PORT after $((SECONDS - start_s))s (pid $pid, Kafka $(version_of "$cp"))"
 }
 
+if ((print_classpath)); then
+  classpath
+  exit 0
+fi
 case "$verb" in
   start) cmd_start ;;
   stop) cmd_stop ;;

@@ -1,6 +1,7 @@
 /* api: the JSON of the HTTP API, wire compatible with go-delayqueue: add and id requests
  * parsed into a job, answers and job data built with jansson. Owns the UTF-8 cleaning of every
  * message text. The contract is in include/api.h. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,25 +234,74 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
     return 0;
 }
 
-int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
-                  struct job *out, int *id_given, struct api_error *e)
+/* One add from its JSON object (out zeroed by the caller). */
+static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t now_ms,
+                            struct job *out, int *id_given, struct api_error *e)
 {
-    json_t *root;
-    int rc = -1;
-
-    memset(out, 0, sizeof(*out));
-    *id_given = 0;
-    if (!(root = load_object(body, len, e)))
-        return -1;
+    if (!json_is_object(root))
+        return api_fail(e, 400, API_BAD_REQUEST, "a job must be a JSON object");
     if (parse_id(json_object_get(root, "id"), out, id_given, e) == 0 &&
         parse_topic(json_object_get(root, "topic"), lim, out, e) == 0 &&
         parse_when(root, lim, now_ms, out, e) == 0 &&
         parse_body(json_object_get(root, "body"), out, e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
         parse_headers(json_object_get(root, "headers"), out, e) == 0)
-        rc = 0;
+        return 0;
+    return -1;
+}
+
+int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
+                  struct job *out, int *id_given, struct api_error *e)
+{
+    json_t *root;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    *id_given = 0;
+    if (!(root = load_object(body, len, e)))
+        return -1;
+    rc = parse_add_object(root, lim, now_ms, out, id_given, e);
     json_decref(root);
     return rc;
+}
+
+int api_parse_batch(const char *body, size_t len, size_t max_jobs, const struct api_limits *lim,
+                    int64_t now_ms, struct api_batch_job **out, size_t *n, struct api_error *e)
+{
+    json_t *root, *arr;
+    int rc = -1;
+
+    *out = NULL;
+    *n = 0;
+    if (!(root = load_object(body, len, e)))
+        return -1;
+    arr = json_object_get(root, "jobs");
+    if (!json_is_array(arr))
+        api_fail(e, 400, API_BAD_REQUEST, "jobs is required and must be an array of jobs");
+    else if (json_array_size(arr) == 0)
+        api_fail(e, 400, API_BAD_REQUEST, "jobs must hold at least one job");
+    else if (json_array_size(arr) > max_jobs)
+        api_fail(e, 413, API_TOO_LARGE, "%zu jobs in one batch, over http.max_batch_jobs (%zu)",
+                 json_array_size(arr), max_jobs);
+    else if (!(*out = calloc(json_array_size(arr), sizeof(**out))))
+        api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    else
+        rc = 0;
+    for (size_t i = 0; rc == 0 && i < json_array_size(arr); i++) {
+        struct api_batch_job *b = &(*out)[i];
+        b->ok = parse_add_object(json_array_get(arr, i), lim, now_ms, &b->job, &b->id_given,
+                                 &b->e) == 0;
+        (*n)++;
+    }
+    json_decref(root);
+    return rc;
+}
+
+void api_batch_free(struct api_batch_job *jobs, size_t n)
+{
+    for (size_t i = 0; jobs && i < n; i++)
+        job_release(&jobs[i].job);
+    free(jobs);
 }
 
 int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error *e)
@@ -266,21 +316,88 @@ int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error 
     return 0;
 }
 
+/* The job_id of a request object into out. */
+static int job_id_of(json_t *root, char out[JOB_ID_MAX + 1], struct api_error *e)
+{
+    json_t *v = json_object_get(root, "job_id");
+
+    if (v && !json_is_string(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "job_id must be a string");
+    if (v && strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "job_id: holds a NUL byte");
+    return api_check_job_id(v ? json_string_value(v) : NULL, out, e);
+}
+
 int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], struct api_error *e)
 {
-    json_t *root = load_object(body, len, e), *v;
+    json_t *root = load_object(body, len, e);
     int rc;
 
     if (!root)
         return -1;
-    v = json_object_get(root, "job_id");
-    if (v && !json_is_string(v))
-        rc = api_fail(e, 400, API_BAD_REQUEST, "job_id must be a string");
-    else if (v && strlen(json_string_value(v)) != json_string_length(v))
-        rc = api_fail(e, 400, API_BAD_REQUEST, "job_id: holds a NUL byte");
-    else
-        rc = api_check_job_id(v ? json_string_value(v) : NULL, out, e);
+    rc = job_id_of(root, out, e);
     json_decref(root);
+    return rc;
+}
+
+/* The id and the new due time of a reschedule request object. */
+static int reschedule_of(json_t *root, const struct api_limits *lim, int64_t now_ms,
+                         char id[JOB_ID_MAX + 1], int64_t *due_ms, struct api_error *e)
+{
+    struct job when = { .id = "" };
+
+    if (job_id_of(root, id, e) < 0 || parse_when(root, lim, now_ms, &when, e) < 0)
+        return -1;
+    *due_ms = when.due_ms;
+    return 0;
+}
+
+int api_parse_reschedule(const char *body, size_t len, const struct api_limits *lim,
+                         int64_t now_ms, char id[JOB_ID_MAX + 1], int64_t *due_ms,
+                         struct api_error *e)
+{
+    json_t *root = load_object(body, len, e);
+    int rc;
+
+    if (!root)
+        return -1;
+    rc = reschedule_of(root, lim, now_ms, id, due_ms, e);
+    json_decref(root);
+    return rc;
+}
+
+/* A query string value as JSON: an integer when it is one in full, else true, which parse_when
+ * refuses by name. */
+static json_t *query_value(const char *v)
+{
+    char *end;
+    long long n;
+
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    return v[0] && !*end && errno == 0 ? json_integer(n) : json_true();
+}
+
+int api_reschedule_query(const char *const query[API_RESCHEDULE_ARGS],
+                         const struct api_limits *lim, int64_t now_ms, char id[JOB_ID_MAX + 1],
+                         int64_t *due_ms, struct api_error *e)
+{
+    static const char *const names[API_RESCHEDULE_ARGS] = { "job_id", "delay", "delay_ms",
+                                                            "deliver_at_ms" };
+    struct job when = { .id = "" };
+    json_t *root;
+    int rc;
+
+    if (api_check_job_id(query[0], id, e) < 0)
+        return -1;
+    if (!(root = json_object()))
+        return api_fail(e, 500, API_BAD_REQUEST, "out of memory");
+    for (int i = 1; i < API_RESCHEDULE_ARGS; i++)
+        if (query[i])
+            json_object_set_new(root, names[i], query_value(query[i]));
+    rc = parse_when(root, lim, now_ms, &when, e);
+    json_decref(root);
+    *due_ms = when.due_ms;
     return rc;
 }
 
@@ -304,6 +421,12 @@ char *api_response(int code, const char *message, void *data)
 void *api_job_id_data(const char *id)
 {
     return json_pack("{s:s}", "job_id", id);
+}
+
+void *api_rescheduled_data(const char *id, int64_t due_ms)
+{
+    return json_pack("{s:s, s:I, s:I}", "job_id", id, "exec_time", (json_int_t)(due_ms / 1000),
+                     "exec_time_ms", (json_int_t)due_ms);
 }
 
 /* A JSON string of text that may hold anything (a record's bytes): invalid UTF-8 becomes '?'. */
@@ -341,4 +464,25 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
     json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
     json_object_set_new(d, "error", error && error[0] ? text_value(error) : json_null());
     return d;
+}
+
+void *api_batch_data(const struct api_job_answer *answers, size_t n)
+{
+    json_t *list = json_array();
+    size_t added = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct api_job_answer *a = &answers[i];
+        char *msg = strdup(a->message);
+        if (msg)
+            utf8_sanitize(msg);
+        json_array_append_new(list, json_pack("{s:i, s:i, s:s, s:o}", "status", a->status,
+                                              "code", a->code, "message", msg ? msg : "out of memory",
+                                              "job_id", a->job_id[0] ? json_string(a->job_id)
+                                                                     : json_null()));
+        free(msg);
+        added += a->code == API_OK;
+    }
+    return json_pack("{s:I, s:I, s:o}", "added", (json_int_t)added, "failed",
+                     (json_int_t)(n - added), "jobs", list);
 }

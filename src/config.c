@@ -16,7 +16,7 @@
  * queue for reminders and expiries (SQS allows 15 minutes, RabbitMQ's plugin about 49 days). */
 #define DEFAULT_MAX_DELAY_S (30LL * 86400)
 
-enum kind { K_STR, K_INT, K_CUSTOM };
+enum kind { K_STR, K_INT, K_BOOL, K_CUSTOM };
 
 struct key;
 typedef int (*custom_fn)(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
@@ -45,6 +45,7 @@ static int set_cluster(const struct key *, config_setting_t *, struct config *, 
 #define STR1(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                             sizeof(((struct config *)0)->field), 1, 0, NULL }
 #define INT(g, n, field, lo, hi) { #g, #n, K_INT, offsetof(struct config, field), 0, lo, hi, NULL }
+#define BOOL(g, n, field) { #g, #n, K_BOOL, offsetof(struct config, field), 0, 0, 0, NULL }
 #define FN(g, n, f) { #g, #n, K_CUSTOM, 0, 0, 0, 0, f }
 
 static const struct key keys[] = {
@@ -54,6 +55,7 @@ static const struct key keys[] = {
     INT(http, threads, http.threads, 1, 64),
     INT(http, max_connections, http.max_connections, 1, 100000),
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
+    INT(http, max_batch_jobs, http.max_batch_jobs, 1, 100000),
     STR1(redis, host, redis.host),
     INT(redis, port, redis.port, 1, 65535),
     FN(redis, sentinels, set_sentinels),
@@ -83,6 +85,7 @@ static const struct key keys[] = {
     INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
     INT(job, refused_retry_s, job.refused_retry_s, 0, 7LL * 86400),
     FN(log, level, set_log_level),
+    BOOL(compat, go_delayqueue, compat.go_delayqueue),
 };
 
 static const char *const default_levels[] = {
@@ -99,6 +102,7 @@ void config_defaults(struct config *cfg)
     cfg->http.threads = 2;
     cfg->http.max_connections = 1024;
     cfg->http.connection_timeout_s = 30;
+    cfg->http.max_batch_jobs = 1000;
     snprintf(cfg->redis.host, sizeof(cfg->redis.host), "127.0.0.1");
     cfg->redis.port = 6379;
     snprintf(cfg->redis.prefix, sizeof(cfg->redis.prefix), "dq:");
@@ -357,6 +361,13 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
         }
         *(int64_t *)(void *)base = v;
         return 0;
+    case K_BOOL:
+        if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
+            snprintf(why, whylen, "must be true or false");
+            return -1;
+        }
+        *(int *)(void *)base = config_setting_get_bool(s);
+        return 0;
     case K_CUSTOM:
         return k->fn(k, s, cfg, why, whylen);
     }
@@ -372,7 +383,7 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
         config_setting_t *grp = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(grp);
         if (!find_key(gname, NULL) || !config_setting_is_group(grp)) {
-            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log)",
+            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, compat)",
                      src, config_setting_source_line(grp), gname);
             return -1;
         }

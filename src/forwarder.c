@@ -340,14 +340,14 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
 {
     const struct levels *lv = &fw->cfg->delay.levels;
     int level = levels_route(lv, m->due_ms - now);
-    rd_kafka_headers_t *hdrs = copy_headers(m, 0, HDR_HOPS);
-    int i, rc;
+    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+    int rc;
 
-    /* dq-due-ms is kept, or added when the due time came from the level. */
-    for (i = 0; i < (int)m->nhdrs && strcmp(m->hdrs[i].name, HDR_DUE) != 0; i++)
-        ;
-    if (i == (int)m->nhdrs)
-        headers_add_int(hdrs, HDR_DUE, m->due_ms);
+    /* dq-due-ms is the due time: the message's own, the one its level gave it, or the one its
+     * job was rescheduled to. */
+    rd_kafka_header_remove(hdrs, HDR_DUE);
+    rd_kafka_header_remove(hdrs, HDR_HOPS);
+    headers_add_int(hdrs, HDR_DUE, m->due_ms);
     headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);
     log_debug("move topic=%s offset=%lld to=%s due=%lld", topic_of(fw, m), (long long)m->offset,
               lv->topic[level], (long long)m->due_ms);
@@ -400,7 +400,11 @@ static void deliver_job(struct forwarder *fw, struct held *m, const struct job *
     m->stage = ST_SEND_JOB;
     m->due_ms = job->due_ms;   /* for the lateness of the delivery */
     m->sent_ms = now;
-    rc = produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
+    /* go-delayqueue's consumers take the job id from the message and get the job by it. */
+    if (fw->cfg->compat.go_delayqueue)
+        rc = produce(fw, m, job->topic, key, strlen(key), job->id, strlen(job->id), hdrs, now);
+    else
+        rc = produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
     if (rc < 0)
         retry(fw, m);
     else if (rc == 0)
@@ -465,6 +469,18 @@ static void skip(struct forwarder *fw, struct held *m, const char *id, enum skip
     done(fw, m);
 }
 
+/* The job of m was rescheduled to the later due_ms: its message goes on to that time, down the
+ * levels or, with less than the smallest level left, waiting here; then it claims the record
+ * with that due time. */
+static void move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_t now)
+{
+    m->due_ms = due_ms;
+    if (due_ms - now >= fw->cfg->delay.levels.ms[0])
+        move_down(fw, m, now);
+    else
+        hold_back(fw, m, due_ms);
+}
+
 /* What a claimed record says to do with its message. */
 static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -487,6 +503,10 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         } else {
             skip(fw, m, id, SKIP_ELSEWHERE);
         }
+        return;
+    }
+    if (c->moved_due_ms > 0) {
+        move_on(fw, m, c->moved_due_ms, now);
         return;
     }
     if (!c->found || !c->claimed) {
@@ -617,8 +637,8 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
     id_of(m, a->id);
     tag_of(m, a->tag);
     a->due[0] = '\0';
-    if (m->env.has_due)
-        snprintf(a->due, sizeof(a->due), "%lld", (long long)m->env.due_ms);
+    if (m->env.has_due)   /* its dq-due-ms, or the due time it moved on to (move_on) */
+        snprintf(a->due, sizeof(a->due), "%lld", (long long)m->due_ms);
     claim_token(fw, m, a->token);
     fw->sc.ids[i] = a->id;
     fw->sc.args[4 * i] = a->due;

@@ -62,6 +62,7 @@ struct request {
     struct http *http;
     struct server *srv;     /* whose thread serves the connection */
     struct MHD_Connection *conn;
+    int path;               /* index in routes, or -1 */
     enum http_route route;
     int64_t start_us;       /* monotonic, for the latency metric */
     int status;             /* of the answer queued */
@@ -103,22 +104,33 @@ static enum MHD_Result send_error(struct request *req, int status, int code, con
     return send_json(req, status, api_response(code, msg, NULL));
 }
 
-static const struct { const char *path; enum http_route route; } routes[] = {
-    { API_PREFIX "add", R_ADD },
-    { API_PREFIX "get", R_GET },
-    { API_PREFIX "remove", R_REMOVE },
-    { "/delay-queue/api/claims", R_CLAIMS },
-    { "/healthz", R_HEALTH },
-    { "/readyz", R_READY },
-    { "/metrics", R_METRICS },
+enum { M_GET = 1, M_POST = 2 };
+
+/* Every path, the methods it takes, and what a wrong one is told. */
+static const struct {
+    const char *path;
+    enum http_route route;
+    int methods;
+    const char *wrong;
+} routes[] = {
+    { API_PREFIX "add", R_ADD, M_POST, "add takes POST" },
+    { API_PREFIX "add_batch", R_ADD_BATCH, M_POST, "add_batch takes POST" },
+    { API_PREFIX "get", R_GET, M_GET | M_POST, "get takes GET or POST" },
+    { API_PREFIX "remove", R_REMOVE, M_GET | M_POST, "remove takes GET or POST" },
+    { API_PREFIX "reschedule", R_RESCHEDULE, M_GET | M_POST, "reschedule takes GET or POST" },
+    { "/delay-queue/api/claims", R_CLAIMS, M_GET, "this path takes GET" },
+    { "/healthz", R_HEALTH, M_GET, "this path takes GET" },
+    { "/readyz", R_READY, M_GET, "this path takes GET" },
+    { "/metrics", R_METRICS, M_GET, "this path takes GET" },
 };
 
-static enum http_route match(const char *url)
+/* The index of url in routes, or -1. */
+static int match(const char *url)
 {
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
         if (strcmp(url, routes[i].path) == 0)
-            return routes[i].route;
-    return R_OTHER;
+            return (int)i;
+    return -1;
 }
 
 /* Compares in time independent of where the first difference is. */
@@ -194,12 +206,9 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
-    if (req->route == R_ADD ? !is_post : req->route == R_GET || req->route == R_REMOVE
-                                             ? !(is_get || is_post) : !is_get) {
-        *ret = send_error(req, 405, API_BAD_REQUEST,
-                          req->route == R_ADD ? "add takes POST"
-                          : req->route == R_GET || req->route == R_REMOVE ? "get and remove take GET or POST"
-                                                                         : "this path takes GET");
+    if (!((is_get && (routes[req->path].methods & M_GET)) ||
+          (is_post && (routes[req->path].methods & M_POST)))) {
+        *ret = send_error(req, 405, API_BAD_REQUEST, routes[req->path].wrong);
         return -1;
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -281,6 +290,51 @@ static void add_uncount(struct request *req)
     }
 }
 
+/* A query string value of req into *v (NULL when absent). -1 when it holds a NUL byte, which a
+ * C string would cut short ("abc%00x" would name job abc). */
+static int query_value(struct MHD_Connection *conn, const char *key, const char **v)
+{
+    size_t len = 0;
+
+    *v = NULL;
+    if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, key, strlen(key), v, &len) !=
+        MHD_YES)
+        *v = NULL;
+    return *v && strlen(*v) != len ? -1 : 0;
+}
+
+/* A reschedule: from the body when it has one, else from the query string. */
+static void start_reschedule(struct request *req)
+{
+    static const char *const keys[API_RESCHEDULE_ARGS] = { "job_id", "delay", "delay_ms",
+                                                           "deliver_at_ms" };
+    const char *query[API_RESCHEDULE_ARGS] = { NULL };
+    char msg[64];
+
+    for (int i = 0; i < API_RESCHEDULE_ARGS && req->len == 0; i++) {
+        if (query_value(req->conn, keys[i], &query[i]) < 0) {
+            snprintf(msg, sizeof(msg), "%s: holds a NUL byte", keys[i]);
+            add_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
+            return;
+        }
+    }
+    jobs_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, add_done, req);
+}
+
+/* Hands the request to the intake, which answers it through add_done. */
+static void start(struct request *req)
+{
+    const char *body = req->body ? req->body : "";
+
+    if (req->route == R_ADD_BATCH)
+        jobs_add_batch(req->http->jobs, body, req->len, add_done, req);
+    else if (req->route == R_RESCHEDULE)
+        start_reschedule(req);
+    else
+        jobs_add(req->http->jobs, body, req->len, add_done, req);
+}
+
+/* An add, add_batch or reschedule: answered at once, or suspended until add_done. */
 static enum MHD_Result serve_add(struct request *req)
 {
     struct http *http = req->http;
@@ -294,7 +348,7 @@ static enum MHD_Result serve_add(struct request *req)
             add_uncount(req);
             return send_error(req, 503, API_UNAVAILABLE, "shutting down");
         }
-        jobs_add(http->jobs, req->body ? req->body : "", req->len, add_done, req);
+        start(req);
     }
     pthread_mutex_lock(&req->mu);
     if (req->state == ADD_DONE) {
@@ -314,12 +368,9 @@ static enum MHD_Result serve_add(struct request *req)
  * C string would cut short: "abc%00x" named job abc. Returns 0, or -1 with e set. */
 static int query_job_id(struct MHD_Connection *conn, char id[JOB_ID_MAX + 1], struct api_error *e)
 {
-    static const char key[] = "job_id";
-    const char *v = NULL;
-    size_t len = 0;
+    const char *v;
 
-    if (MHD_lookup_connection_value_n(conn, MHD_GET_ARGUMENT_KIND, key, sizeof(key) - 1, &v,
-                                      &len) == MHD_YES && v && strlen(v) != len)
+    if (query_value(conn, "job_id", &v) < 0)
         return api_fail(e, 400, API_BAD_REQUEST, "job_id: holds a NUL byte");
     return api_check_job_id(v, id, e);
 }
@@ -358,10 +409,13 @@ static enum MHD_Result serve(struct request *req)
         return send_error(req, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
     switch (req->route) {
     case R_ADD:
+    case R_ADD_BATCH:
         return serve_add(req);
     case R_GET:
     case R_REMOVE:
         return serve_id(req);
+    case R_RESCHEDULE:
+        return serve_add(req);
     case R_HEALTH:
         return send_json(req, 200, api_response(API_OK, "ok", NULL));
     case R_READY:
@@ -394,7 +448,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->srv = cls;
         req->http = req->srv->http;
         req->conn = conn;
-        req->route = match(url);
+        req->path = match(url);
+        req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
         req->start_us = clock_mono_us();
         pthread_mutex_init(&req->mu, NULL);
         *con_cls = req;

@@ -380,6 +380,16 @@ static int msgpack_bounded(const unsigned char *p, size_t len, size_t *used)
     return 0;
 }
 
+size_t job_record_head_len(const char *v, size_t len)
+{
+    struct job job = { .id = "" };
+    struct job_record rec;
+    char err[8];
+    const char *tail = read_head(v, len, &job, &rec, err, sizeof(err));
+
+    return tail ? (size_t)(tail - v) : 0;
+}
+
 int job_record_read(const char *id, const char *v, size_t len, struct job *out,
                     struct job_record *rec, char *err, size_t errlen)
 {

@@ -33,6 +33,9 @@
 #define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
 #define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
 #define TRIAL_INTERVAL_MS 1000  /* while Kafka is unreachable, one add this often tries it */
+/* A reschedule reads the record again when it changed between its read and its write. Each
+ * change is a claim, a remove or another reschedule: after a few, it is final or contended. */
+#define RESCHEDULE_TRIES 8
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -43,8 +46,11 @@ struct pending_add {
     int answered;               /* the status it was answered with at its deadline, else 0: the
                                  * report then only frees it */
     int64_t sent_ms;            /* monotonic: when its message went to librdkafka */
-    jobs_done_fn done;
+    jobs_done_fn done;          /* a single add's; NULL for a job of a batch */
     void *opaque;
+    struct batch *batch;        /* the batch it is a job of, or NULL */
+    struct moved *moved;        /* a reschedule's message, not an add's; else NULL */
+    size_t slot;                /* its index in the batch */
     struct pending_add *next;   /* in the intake queue */
     struct pending_add *fprev, *fnext;   /* in the list of adds awaiting Kafka, oldest first */
 };
@@ -105,12 +111,123 @@ static void answer(jobs_done_fn done, void *opaque, int status, int code, const 
     done(opaque, status, api_response(code, msg, data));
 }
 
-/* Answers an add and frees it. */
-static void finish_add(struct pending_add *pa, int status, int code, const char *msg, void *data)
+/* An add_batch request until every job of it is answered: then it answers the request. */
+struct batch {
+    pthread_mutex_t mu;
+    size_t n;
+    size_t left;                        /* jobs not answered yet, plus one while being queued */
+    struct api_job_answer *answers;     /* n */
+    jobs_done_fn done;
+    void *opaque;
+};
+
+/* A reschedule to an earlier time: its record was replaced, and its new message is on its way;
+ * should that fail, the old record is put back. */
+struct moved {
+    char *old;                  /* the record before, owned */
+    size_t old_len;
+    int64_t old_due_ms;         /* epoch ms */
+    char *head;                 /* the head of the record written, owned */
+    size_t head_len;
+};
+
+static void moved_free(struct moved *mv)
 {
-    answer(pa->done, pa->opaque, status, code, msg, data);
+    if (mv) {
+        free(mv->old);
+        free(mv->head);
+        free(mv);
+    }
+}
+
+/* Notes the answer of one job of b (job id "" or NULL when none is known); the last one
+ * answers the request and frees b. */
+static void batch_note(struct batch *b, size_t slot, int status, int code, const char *msg,
+                       const char *id)
+{
+    struct api_job_answer *a = &b->answers[slot];
+    size_t left;
+
+    if (msg) {
+        a->status = status;
+        a->code = code;
+        snprintf(a->message, sizeof(a->message), "%s", msg);
+        snprintf(a->job_id, sizeof(a->job_id), "%s", id ? id : "");
+    }
+    pthread_mutex_lock(&b->mu);
+    left = --b->left;
+    pthread_mutex_unlock(&b->mu);
+    if (left > 0)
+        return;
+    answer(b->done, b->opaque, 200, API_OK, "ok", api_batch_data(b->answers, b->n));
+    pthread_mutex_destroy(&b->mu);
+    free(b->answers);
+    free(b);
+}
+
+/* Answers an add (a single one, or a job of a batch); on success with its job id. */
+static void reply(struct pending_add *pa, int status, int code, const char *msg)
+{
+    if (pa->batch)
+        batch_note(pa->batch, pa->slot, status, code, msg, pa->job.id);
+    else
+        answer(pa->done, pa->opaque, status, code, msg,
+               code != API_OK ? NULL
+               : pa->moved ? api_rescheduled_data(pa->job.id, pa->job.due_ms)
+                           : api_job_id_data(pa->job.id));
+}
+
+static void free_add(struct pending_add *pa)
+{
     job_release(&pa->job);
+    moved_free(pa->moved);
     free(pa);
+}
+
+/* Answers an add and frees it. */
+static void finish_add(struct pending_add *pa, int status, int code, const char *msg)
+{
+    reply(pa, status, code, msg);
+    free_add(pa);
+}
+
+/* A reschedule's new message did not reach Kafka (why): puts the old record back through st,
+ * so that the job keeps its old due time, and answers. A record changed meanwhile (claimed: its
+ * due time came, no earlier than the new one; removed; rescheduled again) shows that the
+ * reschedule held. Returns the status answered; pa stays allocated. */
+static int moved_failed(struct jobs *jobs, struct store *st, struct pending_add *pa, const char *why)
+{
+    const struct moved *mv = pa->moved;
+    int64_t ttl = mv->old_due_ms - clock_now_ms() + jobs->cfg->job.retention_s * 1000;
+    char err[256], msg[768];
+    int replaced = 0;
+
+    if (store_replace(st, pa->job.id, mv->head, mv->head_len, mv->old, mv->old_len, ttl, &replaced,
+                      err, sizeof(err)) < 0) {
+        log_error("job=%s: reschedule failed (%s) and its record could not be put back: %s",
+                  pa->job.id, why, err);
+        snprintf(msg, sizeof(msg), "reschedule failed: %s; its record could not be put back (%s): "
+                 "the job is delivered at its old due time at the latest", why, err);
+    } else if (!replaced) {
+        metrics_inc(M_JOBS_RESCHEDULED);
+        reply(pa, 200, API_OK, "ok");
+        return 200;
+    } else {
+        snprintf(msg, sizeof(msg), "reschedule failed: %s; the job keeps its due time", why);
+    }
+    reply(pa, 503, API_RESCHEDULE_FAILED, msg);
+    return 503;
+}
+
+/* Answers an add or reschedule that never reached Kafka (status, code, msg) and frees it. */
+static void refuse(struct jobs *jobs, struct store *st, struct pending_add *pa, int status,
+                   int code, const char *msg)
+{
+    if (pa->moved)
+        moved_failed(jobs, st, pa, msg);
+    else
+        reply(pa, status, code, msg);
+    free_add(pa);
 }
 
 /* Deletes the record of an add whose Kafka message failed: no message, no delivery, but a
@@ -163,6 +280,12 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
     char err[256], msg[640];
     int kept = 0;
 
+    if (pa->moved) {
+        snprintf(msg, sizeof(msg), "kafka did not acknowledge its message within "
+                 "kafka.produce_timeout_ms (%lld ms)", (long long)jobs->cfg->kafka.produce_timeout_ms);
+        pa->answered = moved_failed(jobs, jobs->st, pa, msg);
+        return;
+    }
     if (!pa->resent && store_drop_pending(jobs->st, pa->job.id, &left, err, sizeof(err)) < 0) {
         log_error("job=%s could not be undone (its message, should Kafka take it late, delivers "
                   "it): %s", pa->job.id, err);
@@ -171,7 +294,7 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
     if (left == JOB_DELIVERING || left == JOB_DELIVERED || left == JOB_FAILED) {
         pa->answered = 200;
         metrics_inc(M_JOBS_ADDED);
-        answer(pa->done, pa->opaque, 200, API_OK, "ok", api_job_id_data(pa->job.id));
+        reply(pa, 200, API_OK, "ok");
         return;
     }
     pa->answered = 503;
@@ -181,7 +304,7 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
              (long long)jobs->cfg->kafka.produce_timeout_ms,
              pa->resent ? "" : kept ? "; its record could not be deleted (" : "; nothing was kept",
              kept ? err : "", kept ? "): it may still be delivered; add it again with the same id" : "");
-    answer(pa->done, pa->opaque, 503, API_ADD_FAILED, msg, NULL);
+    reply(pa, 503, API_ADD_FAILED, msg);
 }
 
 /* An add waited its whole deadline (or librdkafka gave up on it) with no add acknowledged since
@@ -235,28 +358,39 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
     }
     if (pa->answered) {
         if (!m->err && pa->answered != 200)
-            log_info("job=%s: Kafka acknowledged its message after the add was answered %d; the "
-                     "message finds no record and delivers nothing", pa->job.id, pa->answered);
-        job_release(&pa->job);
-        free(pa);
+            log_info("job=%s: Kafka acknowledged its message after the %s was answered %d; the "
+                     "message %s", pa->job.id, pa->moved ? "reschedule" : "add", pa->answered,
+                     pa->moved ? "moves on to the job's due time" : "finds no record and delivers nothing");
+        free_add(pa);
         return;
     }
     flight_remove(jobs, pa);
     if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         note_unacknowledged(jobs, pa, clock_mono_ms());
+    if (m->err && pa->moved) {
+        metrics_inc(M_KAFKA_ERRORS);
+        snprintf(msg, sizeof(msg), "kafka: %s", rd_kafka_err2str(m->err));
+        refuse(jobs, jobs->st, pa, 503, API_RESCHEDULE_FAILED, msg);
+        return;
+    }
+    if (pa->moved) {
+        log_info("rescheduled job=%s due=%lld", pa->job.id, (long long)pa->job.due_ms);
+        metrics_inc(M_JOBS_RESCHEDULED);
+        finish_add(pa, 200, API_OK, "ok");
+        return;
+    }
     if (m->err) {
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
         if (!pa->resent)
             undo(jobs, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: kafka: %s", rd_kafka_err2str(m->err));
-        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+        finish_add(pa, 503, API_ADD_FAILED, msg);
         return;
     }
     log_debug("added job=%s partition=%d offset=%lld", pa->job.id, m->partition, (long long)m->offset);
     metrics_inc(M_JOBS_ADDED);
-    finish_add(pa, 200, API_OK, pa->resent ? "ok (the same job was already added)" : "ok",
-               api_job_id_data(pa->job.id));
+    finish_add(pa, 200, API_OK, pa->resent ? "ok (the same job was already added)" : "ok");
 }
 
 /* Produces the delay-topic message that references a stored job. 0, or -1 with err set.
@@ -309,7 +443,7 @@ static void resend(struct jobs *jobs, struct pending_add *pa, const struct store
     if (produce_ref(jobs, pa, err, sizeof(err)) == 0)
         return;
     snprintf(msg, sizeof(msg), "add failed: %s", err);   /* the record stays: a retry sends again */
-    finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+    finish_add(pa, 503, API_ADD_FAILED, msg);
 }
 
 /* What the record said: answer at once, or go on to Kafka. */
@@ -320,26 +454,26 @@ static void after_record(struct jobs *jobs, struct pending_add *pa, const struct
     if (!a->ok) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "add failed: %s", a->err);
-        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+        finish_add(pa, 503, API_ADD_FAILED, msg);
     } else if (a->res == STORE_DUPLICATE && a->state == JOB_PENDING && a->due_ms >= 0) {
         resend(jobs, pa, a);
     } else if (a->res == STORE_DUPLICATE) {
-        finish_add(pa, 200, API_OK, "ok (the same job was already added)", api_job_id_data(pa->job.id));
+        finish_add(pa, 200, API_OK, "ok (the same job was already added)");
     } else if (a->res == STORE_ADD_NOT_A_RECORD) {
         snprintf(msg, sizeof(msg), "job id %s is taken by a Redis value that is not a job record",
                  pa->job.id);
-        finish_add(pa, 409, API_CONFLICT, msg, NULL);
+        finish_add(pa, 409, API_CONFLICT, msg);
     } else if (a->res == STORE_CONFLICT) {
         snprintf(msg, sizeof(msg), "job id %s is already used by another job (state %s)", pa->job.id,
                  job_state_name(a->state));
-        finish_add(pa, 409, API_CONFLICT, msg, NULL);
+        finish_add(pa, 409, API_CONFLICT, msg);
     } else {
         if (produce_ref(jobs, pa, err, sizeof(err)) == 0)
             return;
         log_warn("add failed job=%s %s", pa->job.id, err);
         undo(jobs, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: %s", err);
-        finish_add(pa, 503, API_ADD_FAILED, msg, NULL);
+        finish_add(pa, 503, API_ADD_FAILED, msg);
     }
 }
 
@@ -359,16 +493,23 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         struct pending_add *a = *list;
         *list = a->next;
         if (a->queued_ms < oldest) {
-            snprintf(msg, sizeof(msg), "add failed: not handed to Redis within "
-                     "kafka.produce_timeout_ms (%lld ms); nothing was written",
-                     (long long)jobs->cfg->kafka.produce_timeout_ms);
-            finish_add(a, 503, API_ADD_FAILED, msg, NULL);
+            snprintf(msg, sizeof(msg), "%snot handed to Redis within kafka.produce_timeout_ms "
+                     "(%lld ms)%s", a->moved ? "" : "add failed: ",
+                     (long long)jobs->cfg->kafka.produce_timeout_ms, a->moved ? "" : "; nothing was written");
+            refuse(jobs, jobs->st, a, 503, API_ADD_FAILED, msg);
             continue;
         }
         if (refuse_at_once(jobs, now)) {
-            snprintf(msg, sizeof(msg), "add failed: kafka unreachable: no add acknowledged for "
-                     "%lld ms; nothing was written", (long long)(now - atomic_load(&jobs->unreachable_since)));
-            finish_add(a, 503, API_ADD_FAILED, msg, NULL);
+            snprintf(msg, sizeof(msg), "%skafka unreachable: no add acknowledged for %lld ms%s",
+                     a->moved ? "" : "add failed: ",
+                     (long long)(now - atomic_load(&jobs->unreachable_since)),
+                     a->moved ? "" : "; nothing was written");
+            refuse(jobs, jobs->st, a, 503, API_ADD_FAILED, msg);
+            continue;
+        }
+        if (a->moved) {   /* its record is written: only its message goes to Kafka */
+            if (produce_ref(jobs, a, err, sizeof(err)) < 0)
+                refuse(jobs, jobs->st, a, 503, API_RESCHEDULE_FAILED, err);
             continue;
         }
         pa[n] = a;
@@ -383,7 +524,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         log_warn("%zu adds failed: %s", n, err);
         snprintf(msg, sizeof(msg), "add failed: %s", err);
         for (size_t i = 0; i < n; i++)
-            finish_add(pa[i], 503, API_ADD_FAILED, msg, NULL);
+            finish_add(pa[i], 503, API_ADD_FAILED, msg);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -492,7 +633,7 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
     pthread_join(jobs->thread, NULL);
     for (left = take_queue(jobs); left;) {
         struct pending_add *next = left->next;
-        finish_add(left, 503, API_UNAVAILABLE, "shutting down", NULL);
+        refuse(jobs, jobs->st, left, 503, API_UNAVAILABLE, "shutting down");
         left = next;
     }
     if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -516,28 +657,17 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
     free(jobs);
 }
 
-void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+/* Readies a parsed add for the intake: 0, or -1 when it was answered (too large) and freed. */
+static int prepare(struct jobs *jobs, struct pending_add *pa, int id_given)
 {
-    struct pending_add *pa = calloc(1, sizeof(*pa));
-    struct api_error e;
-    int id_given, first;
+    char msg[256];
 
-    if (!pa) {
-        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
-        return;
-    }
-    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque };
-    if (api_parse_add(body, len, &jobs->limits, clock_now_ms(), &pa->job, &id_given, &e) < 0) {
-        finish_add(pa, e.status, e.code, e.message, NULL);
-        return;
-    }
     if (envelope_delivery_bytes(&pa->job) > jobs->max_message_bytes) {
-        char msg[256];
         snprintf(msg, sizeof(msg), "job too large: its delivered message would be about %zu bytes, "
                  "over kafka message.max.bytes (%zu)", envelope_delivery_bytes(&pa->job),
                  jobs->max_message_bytes);
-        finish_add(pa, 413, API_TOO_LARGE, msg, NULL);
-        return;
+        finish_add(pa, 413, API_TOO_LARGE, msg);
+        return -1;
     }
     if (!id_given)
         job_new_id(pa->job.id);
@@ -545,18 +675,264 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
     if (jobs->warm)
         warm_topic(jobs->warm, pa->job.topic, strlen(pa->job.topic));
     pa->queued_ms = clock_mono_ms();
+    return 0;
+}
+
+/* Hands a list of readied adds (linked by next, ending at *tail) to the intake thread, or
+ * answers them 503 when it is stopping. */
+static void enqueue(struct jobs *jobs, struct pending_add *list, struct pending_add **tail)
+{
+    int first;
+
+    if (!list)
+        return;
     pthread_mutex_lock(&jobs->q_mu);
     if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
+        struct store *st = pool_get(jobs);
         pthread_mutex_unlock(&jobs->q_mu);
-        finish_add(pa, 503, API_UNAVAILABLE, "shutting down", NULL);
+        while (list) {
+            struct pending_add *next = list->next;
+            refuse(jobs, st, list, 503, API_UNAVAILABLE, "shutting down");
+            list = next;
+        }
+        pool_put(jobs, st);
         return;
     }
     first = jobs->q_head == NULL;
-    *jobs->q_tail = pa;
-    jobs->q_tail = &pa->next;
+    *jobs->q_tail = list;
+    jobs->q_tail = tail;
     pthread_mutex_unlock(&jobs->q_mu);
     if (first)
         wake(jobs);
+}
+
+void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+{
+    struct pending_add *pa = calloc(1, sizeof(*pa));
+    struct api_error e;
+    int id_given;
+
+    if (!pa) {
+        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        return;
+    }
+    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque };
+    if (api_parse_add(body, len, &jobs->limits, clock_now_ms(), &pa->job, &id_given, &e) < 0) {
+        finish_add(pa, e.status, e.code, e.message);
+        return;
+    }
+    if (prepare(jobs, pa, id_given) == 0)
+        enqueue(jobs, pa, &pa->next);
+}
+
+/* A batch whose n answers the jobs of parsed fill; NULL when out of memory. */
+static struct batch *batch_new(size_t n, jobs_done_fn done, void *opaque)
+{
+    struct batch *b = calloc(1, sizeof(*b));
+
+    if (!b || !(b->answers = calloc(n, sizeof(*b->answers)))) {
+        free(b);
+        return NULL;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    b->n = n;
+    b->left = n + 1;
+    b->done = done;
+    b->opaque = opaque;
+    return b;
+}
+
+void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+                    void *opaque)
+{
+    struct pending_add *list = NULL, **tail = &list;
+    struct api_batch_job *parsed;
+    struct api_error e;
+    struct batch *b;
+    size_t n;
+
+    if (api_parse_batch(body, len, (size_t)jobs->cfg->http.max_batch_jobs, &jobs->limits,
+                        clock_now_ms(), &parsed, &n, &e) < 0) {
+        api_batch_free(parsed, n);
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+        return;
+    }
+    if (!(b = batch_new(n, done, opaque))) {
+        api_batch_free(parsed, n);
+        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct api_batch_job *p = &parsed[i];
+        struct pending_add *pa = p->ok ? calloc(1, sizeof(*pa)) : NULL;
+        if (!pa) {
+            batch_note(b, i, p->ok ? 503 : p->e.status, p->ok ? API_ADD_FAILED : p->e.code,
+                       p->ok ? "add failed: out of memory" : p->e.message,
+                       p->id_given ? p->job.id : NULL);
+            continue;
+        }
+        *pa = (struct pending_add){ .jobs = jobs, .job = p->job, .batch = b, .slot = i };
+        memset(&p->job, 0, sizeof(p->job));   /* pa owns it now */
+        if (prepare(jobs, pa, p->id_given) == 0) {
+            *tail = pa;
+            tail = &pa->next;
+        }
+    }
+    api_batch_free(parsed, n);
+    enqueue(jobs, list, tail);
+    batch_note(b, 0, 0, 0, NULL, NULL);   /* every job is on its way: the last answer ends it */
+}
+
+/* What a reschedule found and did in Redis. */
+struct reschedule {
+    struct api_error e;         /* the answer, when not replaced */
+    struct job job;             /* replaced: the job, with its new due time and its tag */
+    struct moved *mv;           /* replaced: the record before, and the new one's head */
+};
+
+/* The new record of a pending job moved to due_ms (its tag kept, so that its messages still
+ * claim it; the delay counted from its creation) into buf. 0, or -1 out of memory. */
+static int moved_record(struct job *job, int64_t due_ms, msgpack_sbuffer *buf)
+{
+    int64_t created = job->due_ms - job->delay_ms;
+
+    job->due_ms = due_ms;
+    job->delay_ms = due_ms > created ? due_ms - created : 0;
+    return job_record_pack(job, buf);
+}
+
+/* Whether a record in state rec may be rescheduled: 0, or -1 answered in r. */
+static int reschedulable(const char *id, const struct job_record *rec, struct reschedule *r)
+{
+    if (rec->state == JOB_CANCELLED)
+        return api_fail(&r->e, 404, API_NOT_FOUND, "job %s was removed", id);
+    if (rec->state != JOB_PENDING)
+        return api_fail(&r->e, 409, API_CONFLICT, "job %s is already %s and cannot be "
+                               "rescheduled", id, job_state_name(rec->state));
+    if (!rec->tag[0])
+        return api_fail(&r->e, 409, API_CONFLICT, "job %s was added by an older delayqd and "
+                               "cannot be rescheduled", id);
+    return 0;
+}
+
+/* The undo of a reschedule: the old record (taken) and its due time; the new head is set
+ * once written. NULL when out of memory. */
+static struct moved *moved_new(char *old, size_t old_len, int64_t old_due_ms)
+{
+    struct moved *mv = calloc(1, sizeof(*mv));
+
+    if (mv)
+        *mv = (struct moved){ .old = old, .old_len = old_len, .old_due_ms = old_due_ms };
+    return mv;
+}
+
+/* One try: reads the record of id and, if it is pending, replaces it with one due at due_ms.
+ * 0: replaced (r->job and r->mv set); 1: the record changed between the read and the write
+ * (r->job and r->mv to be released); -1: answered in r. */
+static int reschedule_once(struct jobs *jobs, struct store *st, const char *id, int64_t due_ms,
+                           struct reschedule *r)
+{
+    char err[256], *data = NULL;
+    size_t len = 0, head;
+    msgpack_sbuffer buf;
+    struct job_record rec;
+    int found, replaced = 0, rc = -1;
+    int64_t ttl = due_ms - clock_now_ms() + jobs->cfg->job.retention_s * 1000;
+
+    if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
+        return api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
+    }
+    if (!found)
+        return api_fail(&r->e, 404, API_NOT_FOUND, "no such job");
+    msgpack_sbuffer_init(&buf);
+    if (job_record_read(id, data, len, &r->job, &rec, err, sizeof(err)) < 0 ||
+        !(head = job_record_head_len(data, len))) {
+        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "job %s has an unreadable record: %s", id, err);
+        goto out;
+    }
+    if (reschedulable(id, &rec, r) < 0)
+        goto out;
+    snprintf(r->job.tag, sizeof(r->job.tag), "%s", rec.tag);
+    if (!(r->mv = moved_new(data, len, r->job.due_ms))) {
+        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
+        goto out;
+    }
+    data = NULL;   /* r->mv has it */
+    if (moved_record(&r->job, due_ms, &buf) < 0 ||
+        !(r->mv->head_len = job_record_head_len(buf.data, buf.size)) ||
+        !(r->mv->head = malloc(r->mv->head_len))) {
+        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
+        goto out;
+    }
+    memcpy(r->mv->head, buf.data, r->mv->head_len);
+    if (store_replace(st, id, r->mv->old, head, buf.data, buf.size, ttl, &replaced, err,
+                      sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
+        api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
+        goto out;
+    }
+    rc = replaced ? 0 : 1;
+out:
+    msgpack_sbuffer_destroy(&buf);
+    free(data);
+    return rc;
+}
+
+void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
+                     const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque)
+{
+    struct reschedule r = { 0 };
+    struct pending_add *pa;
+    struct api_error e;
+    struct store *st;
+    char id[JOB_ID_MAX + 1];
+    int64_t now = clock_now_ms(), due_ms;
+    int rc = 1;
+
+    if ((len > 0 ? api_parse_reschedule(body, len, &jobs->limits, now, id, &due_ms, &e)
+                 : api_reschedule_query(query, &jobs->limits, now, id, &due_ms, &e)) < 0) {
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+        return;
+    }
+    st = pool_get(jobs);
+    for (int i = 0; rc == 1 && i < RESCHEDULE_TRIES; i++) {
+        job_release(&r.job);
+        moved_free(r.mv);
+        memset(&r, 0, sizeof(r));
+        rc = reschedule_once(jobs, st, id, due_ms, &r);
+    }
+    pool_put(jobs, st);
+    if (rc == 1)
+        api_fail(&r.e, 503, API_RESCHEDULE_FAILED, "reschedule failed: the job changed "
+                        "%d times while being rescheduled; try again", RESCHEDULE_TRIES);
+    if (rc == 0 && due_ms >= r.mv->old_due_ms) {
+        /* Later: its messages move on to the new due time when they reach the old one. */
+        log_info("rescheduled job=%s due=%lld", id, (long long)due_ms);
+        metrics_inc(M_JOBS_RESCHEDULED);
+        answer(done, opaque, 200, API_OK, "ok", api_rescheduled_data(id, due_ms));
+    } else if (rc == 0) {
+        /* Earlier: a message for the new due time, answered once Kafka has it. */
+        if (!(pa = calloc(1, sizeof(*pa)))) {
+            struct pending_add tmp = { .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
+                                       .opaque = opaque };
+            st = pool_get(jobs);
+            moved_failed(jobs, st, &tmp, "out of memory");
+            pool_put(jobs, st);
+        } else {
+            *pa = (struct pending_add){ .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
+                                        .opaque = opaque, .queued_ms = clock_mono_ms() };
+            now = clock_now_ms();
+            pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
+            pa->job.delay_ms = due_ms > now ? due_ms - now : 0;
+            enqueue(jobs, pa, &pa->next);
+            return;
+        }
+    } else {
+        answer(done, opaque, r.e.status, r.e.code, r.e.message, NULL);
+    }
+    job_release(&r.job);
+    moved_free(r.mv);
 }
 
 char *jobs_get(struct jobs *jobs, const char *id, int *status)

@@ -22,6 +22,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_JOBS_ADDED] = { "delayq_jobs_added_total", "Jobs added over HTTP." },
     [M_JOBS_DELIVERED] = { "delayq_jobs_delivered_total", "Messages delivered to business topics." },
     [M_JOBS_CANCELLED] = { "delayq_jobs_cancelled_total", "Pending jobs removed." },
+    [M_JOBS_RESCHEDULED] = { "delayq_jobs_rescheduled_total", "Pending jobs moved to another due time." },
     [M_FORWARDS] = { "delayq_forwards_total", "Sends to business topics, counted when sent." },
     [M_COLD_DELIVERIES] = { "delayq_deliveries_to_cold_topics_total", "Sends to a business topic whose metadata delayqd had not fetched ahead: each may wait up to a second for it." },
     [M_MOVES] = { "delayq_moves_total", "Messages moved down a level." },
@@ -58,6 +59,7 @@ static const char *const skip_names[SKIP_REASONS] = {
 
 static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
+    [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 

@@ -12,7 +12,7 @@
 
 /* The record scripts, loaded once per connection by rdb and called by their SHA-1, so that
  * their text is not sent again for every job. */
-enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_COUNT };
+enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_REPLACE, S_COUNT };
 
 struct store {
     const struct config *cfg;
@@ -100,10 +100,15 @@ static const char remove_lua[] =
     "end\n"
     "return {2, st}\n";
 
-/* Claim, ARGV: "<instance>:", then per record the message's due ms or "", its dq-tag or "",
+/* Claim, ARGV: "<instance>:", then per record the due ms of the message (its dq-due-ms, or the
+ * due time a reschedule moved it on to) or "", its dq-tag or "",
  * its claim token "<instance>:<message>" (forwarder.c), and the claim of another instance it may
  * take over ("*": whichever it finds), or "". Returns per record: {} when no record, {'other', claim} when the record is
- * being delivered under another instance's claim that it may not take over, {'stale'} when the message is an earlier job's with this id (its due time differs),
+ * being delivered under another instance's claim that it may not take over, {'stale'} when the message's due time is not the record's and the record is not pending under
+ * the message's tag (an earlier job's message with this id, or the job's old message after it
+ * was rescheduled), {'moved', due} when the pending job was rescheduled to the later due time
+ * due (its message is to move on to it; rescheduled to an earlier time, the job is due and
+ * claimed),
  * {'foreign'} when it is not one of the pending job's own messages (its tag is not the one the
  * record holds in its claim field: any producer can write a dq-id, not the tag; a record written
  * before tags holds JOB_CLAIM_ROOM and asks for none), {'busy'} when another message of the job
@@ -119,9 +124,11 @@ static const char claim_lua[] =
     EACH_RECORD("mdue, mtag, token, take, instance")
     "if not v then return {} end\n"
     "if not st then return {'', v} end\n"
-    "if mdue ~= '' and due ~= mdue then return {'stale'} end\n"
-    "if st == 'p' and claim ~= '' and claim ~= '" JOB_CLAIM_ROOM "' and claim ~= mtag then\n"
-    "  return {'foreign'}\n"
+    "local tagged = st == 'p' and claim ~= '' and claim ~= '" JOB_CLAIM_ROOM "'\n"
+    "if tagged and claim ~= mtag then return {'foreign'} end\n"
+    "if mdue ~= '' and due ~= mdue then\n"
+    "  if not tagged then return {'stale'} end\n"
+    "  if tonumber(due) > tonumber(mdue) then return {'moved', due} end\n"
     "end\n"
     "if st == 's' and claim ~= token then\n"
     "  if string.sub(claim, 1, #instance) == instance then return {'busy'} end\n"
@@ -157,7 +164,17 @@ static const char mark_lua[] =
     "return 1\n"
     END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
 
-static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua };
+/* Replace, ARGV: the head the record is to have still, the new value, its ttl ms. Returns 1 when
+ * replaced, 0 when the head is another (claimed, removed or rescheduled meanwhile) or there is
+ * no record. */
+static const char replace_lua[] =
+    "local head = redis.pcall('GETRANGE', KEYS[1], '0', tostring(#ARGV[1] - 1))\n"
+    "if head ~= ARGV[1] then return 0 end\n"
+    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
+    "return 1\n";
+
+static const char *const script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua, mark_lua,
+                                                  replace_lua };
 
 struct store *store_new(const struct config *cfg)
 {
@@ -665,6 +682,31 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
     return rc;
 }
 
+int store_replace(struct store *st, const char *id, const char *head, size_t head_len,
+                  const char *value, size_t len, int64_t ttl_ms, int *replaced, char *err,
+                  size_t errlen)
+{
+    char key[KEY_MAX], ttl[32];
+    const char *argv[4] = { key, head, value, ttl };
+    size_t lens[4];
+    struct rdb_call call = { .script = S_REPLACE, .nkeys = 1, .argc = 4, .argv = argv, .lens = lens };
+    struct rdb_reply *r;
+
+    job_key(st, id, key, sizeof(key));
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 1 ? ttl_ms : 1));
+    lens[0] = strlen(key), lens[1] = head_len, lens[2] = len, lens[3] = strlen(ttl);
+    if (!(r = rdb_call(st->db, &call, RDB_WAIT_END, err, errlen)))
+        return -1;
+    *replaced = rdb_type(r) == RDB_INT && rdb_int(r) == 1;
+    rdb_reply_free(r);
+    if (*replaced && rdb_unconfirmed(st->db)) {
+        snprintf(err, errlen, "%s, so whether the record was changed is not known",
+                 rdb_unconfirmed(st->db));
+        return -1;
+    }
+    return 0;
+}
+
 /* A record's claim from its answer r; data points into r. */
 static void read_claim(const struct rdb_reply *r, struct store_claim *out)
 {
@@ -677,6 +719,10 @@ static void read_claim(const struct rdb_reply *r, struct store_claim *out)
     first = rdb_at(r, 0);
     if (rdb_is(first, "other") && rdb_count(r) == 2 && rdb_type(rdb_at(r, 1)) == RDB_STR) {
         out->other = rdb_str(rdb_at(r, 1), &out->other_len);
+        return;
+    }
+    if (rdb_is(first, "moved") && rdb_count(r) == 2 && rdb_type(rdb_at(r, 1)) == RDB_STR) {
+        out->moved_due_ms = strtoll(rdb_str(rdb_at(r, 1), NULL), NULL, 10);
         return;
     }
     if (rdb_is(first, "stale") || rdb_is(first, "busy") || rdb_is(first, "foreign")) {

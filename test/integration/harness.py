@@ -128,6 +128,12 @@ class Stack:
         m = re.search(r"offset (\d+)", p.stdout)
         return int(m.group(1)) if m else 0
 
+    def topic_config(self, topic, setting):
+        """Sets a topic's config ("name=value") with Kafka's own ConfigCommand (Kafka 3.x)."""
+        cp = run(["bash", os.path.join(ROOT, "scripts", "kafka-local.sh"), "classpath"]).stdout.strip()
+        run(["java", "-cp", cp, "kafka.admin.ConfigCommand", "--bootstrap-server", self.brokers,
+             "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", setting])
+
     def produce(self, topic, value, key=None, headers=None, partition=None):
         """Produces one message with kcat, as any direct producer would."""
         cmd = ["kcat", "-b", self.brokers, "-P", "-t", topic]
@@ -288,7 +294,8 @@ class Delayqd:
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
-         max_connections = {x.get('max_connections', 1024)}; }};
+         max_connections = {x.get('max_connections', 1024)};
+         max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
 redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};
          wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)}; }};
 kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
@@ -300,6 +307,7 @@ delay: {{ topic_format = "{self.topic_format}";
 job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
+compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
 """
         with open(self.conf_path, "w") as f:
             f.write(text)

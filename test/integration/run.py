@@ -14,7 +14,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-MODULES = ["test_config", "test_install", "test_api", "test_readme", "test_http_hardening",
+MODULES = ["test_config", "test_install", "test_api", "test_batch", "test_reschedule", "test_readme", "test_http_hardening",
            "test_delivery", "test_faults", "test_instances", "test_redis_ha",
            "test_redis_cluster"]
 

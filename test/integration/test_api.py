@@ -4,8 +4,9 @@ bad request answered with a clear code while the process keeps serving."""
 import json
 import re
 import time
+import uuid
 
-from harness import Delayqd, now_ms, record, run
+from harness import Delayqd, Reader, now_ms, record, run
 
 ADD = "/delay-queue/api/jobs/add"
 GET = "/delay-queue/api/jobs/get"
@@ -152,3 +153,17 @@ def test_repeated_id_same_content_is_idempotent_other_content_conflicts(stack):
     assert d.add_ok(id="pay-1", topic="payments", delay=60, body="charge") == "pay-1"
     st, doc = d.add(id="pay-1", topic="payments", delay=60, body="other")
     assert st == 409 and doc["code"] == 409 and "already used" in doc["message"], doc
+
+
+def test_go_delayqueue_compat_delivers_the_job_id(stack):
+    """compat.go_delayqueue: consumers written for go-delayqueue get the job id as the message
+    and read the job with get, which still answers after the delivery."""
+    d = Delayqd(stack, extra={"go_delayqueue": True}).start()
+    topic = "compat-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    job_id = d.add_ok(topic=topic, delay=1, body="close order 9", headers={"trace": "t9"})
+    m = reader.wait_ids([job_id], 30)[job_id][0]
+    assert m["payload"] == job_id and m["key"] == job_id, m
+    assert m["headers"]["dq-id"] == job_id and m["headers"]["trace"] == "t9", m
+    job = d.get(m["payload"])
+    assert job["body"] == "close order 9" and job["state"] == "delivered", job

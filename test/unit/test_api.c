@@ -644,8 +644,57 @@ static void job_data_in_response(void)
     json_decref(r);
 }
 
+/* Jobs of a batch are parsed each on their own, in order; the batch itself may be refused. */
+static void batch_parse(void)
+{
+    static const char ok[] = "{\"jobs\": [{\"topic\": \"a\", \"delay\": 1}, {\"delay\": 1},"
+                             " 7, {\"id\": \"x\", \"topic\": \"b\", \"delay\": -1}]}";
+    struct api_batch_job *b;
+    struct api_error e;
+    size_t n;
+
+    CHECK(api_parse_batch(ok, strlen(ok), 4, limits(), NOW, &b, &n, &e) == 0);
+    CHECK_EQ_INT(n, 4);
+    CHECK(b[0].ok && !b[0].id_given && strcmp(b[0].job.topic, "a") == 0);
+    CHECK(!b[1].ok && b[1].e.status == 400 && strstr(b[1].e.message, "topic"));
+    CHECK(!b[2].ok && strstr(b[2].e.message, "object"));
+    CHECK(!b[3].ok && b[3].id_given && b[3].e.code == API_BAD_DELAY && strcmp(b[3].job.id, "x") == 0);
+    api_batch_free(b, n);
+    CHECK(api_parse_batch(ok, strlen(ok), 3, limits(), NOW, &b, &n, &e) < 0);
+    CHECK(e.status == 413 && strstr(e.message, "max_batch_jobs"));
+    api_batch_free(b, n);
+    CHECK(api_parse_batch("{\"jobs\": []}", 12, 3, limits(), NOW, &b, &n, &e) < 0 && e.status == 400);
+    api_batch_free(b, n);
+    CHECK(api_parse_batch("[1]", 3, 3, limits(), NOW, &b, &n, &e) < 0 && e.status == 400);
+    api_batch_free(b, n);
+}
+
+/* A reschedule names its job and one new time, from a body or from a query string. */
+static void reschedule_parse(void)
+{
+    static const char body[] = "{\"job_id\": \"j1\", \"delay_ms\": 1500}";
+    const char *query[API_RESCHEDULE_ARGS] = { "j2", NULL, NULL, "1700000009000" };
+    const char *bad[API_RESCHEDULE_ARGS] = { "j2", "5s", NULL, NULL };
+    const char *two[API_RESCHEDULE_ARGS] = { "j2", "5", "5000", NULL };
+    char id[JOB_ID_MAX + 1];
+    struct api_error e;
+    int64_t due;
+
+    CHECK(api_parse_reschedule(body, strlen(body), limits(), NOW, id, &due, &e) == 0);
+    CHECK_STR(id, "j1");
+    CHECK(due == NOW + 1500);
+    CHECK(api_reschedule_query(query, limits(), NOW, id, &due, &e) == 0);
+    CHECK(due == 1700000009000LL && strcmp(id, "j2") == 0);
+    CHECK(api_reschedule_query(bad, limits(), NOW, id, &due, &e) < 0 && e.code == API_BAD_DELAY);
+    CHECK(api_reschedule_query(two, limits(), NOW, id, &due, &e) < 0 && e.status == 400);
+    query[0] = NULL;
+    CHECK(api_reschedule_query(query, limits(), NOW, id, &due, &e) < 0 && strstr(e.message, "job_id"));
+}
+
 void unit_api(void)
 {
+    RUN(batch_parse);
+    RUN(reschedule_parse);
     RUN(add_go_delayqueue_body);
     RUN(job_data_failed_says_why);
     RUN(add_with_id);

@@ -158,6 +158,19 @@ static void wrong_types(void)
     CHECK(load_fails("redis: { port = 6379.0; };", "redis.port", "integer"));
     CHECK(load_fails("http: { listen = 9277; };", "config:1: http.listen", "string"));
     CHECK(load_fails("job: { retention_s = true; };", "job.retention_s", "integer"));
+    CHECK(load_fails("compat: { go_delayqueue = 1; };", "compat.go_delayqueue", "true or false"));
+}
+
+static void compat_and_batch_keys(void)
+{
+    char err[256];
+
+    config_defaults(&cfg);
+    CHECK(cfg.compat.go_delayqueue == 0 && cfg.http.max_batch_jobs == 1000);
+    CHECK(config_load_string(&cfg, "compat: { go_delayqueue = true; };\n"
+                             "http: { max_batch_jobs = 10; };", err, sizeof(err)) == 0);
+    CHECK(cfg.compat.go_delayqueue == 1 && cfg.http.max_batch_jobs == 10);
+    CHECK(load_fails("http: { max_batch_jobs = 0; };", "http.max_batch_jobs", "from 1"));
 }
 
 static void out_of_range(void)
@@ -431,6 +444,7 @@ void unit_config(void)
     RUN(unknown_section);
     RUN(unknown_key_names_key_and_line);
     RUN(wrong_types);
+    RUN(compat_and_batch_keys);
     RUN(out_of_range);
     RUN(listen_checked);
     RUN(required_texts);
