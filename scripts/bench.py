@@ -2,13 +2,15 @@
 """make bench: measures delayqd on this machine, with Kafka and Redis on it too, started here
 on free ports in a temp dir. Phases:
   add        concurrent keep-alive HTTP clients (wrk) add jobs with 200-byte bodies
+  batch      the same jobs through add_batch, 10, 100 and 1000 per request
+  reschedule pending jobs moved, half to a later time, half to an earlier one
   profile    the same adds for 10 s under `perf record -a`: each process's CPU per add, split
              by where it ran (the kernel, each library): where the add rate's limit lies
   backlog    ~200,000 jobs all due at one instant: from that instant to the last delivered
   precision  2,000 jobs/s for 60 s, delays spread over 1-30 s: lateness of each delivery
   memory     delayqd RSS idle and with 1,000,000 pending jobs; Redis bytes per pending job
 Prints a table and writes the figures as JSON (--json FILE, default run/bench.json).
-  scripts/bench.py [--quick] [--json FILE] [--phases add,profile,backlog,precision,memory]"""
+  scripts/bench.py [--quick] [--json FILE] [--phases add,batch,reschedule,profile,backlog,...]"""
 
 import argparse
 import json
@@ -114,12 +116,13 @@ def redis_used(stack):
     return int(re.search(r"used_memory:(\d+)", info).group(1))
 
 
-def wrk(d, script, seconds, conns, threads, env):
-    """Runs wrk with scripts/bench/<script> against the add endpoint; its BENCH line as a dict."""
+def wrk(d, script, seconds, conns, threads, env, path="add"):
+    """Runs wrk with scripts/bench/<script> against an API path (its requests may name others);
+    its BENCH line as a dict."""
     env = dict(os.environ, BENCH_LUA_DIR=os.path.join(ROOT, "scripts", "bench"), **env)
     p = subprocess.run(["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--timeout", "10s",
                         "-s", os.path.join(ROOT, "scripts", "bench", script),
-                        f"http://127.0.0.1:{d.port}/delay-queue/api/jobs/add"],
+                        f"http://127.0.0.1:{d.port}/delay-queue/api/jobs/{path}"],
                        capture_output=True, text=True, env=env, timeout=seconds + 120)
     m = re.search(r"BENCH (.*)", p.stdout)
     if not m:
@@ -150,6 +153,38 @@ def add_exactly(d, topic, due_ms, n, load_s):
     added = d.metric("delayq_jobs_added_total")
     wrk_adds(d, topic, due_ms, load_s, limit=n)
     return int(d.metric("delayq_jobs_added_total") - added)
+
+
+def phase_batch(d, stack, seconds):
+    """add_batch at 10, 100 and 1000 jobs per request: jobs/s, and the time of a request."""
+    out = {"target": "jobs >= 50000/s at 100 jobs per request"}
+    for n, conns in ((10, 64), (100, 16), (1000, 4)):
+        added = d.metric("delayq_jobs_added_total")
+        r = wrk(d, "batch.lua", seconds, conns, 2, {"BENCH_DUE_MS": str(now_ms() + FAR_MS),
+                                                   "BENCH_TOPIC": "bench_pending", "BENCH_BATCH": str(n)},
+                path="add_batch")
+        jobs = int(d.metric("delayq_jobs_added_total") - added)
+        out[str(n)] = {"jobs_per_s": round(jobs / seconds), "requests": r["adds"], "errors": r["errors"],
+                       "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "max_ms": r["max_ms"],
+                       "connections": conns}
+    return out
+
+
+def phase_reschedule(d, stack, seconds, per_thread):
+    """Reschedules of pending jobs, half to a later time and half to an earlier one."""
+    threads, due = 2, now_ms() + FAR_MS
+    ids = [f"rs-{t}-{i}" for t in range(threads) for i in range(per_thread)]
+    for k in range(0, len(ids), 1000):
+        (status, doc), = d.bulk([("POST", "/delay-queue/api/jobs/add_batch",
+                                  {"jobs": [{"id": i, "topic": "bench_pending", "deliver_at_ms": due}
+                                            for i in ids[k:k + 1000]]})])
+        if status != 200 or doc["data"]["failed"]:
+            raise RuntimeError(f"reschedule phase: adding its jobs failed: {status} {str(doc)[:300]}")
+    r = wrk(d, "reschedule.lua", seconds, 32, threads, {"BENCH_DUE_MS": str(due),
+                                                      "BENCH_JOBS": str(per_thread)}, path="reschedule")
+    return {"reschedules_per_s": r["adds_per_s"], "errors": r["errors"], "p50_ms": r["p50_ms"],
+            "p99_ms": r["p99_ms"], "max_ms": r["max_ms"], "connections": 32, "jobs": len(ids),
+            "seconds": seconds}
 
 
 def phase_add(d, stack, seconds):
@@ -505,6 +540,19 @@ def table(res):
             lines.append(f"  CPU per add: " + ", ".join(f"{k} {v} us" for k, v in per.items())
                          + f"; {total:.0f} us in all, so {res_cores(res)} cores add at most "
                          f"{res_cores(res) * 1e6 / max(total, 1):,.0f}/s")
+    if "batch" in res:
+        b = res["batch"]
+        for n in ("10", "100", "1000"):
+            v = b[n]
+            lines.append(f"batch {n:>4} {v['jobs_per_s']:>8} jobs/s   per request p50 {v['p50_ms']:.1f} ms  "
+                         f"p99 {v['p99_ms']:.1f} ms  max {v['max_ms']:.1f} ms  ({v['connections']} conns, "
+                         f"{v['errors']} errors)")
+        lines.append(f"  target {b['target']}")
+    if "reschedule" in res:
+        r = res["reschedule"]
+        lines.append(f"reschedule {r['reschedules_per_s']:>8} /s   p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms  "
+                     f"max {r['max_ms']:.1f} ms  ({r['connections']} conns, {r['errors']} errors; half later, "
+                     f"half earlier, over {r['jobs']} pending jobs)")
     if "profile" in res:
         lines += profile_lines(res["profile"], res_cores(res))
     if "backlog" in res:
@@ -561,7 +609,7 @@ def table(res):
             if "records_per_master" in v:
                 lines.append(f"    records per master {v['records_per_master']}")
         lines.append(f"  target {r['target']}")
-    for k in ("add", "backlog", "precision", "memory"):
+    for k in ("add", "batch", "reschedule", "backlog", "precision", "memory"):
         if k in res and "cpu_s" in res[k]:
             c = res[k]
             lines.append(f"  {k + ' cpu':14} " + ", ".join(f"{n} {v} s" for n, v in c["cpu_s"].items())
@@ -596,7 +644,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,profile,backlog,precision,first,memory,replicated,cluster")
+    ap.add_argument("--phases", default="add,batch,reschedule,profile,backlog,precision,first,memory,"
+                                        "replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -609,7 +658,7 @@ def main():
         def delayqd():
             return Delayqd(stack, name="bench", levels=["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h",
                                                         "2h", "6h", "12h", "1d"], partitions=8,
-                           extra={"max_delay_s": 86400, "log_level": "warn", "prefix": "dq:",
+                           extra={"max_delay_s": 86400, "log_level": "warn", "prefix": "dq:", "max_body_bytes": 1048576,
                                   "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2"))}).start()
         d = delayqd()
         time.sleep(3)
@@ -624,6 +673,12 @@ def main():
             # load generators' CPU) must not stretch them to many minutes of waiting
             rate = max(res["add"]["adds_per_s"], rate)
             print(table({"add": res["add"]}), flush=True)
+        if "batch" in phases:
+            res["batch"] = measured(d, stack, phase_batch, 5 if q else 15)
+            print(table({"batch": res["batch"]}), flush=True)
+        if "reschedule" in phases:
+            res["reschedule"] = measured(d, stack, phase_reschedule, 5 if q else 15, 2000 if q else 20000)
+            print(table({"reschedule": res["reschedule"]}), flush=True)
         if "profile" in phases:
             res["profile"] = phase_profile(d, stack, 3 if q else 10)
             print(table({"profile": res["profile"]}), flush=True)
