@@ -1,5 +1,6 @@
-/* fuzz_api: the JSON request parser of the HTTP API (api_parse_add, api_parse_job_id,
- * api_check_job_id) and the answers built from its results.
+/* fuzz_api: the JSON request parser of the HTTP API (api_parse_add, api_parse_batch,
+ * api_parse_reschedule, api_parse_job_id, api_check_job_id) and the answers built from its
+ * results.
  *
  * An input is a request body. Invariants checked (abort() on violation):
  *  - every error answer is a JSON object {"code": e.code, "message": string, "data": null};
@@ -171,9 +172,63 @@ static void fuzz_job_id(const char *body, size_t len)
     free(text);
 }
 
+/* The same bytes as an add_batch body: every job is checked as an add is, and the answer
+ * listing them is valid JSON with one entry per job. */
+static void fuzz_batch(const char *body, size_t len)
+{
+    struct api_batch_job *b = NULL;
+    struct api_job_answer *answers;
+    struct api_error e;
+    json_t *root;
+    size_t n = 0;
+
+    memset(&e, 0, sizeof(e));
+    if (api_parse_batch(body, len, 50, limits(), NOW_MS, &b, &n, &e) < 0) {
+        check_error(&e);
+        api_batch_free(b, n);
+        return;
+    }
+    ASSERT(n >= 1 && n <= 50 && (answers = calloc(n, sizeof(*answers))) != NULL);
+    for (size_t i = 0; i < n; i++) {
+        if (b[i].ok) {
+            check_job_fields(&b[i].job, b[i].id_given);
+            snprintf(answers[i].job_id, sizeof(answers[i].job_id), "%s", b[i].job.id);
+        } else {
+            check_error(&b[i].e);
+            answers[i].status = b[i].e.status;
+            answers[i].code = b[i].e.code;
+            snprintf(answers[i].message, sizeof(answers[i].message), "%s", b[i].e.message);
+        }
+    }
+    root = load_answer(api_response(API_OK, "ok", api_batch_data(answers, n)));
+    ASSERT(json_array_size(json_object_get(json_object_get(root, "data"), "jobs")) == n);
+    json_decref(root);
+    free(answers);
+    api_batch_free(b, n);
+}
+
+/* The same bytes as a reschedule body: an accepted one names a valid id and a due time within
+ * the limits. */
+static void fuzz_reschedule(const char *body, size_t len)
+{
+    char id[JOB_ID_MAX + 1], why[128];
+    struct api_error e;
+    int64_t due = -1;
+
+    memset(&e, 0, sizeof(e));
+    if (api_parse_reschedule(body, len, limits(), NOW_MS, id, &due, &e) == 0) {
+        ASSERT(job_id_valid(id, strlen(id), why, sizeof(why)) == 0);
+        ASSERT(due >= NOW_MS && due <= NOW_MS + MAX_DELAY_MS);
+    } else {
+        check_error(&e);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_add((const char *)data, size);
     fuzz_job_id((const char *)data, size);
+    fuzz_batch((const char *)data, size);
+    fuzz_reschedule((const char *)data, size);
     return 0;
 }
