@@ -104,7 +104,7 @@ static enum MHD_Result send_error(struct request *req, int status, int code, con
     return send_json(req, status, api_response(code, msg, NULL));
 }
 
-enum { M_GET = 1, M_POST = 2 };
+enum { METHOD_GET = 1, METHOD_POST = 2 };
 
 /* Every path, the methods it takes, and what a wrong one is told. */
 static const struct {
@@ -113,15 +113,15 @@ static const struct {
     int methods;
     const char *wrong;
 } routes[] = {
-    { API_PREFIX "add", R_ADD, M_POST, "add takes POST" },
-    { API_PREFIX "add_batch", R_ADD_BATCH, M_POST, "add_batch takes POST" },
-    { API_PREFIX "get", R_GET, M_GET | M_POST, "get takes GET or POST" },
-    { API_PREFIX "remove", R_REMOVE, M_GET | M_POST, "remove takes GET or POST" },
-    { API_PREFIX "reschedule", R_RESCHEDULE, M_GET | M_POST, "reschedule takes GET or POST" },
-    { "/delay-queue/api/claims", R_CLAIMS, M_GET, "this path takes GET" },
-    { "/healthz", R_HEALTH, M_GET, "this path takes GET" },
-    { "/readyz", R_READY, M_GET, "this path takes GET" },
-    { "/metrics", R_METRICS, M_GET, "this path takes GET" },
+    { API_PREFIX "add", R_ADD, METHOD_POST, "add takes POST" },
+    { API_PREFIX "add_batch", R_ADD_BATCH, METHOD_POST, "add_batch takes POST" },
+    { API_PREFIX "get", R_GET, METHOD_GET | METHOD_POST, "get takes GET or POST" },
+    { API_PREFIX "remove", R_REMOVE, METHOD_GET | METHOD_POST, "remove takes GET or POST" },
+    { API_PREFIX "reschedule", R_RESCHEDULE, METHOD_GET | METHOD_POST, "reschedule takes GET or POST" },
+    { "/delay-queue/api/claims", R_CLAIMS, METHOD_GET, "this path takes GET" },
+    { "/healthz", R_HEALTH, METHOD_GET, "this path takes GET" },
+    { "/readyz", R_READY, METHOD_GET, "this path takes GET" },
+    { "/metrics", R_METRICS, METHOD_GET, "this path takes GET" },
 };
 
 /* The index of url in routes, or -1. */
@@ -206,8 +206,8 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
-    if (!((is_get && (routes[req->path].methods & M_GET)) ||
-          (is_post && (routes[req->path].methods & M_POST)))) {
+    if (!((is_get && (routes[req->path].methods & METHOD_GET)) ||
+          (is_post && (routes[req->path].methods & METHOD_POST)))) {
         *ret = send_error(req, 405, API_BAD_REQUEST, routes[req->path].wrong);
         return -1;
     }
