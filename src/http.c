@@ -111,6 +111,7 @@ static const struct { const char *path; enum http_route route; } routes[] = {
     { "/healthz", R_HEALTH },
     { "/readyz", R_READY },
     { "/metrics", R_METRICS },
+    { "/delay-queue/api/stats", R_STATS },
 };
 
 static enum http_route match(const char *url)
@@ -367,10 +368,16 @@ static enum MHD_Result serve(struct request *req)
     case R_READY:
         return serve_ready(req);
     case R_METRICS:
+        jobs_stats_gauges(req->http->jobs);
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
     case R_CLAIMS: {
         int status;
         char *text = jobs_claims(req->http->jobs, &status);
+        return send_json(req, status, text);
+    }
+    case R_STATS: {
+        int status;
+        char *text = jobs_stats(req->http->jobs, &status);
         return send_json(req, status, text);
     }
     case R_OTHER:
