@@ -31,9 +31,11 @@ LIBS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Pure modules: no network library, unit-tested alone.
-PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots
+PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots \
+            pending
 # Adapters and wings.
-ADAPT    := watch rdb rdb_where store claims producer warm topics http jobs holder groups forwarder
+ADAPT    := watch rdb rdb_where store claims producer warm topics http jobs holder groups forwarder \
+            stats
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

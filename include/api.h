@@ -109,4 +109,10 @@ void *api_job_id_data(const char *id);
 void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
                    const char *error);
 
+struct pending_view;
+
+/* data of a stats answer: {"pending", "by_level": {name: n, ...} for every level of lv,
+ * "by_due": {"1m", "10m", "1h", "1d", "later"}, "overdue_ms"}. Returns a json_t * as void *. */
+void *api_stats_data(const struct pending_view *v, const struct levels *lv);
+
 #endif

@@ -56,5 +56,13 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
 /* The lease view of GET /delay-queue/api/claims (caller frees) and its HTTP status. */
 char *jobs_claims(struct jobs *jobs, int *status);
 
+/* The pending view of GET /delay-queue/api/stats (caller frees) and its HTTP status: 200, or
+ * 503 with "stats: kafka: ..." when Kafka did not answer. See stats.h. */
+char *jobs_stats(struct jobs *jobs, int *status);
+
+/* Brings the pending gauges of /metrics up to date, waiting a quarter of a second at most
+ * (see stats_gauges); on failure they keep their last values. */
+void jobs_stats_gauges(struct jobs *jobs);
+
 
 #endif

@@ -30,6 +30,7 @@ enum metric_gauge {
     M_GROUPS_OWNED,
     M_IN_MEMORY,            /* messages held in memory (read ahead, retried) */
     M_LIVE_INSTANCES,
+    M_OVERDUE_MS,           /* how late the most overdue delay-topic head is (see stats.h) */
     M_GAUGES
 };
 
@@ -51,7 +52,7 @@ enum skip_reason {
 };
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
-                  R_RESCHEDULE, R_OTHER, HTTP_ROUTES };
+                  R_RESCHEDULE, R_STATS, R_OTHER, HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);
@@ -63,6 +64,19 @@ void metrics_http(enum http_route r, int status, double seconds);
 /* A delivery's lateness: Kafka's acknowledgement of the delivered message minus its due time,
  * milliseconds. */
 void metrics_lateness(int64_t ms);
+
+/* Labelled gauges of what waits in the delay topics, set whole from one view (see stats.h). */
+enum metric_family {
+    MF_PENDING,             /* delayq_pending_jobs{level=...} */
+    MF_PENDING_BY_DUE,      /* delayq_pending_jobs_by_due{due=...} */
+    M_FAMILIES
+};
+#define METRICS_FAMILY_MAX 32   /* labels of one family: the levels (LEVELS_MAX) at most */
+
+/* Sets the n gauges of family f: labels[i] (copied; at most 15 characters) and values[i].
+ * n above METRICS_FAMILY_MAX is cut to it. Rendered once set. */
+void metrics_set_family(enum metric_family f, const char *const *labels, const int64_t *values,
+                        int n);
 
 /* The Prometheus text of every metric; malloc'd (caller frees), NULL when out of memory. */
 char *metrics_render(void);

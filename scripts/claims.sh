@@ -3,7 +3,7 @@
 # config file (its redis and delay sections are read from the usual `key = value;` lines).
 #
 #   scripts/claims.sh [-c CONF] list [-v]                 one line per group: owner, lease
-#                                                         left, alive or dead, lag, next due;
+#                                                         left, alive or dead, pending, next due;
 #                                                         -v adds a line per partition
 #   scripts/claims.sh [-c CONF] release GROUP             ask the owner to hand GROUP back
 #                                                         gracefully; wait until it has
@@ -138,8 +138,8 @@ status_of() {
 clock_of() { if (($1 >= 0)); then date -u -d "@$(($1 / 1000))" +%H:%M:%SZ; else echo -; fi; }
 
 list() {
-  local verbose=${1:-} g=0 owner left state rows lag due
-  printf '%-5s %-12s %-44s %-8s %-5s %-8s %s\n' GROUP PARTITIONS OWNER LEASE STATE LAG NEXT_DUE
+  local verbose=${1:-} g=0 owner left state rows pending due
+  printf '%-5s %-12s %-44s %-8s %-5s %-8s %s\n' GROUP PARTITIONS OWNER LEASE STATE PENDING NEXT_DUE
   while read -r parts; do
     owner=$(owner_of $g); left=$(rcli PTTL "${prefix}{ctl}:claim:$g")
     if [ -z "$owner" ]; then state=free; owner=-; left=-
@@ -148,18 +148,18 @@ list() {
       left="$((left / 1000)).$(((left % 1000) / 100))s"
     fi
     rows=$(status_of $g)
-    # lag: messages in the group's delay-topic partitions past its committed offsets;
-    # next due: the earliest head the owner holds
-    read -r lag due < <(printf '%s\n' "$rows" | awk '
-      NF == 4 { n++; if ($2 >= 0 && $3 >= $2) lag += $3 - $2; if ($4 >= 0 && (due == "" || $4 < due)) due = $4 }
-      END { print (n ? lag + 0 : "-"), (due == "" ? -1 : due) }')
+    # pending: messages in the group's delay-topic partitions past its committed offsets (due
+    # or not); next due: the earliest head the owner holds
+    read -r pending due < <(printf '%s\n' "$rows" | awk '
+      NF == 4 { n++; if ($2 >= 0 && $3 >= $2) pending += $3 - $2; if ($4 >= 0 && (due == "" || $4 < due)) due = $4 }
+      END { print (n ? pending + 0 : "-"), (due == "" ? -1 : due) }')
     printf '%-5s %-12s %-44s %-8s %-5s %-8s %s\n' "$g" "${parts// /,}" "$owner" "$left" "$state" \
-      "${lag:--}" "$(clock_of "${due:--1}")"
+      "${pending:--}" "$(clock_of "${due:--1}")"
     if [ "$verbose" = -v ]; then
       printf '%s\n' "$rows" | while read -r field v1 v2 v3; do
         [ -n "$field" ] || continue
-        local plag=-; ((v1 >= 0 && v2 >= v1)) && plag=$((v2 - v1))
-        printf '      %-36s committed=%-9s end=%-9s lag=%-7s head_due=%s\n' "$field" "$v1" "$v2" "$plag" \
+        local ppending=-; ((v1 >= 0 && v2 >= v1)) && ppending=$((v2 - v1))
+        printf '      %-36s committed=%-9s end=%-9s pending=%-7s head_due=%s\n' "$field" "$v1" "$v2" "$ppending" \
           "$(clock_of "$v3")"
       done
     fi

@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "envelope.h"
+#include "pending.h"
 
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 #define HEADER_VALUE_MAX 4096
@@ -485,4 +486,19 @@ void *api_batch_data(const struct api_job_answer *answers, size_t n)
     }
     return json_pack("{s:I, s:I, s:o}", "added", (json_int_t)added, "failed",
                      (json_int_t)(n - added), "jobs", list);
+}
+
+void *api_stats_data(const struct pending_view *v, const struct levels *lv)
+{
+    json_t *d = json_object(), *level = json_object(), *due = json_object();
+
+    for (int i = 0; i < lv->n; i++)
+        json_object_set_new(level, lv->name[i], json_integer(v->by_level[i]));
+    for (int k = 0; k < PENDING_DUES; k++)
+        json_object_set_new(due, pending_due_names[k], json_integer(v->by_due[k]));
+    json_object_set_new(d, "pending", json_integer(v->pending));
+    json_object_set_new(d, "by_level", level);
+    json_object_set_new(d, "by_due", due);
+    json_object_set_new(d, "overdue_ms", json_integer(v->overdue_ms));
+    return d;
 }

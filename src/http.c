@@ -122,6 +122,7 @@ static const struct {
     { "/healthz", R_HEALTH, METHOD_GET, "this path takes GET" },
     { "/readyz", R_READY, METHOD_GET, "this path takes GET" },
     { "/metrics", R_METRICS, METHOD_GET, "this path takes GET" },
+    { "/delay-queue/api/stats", R_STATS, METHOD_GET, "this path takes GET" },
 };
 
 /* The index of url in routes, or -1. */
@@ -421,10 +422,16 @@ static enum MHD_Result serve(struct request *req)
     case R_READY:
         return serve_ready(req);
     case R_METRICS:
+        jobs_stats_gauges(req->http->jobs);
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
     case R_CLAIMS: {
         int status;
         char *text = jobs_claims(req->http->jobs, &status);
+        return send_json(req, status, text);
+    }
+    case R_STATS: {
+        int status;
+        char *text = jobs_stats(req->http->jobs, &status);
         return send_json(req, status, text);
     }
     case R_OTHER:

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "producer.h"
+#include "stats.h"
 #include "store.h"
 #include "warm.h"
 
@@ -68,6 +69,7 @@ struct jobs {
     int npool;
     pthread_mutex_t view_mu;
     struct claims *view;        /* the claims view's connection, made at its first use */
+    struct stats *stats;        /* the pending view's Kafka handle, made at its first use (view_mu) */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;
@@ -649,6 +651,7 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
         store_free(jobs->pool[i]);
     store_free(jobs->st);
     claims_free(jobs->view);
+    stats_free(jobs->stats);
     close(jobs->wake[0]);
     close(jobs->wake[1]);
     pthread_mutex_destroy(&jobs->pool_mu);
@@ -1053,4 +1056,40 @@ char *jobs_claims(struct jobs *jobs, int *status)
     }
     pthread_mutex_unlock(&jobs->view_mu);
     return resp;
+}
+
+/* The stats handle, made at the first look (under view_mu, but not held while it looks). */
+static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
+{
+    struct stats *s;
+
+    pthread_mutex_lock(&jobs->view_mu);
+    if (!jobs->stats)
+        jobs->stats = stats_new(jobs->cfg, err, errlen);
+    s = jobs->stats;
+    pthread_mutex_unlock(&jobs->view_mu);
+    return s;
+}
+
+char *jobs_stats(struct jobs *jobs, int *status)
+{
+    struct stats *s;
+    struct pending_view v;
+    char err[512];
+
+    if (!(s = stats_of(jobs, err, sizeof(err))) || stats_get(s, &v, err, sizeof(err)) < 0) {
+        *status = 503;
+        return api_response(API_UNAVAILABLE, err, NULL);
+    }
+    *status = 200;
+    return api_response(API_OK, "ok", api_stats_data(&v, &jobs->cfg->delay.levels));
+}
+
+void jobs_stats_gauges(struct jobs *jobs)
+{
+    struct stats *s;
+    char err[512];
+
+    if ((s = stats_of(jobs, err, sizeof(err))))
+        stats_gauges(s);
 }

@@ -1,5 +1,6 @@
 /* metrics: the process-wide counters, gauges and histograms as relaxed atomics, and their
  * Prometheus text. The contract is in include/metrics.h. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
     [M_GROUPS_OWNED] = { "delayq_groups_owned", "Partition groups this instance holds the lease of." },
     [M_IN_MEMORY] = { "delayq_messages_in_memory", "Messages held in memory (read ahead or retried)." },
     [M_LIVE_INSTANCES] = { "delayq_live_instances", "Instances with a live heartbeat." },
+    [M_OVERDUE_MS] = { "delayq_overdue_ms", "How late the most overdue delay-topic head is, milliseconds, at the last look at Kafka." },
 };
 
 static const char *const dlq_names[DLQ_REASONS] = {
@@ -59,9 +61,25 @@ static const char *const skip_names[SKIP_REASONS] = {
 
 static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
-    [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule",
+    [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
+
+#define FAMILY_LABEL_MAX 15
+
+static const struct { const char *name, *label, *help; } family_info[M_FAMILIES] = {
+    [MF_PENDING] = { "delayq_pending_jobs", "level", "Messages in each level's delay topic past the group's committed offsets, at the last look at Kafka." },
+    [MF_PENDING_BY_DUE] = { "delayq_pending_jobs_by_due", "due", "The same messages by when they next act: within 1m (overdue included), 10m, 1h, 1d, or later." },
+};
+
+/* Labels and values of a family are set and read together, under one lock: a scrape never
+ * sees half a view. */
+static struct family {
+    int n;
+    char label[METRICS_FAMILY_MAX][FAMILY_LABEL_MAX + 1];
+    int64_t value[METRICS_FAMILY_MAX];
+} families[M_FAMILIES];
+static pthread_mutex_t families_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static atomic_uint_fast64_t counters[M_COUNTERS];
 static atomic_int_fast64_t gauges[M_GAUGES];
@@ -95,6 +113,20 @@ void metrics_http(enum http_route r, int status, double seconds)
     ADD(http_sum_us[r], (uint64_t)(seconds * 1e6));
 }
 
+void metrics_set_family(enum metric_family f, const char *const *labels, const int64_t *values,
+                        int n)
+{
+    struct family *fam = &families[f];
+
+    pthread_mutex_lock(&families_mu);
+    fam->n = n < METRICS_FAMILY_MAX ? n : METRICS_FAMILY_MAX;
+    for (int i = 0; i < fam->n; i++) {
+        snprintf(fam->label[i], sizeof(fam->label[i]), "%s", labels[i]);
+        fam->value[i] = values[i];
+    }
+    pthread_mutex_unlock(&families_mu);
+}
+
 void metrics_lateness(int64_t ms)
 {
     if (ms < 0)
@@ -117,6 +149,9 @@ void metrics_reset(void)
     memset((void *)late_bucket, 0, sizeof(late_bucket));
     late_count = 0;
     late_sum_ms = 0;
+    pthread_mutex_lock(&families_mu);
+    memset(families, 0, sizeof(families));
+    pthread_mutex_unlock(&families_mu);
 }
 
 /* A growing text buffer; on out of memory it stops growing and buf_take returns NULL. */
@@ -197,6 +232,21 @@ static void render_lateness(struct buf *b)
         (unsigned long long)GET(late_count));
 }
 
+static void render_families(struct buf *b)
+{
+    pthread_mutex_lock(&families_mu);
+    for (int f = 0; f < M_FAMILIES; f++) {
+        if (!families[f].n)
+            continue;
+        put(b, "# HELP %s %s\n# TYPE %s gauge\n", family_info[f].name, family_info[f].help,
+            family_info[f].name);
+        for (int i = 0; i < families[f].n; i++)
+            put(b, "%s{%s=\"%s\"} %lld\n", family_info[f].name, family_info[f].label,
+                families[f].label[i], (long long)families[f].value[i]);
+    }
+    pthread_mutex_unlock(&families_mu);
+}
+
 char *metrics_render(void)
 {
     struct buf b = { .s = malloc(4096), .cap = 4096 };
@@ -223,6 +273,7 @@ char *metrics_render(void)
             (unsigned long long)GET(skipped[r]));
     render_http(&b);
     render_lateness(&b);
+    render_families(&b);
     if (b.oom) {
         free(b.s);
         return NULL;

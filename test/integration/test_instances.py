@@ -281,13 +281,15 @@ def test_claims_script_list_release_force_release(stack):
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert len(lines) == 3, p.stdout                     # a header and one line per group
+    assert lines[0].split()[5] == "PENDING", p.stdout
     for g, owner in owners.items():
         row = lines[1 + g].split()
         assert row[0] == str(g) and row[2] == owner and row[4] == "alive", p.stdout
-        assert row[3].endswith("s") and row[5].isdigit(), p.stdout   # lease left, lag
+        assert row[3].endswith("s") and row[5].isdigit(), p.stdout   # lease left, pending
     assert lines[1].split()[1] == "0,1" and lines[2].split()[1] == "2,3", p.stdout
     p = claims_sh(a, "list", "-v")
     assert p.returncode == 0 and p.stdout.count("committed=") == 2 * 2 * len(a.levels), p.stdout
+    assert p.stdout.count(" pending=") == 2 * 2 * len(a.levels), p.stdout
 
     # release: the owner hands the group back gracefully and the script waits for it.
     holder = owners[0]

@@ -50,6 +50,7 @@ int main(void)
     unit_offsets();
     unit_api();
     unit_config();
+    unit_pending();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

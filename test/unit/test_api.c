@@ -4,6 +4,7 @@
 #include <jansson.h>
 
 #include "api.h"
+#include "pending.h"
 #include "unit.h"
 
 #define NOW 1700000000000LL
@@ -691,6 +692,25 @@ static void reschedule_parse(void)
     CHECK(api_reschedule_query(query, limits(), NOW, id, &due, &e) < 0 && strstr(e.message, "job_id"));
 }
 
+static void stats_data_fields(void)
+{
+    struct pending_view v = { .pending = 12, .by_level = { 7, 5 },
+                              .by_due = { 7, 5, 0, 0, 0 }, .overdue_ms = 250 };
+    json_t *r = response_object(api_response(API_OK, "ok", api_stats_data(&v, limits()->levels)));
+    json_t *d = json_object_get(r, "data");
+
+    CHECK(d != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "pending")), 12);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(d, "by_level"), "1s")), 7);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(d, "by_level"), "5s")), 5);
+    CHECK_EQ_INT(json_object_size(json_object_get(d, "by_level")), 2);
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(d, "by_due"), "10m")), 5);
+    CHECK_EQ_INT(json_object_size(json_object_get(d, "by_due")), 5);
+    CHECK(json_object_get(json_object_get(d, "by_due"), "later") != NULL);
+    CHECK_EQ_INT(json_integer_value(json_object_get(d, "overdue_ms")), 250);
+    json_decref(r);
+}
+
 void unit_api(void)
 {
     RUN(batch_parse);
@@ -734,4 +754,5 @@ void unit_api(void)
     RUN(job_data_fields);
     RUN(job_data_delivered_with_key_and_headers);
     RUN(job_data_in_response);
+    RUN(stats_data_fields);
 }

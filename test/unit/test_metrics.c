@@ -39,7 +39,42 @@ static void render_counts_and_labels(void)
     metrics_reset();
 }
 
+/* The pending gauges appear once set, one line per label, and a new view replaces the old. */
+static void render_families(void)
+{
+    const char *const levels[] = { "1s", "10s", "5m" }, *const dues[] = { "1m", "later" };
+    const int64_t counts[] = { 0, 7, 5 }, by_due[] = { 7, 5 }, fewer[] = { 2 };
+    char *text;
+
+    metrics_reset();
+    text = metrics_render();
+    CHECK(text != NULL && !strstr(text, "delayq_pending_jobs{"));
+    free(text);
+    metrics_set_family(MF_PENDING, levels, counts, 3);
+    metrics_set_family(MF_PENDING_BY_DUE, dues, by_due, 2);
+    metrics_set(M_OVERDUE_MS, 1500);
+    metrics_http(R_STATS, 200, 0.01);
+    text = metrics_render();
+    CHECK(text != NULL);
+    CHECK_HAS(text, "# TYPE delayq_pending_jobs gauge\n");
+    CHECK_HAS(text, "\ndelayq_pending_jobs{level=\"1s\"} 0\n");
+    CHECK_HAS(text, "\ndelayq_pending_jobs{level=\"10s\"} 7\n");
+    CHECK_HAS(text, "\ndelayq_pending_jobs{level=\"5m\"} 5\n");
+    CHECK_HAS(text, "\ndelayq_pending_jobs_by_due{due=\"later\"} 5\n");
+    CHECK_HAS(text, "\ndelayq_overdue_ms 1500\n");
+    CHECK_HAS(text, "delayq_http_requests_total{route=\"stats\",status=\"200\"} 1\n");
+    free(text);
+    metrics_set_family(MF_PENDING, levels + 1, fewer, 1);
+    text = metrics_render();
+    CHECK(text != NULL);
+    CHECK_HAS(text, "\ndelayq_pending_jobs{level=\"10s\"} 2\n");
+    CHECK(!strstr(text, "level=\"5m\""));
+    free(text);
+    metrics_reset();
+}
+
 void unit_metrics(void)
 {
     RUN(render_counts_and_labels);
+    RUN(render_families);
 }

@@ -59,6 +59,7 @@ void unit_job(void);
 void unit_heap(void);
 void unit_offsets(void);
 void unit_api(void);
+void unit_pending(void);
 void unit_config(void);
 void unit_log(void);
 void unit_share(void);
