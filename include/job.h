@@ -57,7 +57,8 @@ void job_new_tag(char out[JOB_TAG_LEN + 1]);
 /* The Redis value of a job (one string per job, to keep Redis small):
  *   <state><due_ms>|<stamp_ms>|<claim>|<tail>[<error>]
  * state is one letter (job_state_letter); due_ms the due time, epoch ms; stamp_ms when the job
- * reached delivered, cancelled or failed (empty before). claim is 13 characters while the job
+ * reached delivered, cancelled or failed (empty before; in a pending record rescheduled to an
+ * earlier time, until when its new message may be on its way). claim is 13 characters while the job
  * is pending or delivering: a pending record holds its tag there (the secret its own delay
  * messages carry as dq-tag, so that a message naming only its id cannot claim it), a
  * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
@@ -88,6 +89,11 @@ size_t job_record_head_len(const char *v, size_t len);
 
 /* Appends the value of a new, pending record of job (with its tag) to buf. Returns 0 or -1. */
 int job_record_pack(const struct job *job, msgpack_sbuffer *buf);
+
+/* The same for a job rescheduled to an earlier time whose message for that time is on its way
+ * to Kafka: until until_ms (epoch ms, in the stamp field) only a message of its due time claims
+ * it; its older messages wait (store.c's claim). */
+int job_record_pack_moved(const struct job *job, int64_t until_ms, msgpack_sbuffer *buf);
 
 /* Decodes the record value v of job id into out (which the caller releases with job_release,
  * also on error) and rec. Returns 0, or -1 with what is wrong in err. */

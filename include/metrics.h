@@ -44,7 +44,8 @@ enum skip_reason {
     SKIP_CANCELLED,         /* removed */
     SKIP_DELIVERED,         /* delivered already (by another copy of its message) */
     SKIP_FAILED,            /* dead-lettered already */
-    SKIP_EARLIER_JOB,       /* the message of an earlier job with this id */
+    SKIP_EARLIER_JOB,       /* its due time is not the record's: an earlier job's with this id,
+                             * or this job's before it was rescheduled */
     SKIP_COPY,              /* another copy of its message is being delivered here */
     SKIP_FOREIGN,           /* not one of the job's own messages (dq-tag) */
     SKIP_ELSEWHERE,         /* another copy is being delivered by an instance that holds its group */

@@ -36,6 +36,8 @@ struct store_claim {
     int foreign;            /* the message is not one of the job's own (its dq-tag differs): skip */
     int64_t moved_due_ms;   /* > 0: the job was rescheduled to this later due time (epoch ms):
                              * its message is to move on to it */
+    int wait;               /* the job was rescheduled to an earlier time and the message for
+                             * it may still be on its way: try again shortly */
     const char *other;      /* the record is being delivered under this claim of another
                              * instance, not taken over; valid only inside store_claim_fn */
     size_t other_len;
@@ -113,8 +115,9 @@ struct store_mark {
 
 /* Moves n records, each still claimed by its token, to their states at now_ms, in one pipeline;
  * a record claimed by another token since (taken over) or no longer claimed is left alone. A
- * record marked more than retention_ms / 64 after its due time expires retention_ms after now_ms;
- * one marked sooner keeps its expiry (due + retention_ms, from the add). */
+ * record marked more than retention_ms / 64 after its due time expires retention_ms after now_ms
+ * at the soonest; one marked sooner keeps its expiry (due + retention_ms from the add, or later
+ * for a job rescheduled to an earlier time: its old messages still find it). */
 int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
                      int64_t retention_ms, char *err, size_t errlen);
 

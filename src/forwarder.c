@@ -23,6 +23,10 @@
 #define BACKOFF_MAX_MS 5000      /* retries never wait longer than this */
 #define WARN_INTERVAL_MS 5000    /* a repeating failure is logged once per interval, with a count */
 #define WARM_TIMEOUT_MS 5000     /* start-up metadata fetch */
+/* A job rescheduled to an earlier time whose new message may still be on its way to Kafka: its
+ * old message asks again this often (the wait ends with Kafka's answer, within
+ * kafka.produce_timeout_ms). */
+#define MOVED_WAIT_MS 20
 #define DELIVERY_TIMEOUT_MS 30000
 /* A due job leaves within a millisecond, yet a burst still travels in batches. */
 #define FORWARD_LINGER_MS 1
@@ -454,7 +458,8 @@ static void skip(struct forwarder *fw, struct held *m, const char *id, enum skip
         [SKIP_CANCELLED] = "removed",
         [SKIP_DELIVERED] = "delivered already",
         [SKIP_FAILED] = "dead-lettered already",
-        [SKIP_EARLIER_JOB] = "message of an earlier job with this id",
+        [SKIP_EARLIER_JOB] = "its due time is not the record's (a message of an earlier job with "
+                             "this id, or of this job before it was rescheduled)",
         [SKIP_COPY] = "another copy of its message is in flight",
         [SKIP_FOREIGN] = "the message is not the job's own (its " HDR_TAG " is not the record's)",
         [SKIP_ELSEWHERE] = "another copy is being delivered by an instance that holds its group",
@@ -507,6 +512,10 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     }
     if (c->moved_due_ms > 0) {
         move_on(fw, m, c->moved_due_ms, now);
+        return;
+    }
+    if (c->wait) {
+        hold_back(fw, m, now + MOVED_WAIT_MS);
         return;
     }
     if (!c->found || !c->claimed) {

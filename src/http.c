@@ -28,6 +28,9 @@
  * clears it for every request: its default 32 KiB cost about 5 us of memset per add. 16 KiB
  * still takes 14 KB of request headers. */
 #define CONN_MEMORY_BYTES 16384
+/* At shutdown, how long a request already being served (a get, a reschedule: a few Redis calls
+ * of up to redis.timeout_ms each) may take before the intake is freed under it. */
+#define INSIDE_WAIT_MS 30000
 #define LOOP_IDLE_MS 1000       /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
 /* Clients' FINs taken per turn of an HTTP thread; more wait for the next turn, which the wakes
  * of this one bring at once. */
@@ -55,6 +58,7 @@ struct http {
     atomic_int stop;          /* set at free: the threads return */
     atomic_int draining;      /* set at shutdown: adds are refused */
     atomic_int busy;          /* adds begun and not yet answered */
+    atomic_int inside;        /* requests being served (a get or remove waits on Redis there) */
 };
 
 /* One request, from its first callback to its completion. */
@@ -404,19 +408,18 @@ static enum MHD_Result serve_ready(struct request *req)
     return send_error(req, 503, API_UNAVAILABLE, msg);
 }
 
-static enum MHD_Result serve(struct request *req)
+static enum MHD_Result route(struct request *req)
 {
     if (req->too_large)
         return send_error(req, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
     switch (req->route) {
     case R_ADD:
     case R_ADD_BATCH:
+    case R_RESCHEDULE:
         return serve_add(req);
     case R_GET:
     case R_REMOVE:
         return serve_id(req);
-    case R_RESCHEDULE:
-        return serve_add(req);
     case R_HEALTH:
         return send_json(req, 200, api_response(API_OK, "ok", NULL));
     case R_READY:
@@ -439,6 +442,24 @@ static enum MHD_Result serve(struct request *req)
         break;
     }
     return send_error(req, 404, API_NOT_FOUND, "no such path");
+}
+
+/* Serves req. Once draining, a request that would call into the intake is refused (adds see
+ * to that themselves, and their answers still go out), so that none does once it is freed. */
+static enum MHD_Result serve(struct request *req)
+{
+    struct http *http = req->http;
+    int async = req->route == R_ADD || req->route == R_ADD_BATCH || req->route == R_RESCHEDULE;
+    enum MHD_Result ret;
+
+    /* inside first, then the flag: http_drain waits for every request that saw it clear */
+    atomic_fetch_add(&http->inside, 1);
+    if (atomic_load(&http->draining) && !async && req->route != R_HEALTH)
+        ret = send_error(req, 503, API_UNAVAILABLE, "shutting down");
+    else
+        ret = route(req);
+    atomic_fetch_sub(&http->inside, 1);
+    return ret;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -715,6 +736,11 @@ void http_drain(struct http *http, int timeout_ms)
         usleep(10 * 1000);
     if (atomic_load(&http->busy) > 0)
         log_warn("%d adds unanswered at shutdown", atomic_load(&http->busy));
+    /* Requests already inside finish their Redis calls, which time out by themselves. */
+    for (int waited = 0; atomic_load(&http->inside) > 0 && waited < INSIDE_WAIT_MS; waited += 10)
+        usleep(10 * 1000);
+    if (atomic_load(&http->inside) > 0)
+        log_error("%d requests still being served at shutdown", atomic_load(&http->inside));
 }
 
 void http_free(struct http *http)

@@ -117,12 +117,17 @@ static void pack_str(msgpack_packer *pk, const char *s, size_t len)
     msgpack_pack_str_body(pk, s, len);
 }
 
-int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
+/* A pending record of job, its stamp field empty (until_ms < 0) or until_ms. */
+static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer *buf)
 {
     msgpack_packer pk;
-    char head[48];
-    int n = snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_PENDING),
-                     (long long)job->due_ms, job->tag[0] ? job->tag : JOB_CLAIM_ROOM);
+    char head[64], until[24] = "";
+    int n;
+
+    if (until_ms >= 0)
+        snprintf(until, sizeof(until), "%lld", (long long)until_ms);
+    n = snprintf(head, sizeof(head), "%c%lld|%s|%s|", job_state_letter(JOB_PENDING),
+                 (long long)job->due_ms, until, job->tag[0] ? job->tag : JOB_CLAIM_ROOM);
 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
@@ -145,6 +150,16 @@ int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
         pack_str(&pk, job->headers[i].value, strlen(job->headers[i].value));
     }
     return 0;
+}
+
+int job_record_pack(const struct job *job, msgpack_sbuffer *buf)
+{
+    return record_pack(job, -1, buf);
+}
+
+int job_record_pack_moved(const struct job *job, int64_t until_ms, msgpack_sbuffer *buf)
+{
+    return record_pack(job, until_ms, buf);
 }
 
 /* Copies a msgpack string into a fresh NUL-terminated buffer. */

@@ -37,6 +37,12 @@
 /* A reschedule reads the record again when it changed between its read and its write. Each
  * change is a claim, a remove or another reschedule: after a few, it is final or contended. */
 #define RESCHEDULE_TRIES 8
+/* A job moved to an earlier time holds back its older messages until Kafka has its message
+ * for the new time, or the move failed: at most the wait in the intake queue and in flight
+ * (kafka.produce_timeout_ms each) and the write that undoes it. Past that it counts as lost
+ * and the older messages claim the job, late rather than never. */
+#define MOVED_UNTIL_FACTOR 2
+#define MOVED_UNTIL_MARGIN_MS 10000
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -99,6 +105,8 @@ static struct store *pool_get(struct jobs *jobs)
 
 static void pool_put(struct jobs *jobs, struct store *st)
 {
+    if (!st)
+        return;
     pthread_mutex_lock(&jobs->pool_mu);
     if (jobs->npool < POOL_MAX) {
         jobs->pool[jobs->npool++] = st;
@@ -131,6 +139,11 @@ struct moved {
     int64_t old_due_ms;         /* epoch ms */
     char *head;                 /* the head of the record written, owned */
     size_t head_len;
+    char *plain;                /* the record written, without the time its message is awaited
+                                 * till (written once Kafka has that message), owned */
+    size_t plain_len;
+    int64_t expires_ms;         /* epoch ms: the record is kept till then, so that the job's
+                                 * messages of both due times find it */
 };
 
 static void moved_free(struct moved *mv)
@@ -138,6 +151,7 @@ static void moved_free(struct moved *mv)
     if (mv) {
         free(mv->old);
         free(mv->head);
+        free(mv->plain);
         free(mv);
     }
 }
@@ -200,16 +214,16 @@ static void finish_add(struct pending_add *pa, int status, int code, const char 
 static int moved_failed(struct jobs *jobs, struct store *st, struct pending_add *pa, const char *why)
 {
     const struct moved *mv = pa->moved;
-    int64_t ttl = mv->old_due_ms - clock_now_ms() + jobs->cfg->job.retention_s * 1000;
-    char err[256], msg[768];
+    int64_t ttl = mv->old_due_ms + jobs->cfg->job.retention_s * 1000 - clock_now_ms();
+    char err[256] = "out of memory", msg[768];
     int replaced = 0;
 
-    if (store_replace(st, pa->job.id, mv->head, mv->head_len, mv->old, mv->old_len, ttl, &replaced,
-                      err, sizeof(err)) < 0) {
+    if (!st || store_replace(st, pa->job.id, mv->head, mv->head_len, mv->old, mv->old_len, ttl,
+                             &replaced, err, sizeof(err)) < 0) {
         log_error("job=%s: reschedule failed (%s) and its record could not be put back: %s",
                   pa->job.id, why, err);
         snprintf(msg, sizeof(msg), "reschedule failed: %s; its record could not be put back (%s): "
-                 "the job is delivered at its old due time at the latest", why, err);
+                 "the job is delivered at its old due time, or soon after", why, err);
     } else if (!replaced) {
         metrics_inc(M_JOBS_RESCHEDULED);
         reply(pa, 200, API_OK, "ok");
@@ -219,6 +233,21 @@ static int moved_failed(struct jobs *jobs, struct store *st, struct pending_add 
     }
     reply(pa, 503, API_RESCHEDULE_FAILED, msg);
     return 503;
+}
+
+/* Kafka has the message of a job moved to an earlier time: its older messages need not wait
+ * for it any more (else they wait till the time the record names, and claim the job then). */
+static void moved_arrived(struct jobs *jobs, struct pending_add *pa)
+{
+    const struct moved *mv = pa->moved;
+    char err[256];
+    int replaced;
+
+    if (mv->plain && store_replace(jobs->st, pa->job.id, mv->head, mv->head_len, mv->plain,
+                                   mv->plain_len, mv->expires_ms - clock_now_ms(), &replaced, err,
+                                   sizeof(err)) < 0)
+        log_info("job=%s: its older messages wait for the time its record names: %s", pa->job.id,
+                 err);
 }
 
 /* Answers an add or reschedule that never reached Kafka (status, code, msg) and frees it. */
@@ -378,6 +407,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
     if (pa->moved) {
         log_info("rescheduled job=%s due=%lld", pa->job.id, (long long)pa->job.due_ms);
         metrics_inc(M_JOBS_RESCHEDULED);
+        moved_arrived(jobs, pa);
         finish_add(pa, 200, API_OK, "ok");
         return;
     }
@@ -691,7 +721,7 @@ static void enqueue(struct jobs *jobs, struct pending_add *list, struct pending_
         return;
     pthread_mutex_lock(&jobs->q_mu);
     if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
-        struct store *st = pool_get(jobs);
+        struct store *st = pool_get(jobs);   /* NULL (out of memory): moved_failed says so */
         pthread_mutex_unlock(&jobs->q_mu);
         while (list) {
             struct pending_add *next = list->next;
@@ -793,20 +823,36 @@ struct reschedule {
     struct moved *mv;           /* replaced: the record before, and the new one's head */
 };
 
-/* The new record of a pending job moved to due_ms (its tag kept, so that its messages still
- * claim it; the delay counted from its creation) into buf. 0, or -1 out of memory. */
-static int moved_record(struct job *job, int64_t due_ms, msgpack_sbuffer *buf)
+/* Moves job to due_ms (its tag kept, so that its messages still claim it; the delay counted
+ * from its creation) and packs its new record into buf. A move to an earlier time (until_ms >=
+ * 0) holds back the job's older messages till until_ms, while its message for the new time is
+ * on its way; the same record without that goes to mv->plain. 0, or -1 out of memory. */
+static int moved_record(struct job *job, int64_t due_ms, int64_t until_ms, struct moved *mv,
+                        msgpack_sbuffer *buf)
 {
     int64_t created = job->due_ms - job->delay_ms;
+    msgpack_sbuffer plain;
 
     job->due_ms = due_ms;
     job->delay_ms = due_ms > created ? due_ms - created : 0;
-    return job_record_pack(job, buf);
+    if (until_ms < 0)
+        return job_record_pack(job, buf);
+    msgpack_sbuffer_init(&plain);
+    if (job_record_pack_moved(job, until_ms, buf) < 0 || job_record_pack(job, &plain) < 0) {
+        msgpack_sbuffer_destroy(&plain);
+        return -1;
+    }
+    mv->plain_len = plain.size;
+    mv->plain = msgpack_sbuffer_release(&plain);
+    return 0;
 }
 
 /* Whether a record in state rec may be rescheduled: 0, or -1 answered in r. */
 static int reschedulable(const char *id, const struct job_record *rec, struct reschedule *r)
 {
+    if (rec->state == JOB_PENDING && rec->stamp_ms > clock_now_ms())
+        return api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "job %s is being rescheduled to an "
+                        "earlier time (its message on its way to Kafka); try again", id);
     if (rec->state == JOB_CANCELLED)
         return api_fail(&r->e, 404, API_NOT_FOUND, "job %s was removed", id);
     if (rec->state != JOB_PENDING)
@@ -840,7 +886,7 @@ static int reschedule_once(struct jobs *jobs, struct store *st, const char *id, 
     msgpack_sbuffer buf;
     struct job_record rec;
     int found, replaced = 0, rc = -1;
-    int64_t ttl = due_ms - clock_now_ms() + jobs->cfg->job.retention_s * 1000;
+    int64_t now = clock_now_ms(), until;
 
     if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
@@ -862,15 +908,19 @@ static int reschedule_once(struct jobs *jobs, struct store *st, const char *id, 
         goto out;
     }
     data = NULL;   /* r->mv has it */
-    if (moved_record(&r->job, due_ms, &buf) < 0 ||
+    r->mv->expires_ms = (due_ms > r->mv->old_due_ms ? due_ms : r->mv->old_due_ms) +
+                        jobs->cfg->job.retention_s * 1000;
+    until = due_ms < r->mv->old_due_ms ? now + MOVED_UNTIL_FACTOR * jobs->cfg->kafka.produce_timeout_ms +
+                                         MOVED_UNTIL_MARGIN_MS : -1;
+    if (moved_record(&r->job, due_ms, until, r->mv, &buf) < 0 ||
         !(r->mv->head_len = job_record_head_len(buf.data, buf.size)) ||
         !(r->mv->head = malloc(r->mv->head_len))) {
         api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
         goto out;
     }
     memcpy(r->mv->head, buf.data, r->mv->head_len);
-    if (store_replace(st, id, r->mv->old, head, buf.data, buf.size, ttl, &replaced, err,
-                      sizeof(err)) < 0) {
+    if (store_replace(st, id, r->mv->old, head, buf.data, buf.size, r->mv->expires_ms - now,
+                      &replaced, err, sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
         goto out;
@@ -898,14 +948,16 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
         answer(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
-    st = pool_get(jobs);
+    if (!(st = pool_get(jobs))) {
+        answer(done, opaque, 503, API_RESCHEDULE_FAILED, "reschedule failed: out of memory", NULL);
+        return;
+    }
     for (int i = 0; rc == 1 && i < RESCHEDULE_TRIES; i++) {
         job_release(&r.job);
         moved_free(r.mv);
         memset(&r, 0, sizeof(r));
         rc = reschedule_once(jobs, st, id, due_ms, &r);
     }
-    pool_put(jobs, st);
     if (rc == 1)
         api_fail(&r.e, 503, API_RESCHEDULE_FAILED, "reschedule failed: the job changed "
                         "%d times while being rescheduled; try again", RESCHEDULE_TRIES);
@@ -919,21 +971,21 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
         if (!(pa = calloc(1, sizeof(*pa)))) {
             struct pending_add tmp = { .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
                                        .opaque = opaque };
-            st = pool_get(jobs);
             moved_failed(jobs, st, &tmp, "out of memory");
-            pool_put(jobs, st);
         } else {
             *pa = (struct pending_add){ .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
                                         .opaque = opaque, .queued_ms = clock_mono_ms() };
             now = clock_now_ms();
             pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
             pa->job.delay_ms = due_ms > now ? due_ms - now : 0;
+            pool_put(jobs, st);
             enqueue(jobs, pa, &pa->next);
             return;
         }
     } else {
         answer(done, opaque, r.e.status, r.e.code, r.e.message, NULL);
     }
+    pool_put(jobs, st);
     job_release(&r.job);
     moved_free(r.mv);
 }
@@ -1093,3 +1145,4 @@ void jobs_stats_gauges(struct jobs *jobs)
     if ((s = stats_of(jobs, err, sizeof(err))))
         stats_gauges(s);
 }
+

@@ -108,7 +108,10 @@ static const char remove_lua[] =
  * the message's tag (an earlier job's message with this id, or the job's old message after it
  * was rescheduled), {'moved', due} when the pending job was rescheduled to the later due time
  * due (its message is to move on to it; rescheduled to an earlier time, the job is due and
- * claimed),
+ * claimed), {'wait'} when it was rescheduled to an earlier time and the message for that time
+ * may still be on its way to Kafka (the pending record's stamp field holds until when, epoch
+ * ms: till then only that message claims it, so that the reschedule's answer tells how it was
+ * delivered),
  * {'foreign'} when it is not one of the pending job's own messages (its tag is not the one the
  * record holds in its claim field: any producer can write a dq-id, not the tag; a record written
  * before tags holds JOB_CLAIM_ROOM and asks for none), {'busy'} when another message of the job
@@ -126,9 +129,17 @@ static const char claim_lua[] =
     "if not st then return {'', v} end\n"
     "local tagged = st == 'p' and claim ~= '' and claim ~= '" JOB_CLAIM_ROOM "'\n"
     "if tagged and claim ~= mtag then return {'foreign'} end\n"
-    "if mdue ~= '' and due ~= mdue then\n"
+    /* the message whose claim this is, read again (a restart, a take-over, a lost reply) */
+    "local again = st == 's' and string.sub(claim, #instance + 1) == string.sub(token, #instance + 1)\n"
+    "if mdue ~= '' and due ~= mdue and not again then\n"
     "  if not tagged then return {'stale'} end\n"
     "  if tonumber(due) > tonumber(mdue) then return {'moved', due} end\n"
+    "  if stamp ~= '' then\n"
+    "    local t = redis.call('TIME')\n"
+    "    if tonumber(stamp) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then\n"
+    "      return {'wait'}\n"
+    "    end\n"
+    "  end\n"
     "end\n"
     "if st == 's' and claim ~= token then\n"
     "  if string.sub(claim, 1, #instance) == instance then return {'busy'} end\n"
@@ -160,7 +171,7 @@ static const char mark_lua[] =
     "  redis.call('SET', key, head .. string.sub(v, #claimed + 1), 'KEEPTTL')\n"
     "end\n"
     "if why ~= '' then redis.call('APPEND', key, cmsgpack.pack(why)) end\n"
-    "if ttl ~= '' then redis.call('PEXPIRE', key, ttl) end\n"
+    "if ttl ~= '' and redis.call('PTTL', key) < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end\n"
     "return 1\n"
     END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
 
@@ -723,6 +734,10 @@ static void read_claim(const struct rdb_reply *r, struct store_claim *out)
     }
     if (rdb_is(first, "moved") && rdb_count(r) == 2 && rdb_type(rdb_at(r, 1)) == RDB_STR) {
         out->moved_due_ms = strtoll(rdb_str(rdb_at(r, 1), NULL), NULL, 10);
+        return;
+    }
+    if (rdb_is(first, "wait")) {
+        out->wait = 1;
         return;
     }
     if (rdb_is(first, "stale") || rdb_is(first, "busy") || rdb_is(first, "foreign")) {

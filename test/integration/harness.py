@@ -418,8 +418,8 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
 
     def bulk(self, requests, threads=4):
         """Sends many (method, path, body) requests over keep-alive connections from several
-        threads. Returns [(status, doc)] in the order given; a failed connection gives
-        (0, error text)."""
+        threads; a fourth element, epoch ms, sends that request no sooner. Returns
+        [(status, doc)] in the order given; a failed connection gives (0, error text)."""
         work = queue.Queue()
         for i, r in enumerate(requests):
             work.put((i, r))
@@ -429,9 +429,10 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
             while True:
                 try:
-                    i, (method, path, body) = work.get_nowait()
+                    i, (method, path, body, *at) = work.get_nowait()
                 except queue.Empty:
                     break
+                time.sleep(max(0, (at[0] if at else 0) - now_ms()) / 1000)
                 try:
                     conn.request(method, path, json.dumps(body) if body is not None else None,
                                  {"Content-Type": "application/json"})

@@ -6,7 +6,7 @@ import re
 import time
 import uuid
 
-from harness import Delayqd, Reader, now_ms, record, run
+from harness import Delayqd, Reader, now_ms, record, run, wait_until
 
 ADD = "/delay-queue/api/jobs/add"
 GET = "/delay-queue/api/jobs/get"
@@ -165,5 +165,5 @@ def test_go_delayqueue_compat_delivers_the_job_id(stack):
     m = reader.wait_ids([job_id], 30)[job_id][0]
     assert m["payload"] == job_id and m["key"] == job_id, m
     assert m["headers"]["dq-id"] == job_id and m["headers"]["trace"] == "t9", m
-    job = d.get(m["payload"])
-    assert job["body"] == "close order 9" and job["state"] == "delivered", job
+    wait_until(lambda: d.get(m["payload"])["state"] == "delivered", 20, "the job to be marked")
+    assert d.get(m["payload"])["body"] == "close order 9"
