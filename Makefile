@@ -34,8 +34,8 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots \
             pending
 # Adapters and wings.
-ADAPT    := watch rdb rdb_where store claims producer warm topics http jobs holder groups forwarder \
-            stats
+ADAPT    := watch rdb rdb_where store moves claims producer warm topics http jobs holder groups \
+            forwarder stats
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

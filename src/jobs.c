@@ -18,6 +18,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "metrics.h"
+#include "moves.h"
 #include "producer.h"
 #include "stats.h"
 #include "store.h"
@@ -34,15 +35,6 @@
 #define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
 #define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
 #define TRIAL_INTERVAL_MS 1000  /* while Kafka is unreachable, one add this often tries it */
-/* A reschedule reads the record again when it changed between its read and its write. Each
- * change is a claim, a remove or another reschedule: after a few, it is final or contended. */
-#define RESCHEDULE_TRIES 8
-/* A job moved to an earlier time holds back its older messages until Kafka has its message
- * for the new time, or the move failed: at most the wait in the intake queue and in flight
- * (kafka.produce_timeout_ms each) and the write that undoes it. Past that it counts as lost
- * and the older messages claim the job, late rather than never. */
-#define MOVED_UNTIL_FACTOR 2
-#define MOVED_UNTIL_MARGIN_MS 10000
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -56,7 +48,7 @@ struct pending_add {
     jobs_done_fn done;          /* a single add's; NULL for a job of a batch */
     void *opaque;
     struct batch *batch;        /* the batch it is a job of, or NULL */
-    struct moved *moved;        /* a reschedule's message, not an add's; else NULL */
+    struct move *moved;         /* a reschedule's message, not an add's; else NULL */
     size_t slot;                /* its index in the batch */
     struct pending_add *next;   /* in the intake queue */
     struct pending_add *fprev, *fnext;   /* in the list of adds awaiting Kafka, oldest first */
@@ -131,31 +123,6 @@ struct batch {
     void *opaque;
 };
 
-/* A reschedule to an earlier time: its record was replaced, and its new message is on its way;
- * should that fail, the old record is put back. */
-struct moved {
-    char *old;                  /* the record before, owned */
-    size_t old_len;
-    int64_t old_due_ms;         /* epoch ms */
-    char *head;                 /* the head of the record written, owned */
-    size_t head_len;
-    char *plain;                /* the record written, without the time its message is awaited
-                                 * till (written once Kafka has that message), owned */
-    size_t plain_len;
-    int64_t expires_ms;         /* epoch ms: the record is kept till then, so that the job's
-                                 * messages of both due times find it */
-};
-
-static void moved_free(struct moved *mv)
-{
-    if (mv) {
-        free(mv->old);
-        free(mv->head);
-        free(mv->plain);
-        free(mv);
-    }
-}
-
 /* Notes the answer of one job of b (job id "" or NULL when none is known); the last one
  * answers the request and frees b. */
 static void batch_note(struct batch *b, size_t slot, int status, int code, const char *msg,
@@ -196,7 +163,7 @@ static void reply(struct pending_add *pa, int status, int code, const char *msg)
 static void free_add(struct pending_add *pa)
 {
     job_release(&pa->job);
-    moved_free(pa->moved);
+    move_free(pa->moved);
     free(pa);
 }
 
@@ -213,18 +180,15 @@ static void finish_add(struct pending_add *pa, int status, int code, const char 
  * reschedule held. Returns the status answered; pa stays allocated. */
 static int moved_failed(struct jobs *jobs, struct store *st, struct pending_add *pa, const char *why)
 {
-    const struct moved *mv = pa->moved;
-    int64_t ttl = mv->old_due_ms + jobs->cfg->job.retention_s * 1000 - clock_now_ms();
     char err[256] = "out of memory", msg[768];
-    int replaced = 0;
+    int undone = 0;
 
-    if (!st || store_replace(st, pa->job.id, mv->head, mv->head_len, mv->old, mv->old_len, ttl,
-                             &replaced, err, sizeof(err)) < 0) {
+    if (!st || move_undo(st, jobs->cfg, pa->job.id, pa->moved, &undone, err, sizeof(err)) < 0) {
         log_error("job=%s: reschedule failed (%s) and its record could not be put back: %s",
                   pa->job.id, why, err);
         snprintf(msg, sizeof(msg), "reschedule failed: %s; its record could not be put back (%s): "
                  "the job is delivered at its old due time, or soon after", why, err);
-    } else if (!replaced) {
+    } else if (!undone) {
         metrics_inc(M_JOBS_RESCHEDULED);
         reply(pa, 200, API_OK, "ok");
         return 200;
@@ -239,13 +203,9 @@ static int moved_failed(struct jobs *jobs, struct store *st, struct pending_add 
  * for it any more (else they wait till the time the record names, and claim the job then). */
 static void moved_arrived(struct jobs *jobs, struct pending_add *pa)
 {
-    const struct moved *mv = pa->moved;
     char err[256];
-    int replaced;
 
-    if (mv->plain && store_replace(jobs->st, pa->job.id, mv->head, mv->head_len, mv->plain,
-                                   mv->plain_len, mv->expires_ms - clock_now_ms(), &replaced, err,
-                                   sizeof(err)) < 0)
+    if (move_arrived(jobs->st, pa->job.id, pa->moved, err, sizeof(err)) < 0)
         log_info("job=%s: its older messages wait for the time its record names: %s", pa->job.id,
                  err);
 }
@@ -816,132 +776,16 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
     batch_note(b, 0, 0, 0, NULL, NULL);   /* every job is on its way: the last answer ends it */
 }
 
-/* What a reschedule found and did in Redis. */
-struct reschedule {
-    struct api_error e;         /* the answer, when not replaced */
-    struct job job;             /* replaced: the job, with its new due time and its tag */
-    struct moved *mv;           /* replaced: the record before, and the new one's head */
-};
-
-/* Moves job to due_ms (its tag kept, so that its messages still claim it; the delay counted
- * from its creation) and packs its new record into buf. A move to an earlier time (until_ms >=
- * 0) holds back the job's older messages till until_ms, while its message for the new time is
- * on its way; the same record without that goes to mv->plain. 0, or -1 out of memory. */
-static int moved_record(struct job *job, int64_t due_ms, int64_t until_ms, struct moved *mv,
-                        msgpack_sbuffer *buf)
-{
-    int64_t created = job->due_ms - job->delay_ms;
-    msgpack_sbuffer plain;
-
-    job->due_ms = due_ms;
-    job->delay_ms = due_ms > created ? due_ms - created : 0;
-    if (until_ms < 0)
-        return job_record_pack(job, buf);
-    msgpack_sbuffer_init(&plain);
-    if (job_record_pack_moved(job, until_ms, buf) < 0 || job_record_pack(job, &plain) < 0) {
-        msgpack_sbuffer_destroy(&plain);
-        return -1;
-    }
-    mv->plain_len = plain.size;
-    mv->plain = msgpack_sbuffer_release(&plain);
-    return 0;
-}
-
-/* Whether a record in state rec may be rescheduled: 0, or -1 answered in r. */
-static int reschedulable(const char *id, const struct job_record *rec, struct reschedule *r)
-{
-    if (rec->state == JOB_PENDING && rec->stamp_ms > clock_now_ms())
-        return api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "job %s is being rescheduled to an "
-                        "earlier time (its message on its way to Kafka); try again", id);
-    if (rec->state == JOB_CANCELLED)
-        return api_fail(&r->e, 404, API_NOT_FOUND, "job %s was removed", id);
-    if (rec->state != JOB_PENDING)
-        return api_fail(&r->e, 409, API_CONFLICT, "job %s is already %s and cannot be "
-                               "rescheduled", id, job_state_name(rec->state));
-    if (!rec->tag[0])
-        return api_fail(&r->e, 409, API_CONFLICT, "job %s was added by an older delayqd and "
-                               "cannot be rescheduled", id);
-    return 0;
-}
-
-/* The undo of a reschedule: the old record (taken) and its due time; the new head is set
- * once written. NULL when out of memory. */
-static struct moved *moved_new(char *old, size_t old_len, int64_t old_due_ms)
-{
-    struct moved *mv = calloc(1, sizeof(*mv));
-
-    if (mv)
-        *mv = (struct moved){ .old = old, .old_len = old_len, .old_due_ms = old_due_ms };
-    return mv;
-}
-
-/* One try: reads the record of id and, if it is pending, replaces it with one due at due_ms.
- * 0: replaced (r->job and r->mv set); 1: the record changed between the read and the write
- * (r->job and r->mv to be released); -1: answered in r. */
-static int reschedule_once(struct jobs *jobs, struct store *st, const char *id, int64_t due_ms,
-                           struct reschedule *r)
-{
-    char err[256], *data = NULL;
-    size_t len = 0, head;
-    msgpack_sbuffer buf;
-    struct job_record rec;
-    int found, replaced = 0, rc = -1;
-    int64_t now = clock_now_ms(), until;
-
-    if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
-        metrics_inc(M_REDIS_ERRORS);
-        return api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
-    }
-    if (!found)
-        return api_fail(&r->e, 404, API_NOT_FOUND, "no such job");
-    msgpack_sbuffer_init(&buf);
-    if (job_record_read(id, data, len, &r->job, &rec, err, sizeof(err)) < 0 ||
-        !(head = job_record_head_len(data, len))) {
-        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "job %s has an unreadable record: %s", id, err);
-        goto out;
-    }
-    if (reschedulable(id, &rec, r) < 0)
-        goto out;
-    snprintf(r->job.tag, sizeof(r->job.tag), "%s", rec.tag);
-    if (!(r->mv = moved_new(data, len, r->job.due_ms))) {
-        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
-        goto out;
-    }
-    data = NULL;   /* r->mv has it */
-    r->mv->expires_ms = (due_ms > r->mv->old_due_ms ? due_ms : r->mv->old_due_ms) +
-                        jobs->cfg->job.retention_s * 1000;
-    until = due_ms < r->mv->old_due_ms ? now + MOVED_UNTIL_FACTOR * jobs->cfg->kafka.produce_timeout_ms +
-                                         MOVED_UNTIL_MARGIN_MS : -1;
-    if (moved_record(&r->job, due_ms, until, r->mv, &buf) < 0 ||
-        !(r->mv->head_len = job_record_head_len(buf.data, buf.size)) ||
-        !(r->mv->head = malloc(r->mv->head_len))) {
-        api_fail(&r->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
-        goto out;
-    }
-    memcpy(r->mv->head, buf.data, r->mv->head_len);
-    if (store_replace(st, id, r->mv->old, head, buf.data, buf.size, r->mv->expires_ms - now,
-                      &replaced, err, sizeof(err)) < 0) {
-        metrics_inc(M_REDIS_ERRORS);
-        api_fail(&r->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
-        goto out;
-    }
-    rc = replaced ? 0 : 1;
-out:
-    msgpack_sbuffer_destroy(&buf);
-    free(data);
-    return rc;
-}
-
 void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
                      const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque)
 {
-    struct reschedule r = { 0 };
     struct pending_add *pa;
     struct api_error e;
     struct store *st;
+    struct move *mv;
+    struct job job;
     char id[JOB_ID_MAX + 1];
     int64_t now = clock_now_ms(), due_ms;
-    int rc = 1;
 
     if ((len > 0 ? api_parse_reschedule(body, len, &jobs->limits, now, id, &due_ms, &e)
                  : api_reschedule_query(query, &jobs->limits, now, id, &due_ms, &e)) < 0) {
@@ -952,42 +796,34 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
         answer(done, opaque, 503, API_RESCHEDULE_FAILED, "reschedule failed: out of memory", NULL);
         return;
     }
-    for (int i = 0; rc == 1 && i < RESCHEDULE_TRIES; i++) {
-        job_release(&r.job);
-        moved_free(r.mv);
-        memset(&r, 0, sizeof(r));
-        rc = reschedule_once(jobs, st, id, due_ms, &r);
-    }
-    if (rc == 1)
-        api_fail(&r.e, 503, API_RESCHEDULE_FAILED, "reschedule failed: the job changed "
-                        "%d times while being rescheduled; try again", RESCHEDULE_TRIES);
-    if (rc == 0 && due_ms >= r.mv->old_due_ms) {
-        /* Later: its messages move on to the new due time when they reach the old one. */
+    mv = move_job(st, jobs->cfg, id, due_ms, &job, &e);
+    if (!mv) {
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+    } else if (!mv->earlier) {
+        /* Its messages move on to the new due time when they reach the old one. */
         log_info("rescheduled job=%s due=%lld", id, (long long)due_ms);
         metrics_inc(M_JOBS_RESCHEDULED);
         answer(done, opaque, 200, API_OK, "ok", api_rescheduled_data(id, due_ms));
-    } else if (rc == 0) {
-        /* Earlier: a message for the new due time, answered once Kafka has it. */
-        if (!(pa = calloc(1, sizeof(*pa)))) {
-            struct pending_add tmp = { .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
-                                       .opaque = opaque };
-            moved_failed(jobs, st, &tmp, "out of memory");
-        } else {
-            *pa = (struct pending_add){ .jobs = jobs, .job = r.job, .moved = r.mv, .done = done,
-                                        .opaque = opaque, .queued_ms = clock_mono_ms() };
-            now = clock_now_ms();
-            pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
-            pa->job.delay_ms = due_ms > now ? due_ms - now : 0;
-            pool_put(jobs, st);
-            enqueue(jobs, pa, &pa->next);
-            return;
-        }
+    } else if (!(pa = calloc(1, sizeof(*pa)))) {
+        struct pending_add tmp = { .jobs = jobs, .job = job, .moved = mv, .done = done,
+                                   .opaque = opaque };
+        moved_failed(jobs, st, &tmp, "out of memory");
     } else {
-        answer(done, opaque, r.e.status, r.e.code, r.e.message, NULL);
+        /* A message for the new due time, answered once Kafka has it. */
+        *pa = (struct pending_add){ .jobs = jobs, .job = job, .moved = mv, .done = done,
+                                    .opaque = opaque, .queued_ms = clock_mono_ms() };
+        now = clock_now_ms();
+        pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
+        pa->job.delay_ms = due_ms > now ? due_ms - now : 0;
+        pool_put(jobs, st);
+        enqueue(jobs, pa, &pa->next);
+        return;
     }
     pool_put(jobs, st);
-    job_release(&r.job);
-    moved_free(r.mv);
+    if (mv) {
+        job_release(&job);
+        move_free(mv);
+    }
 }
 
 char *jobs_get(struct jobs *jobs, const char *id, int *status)
