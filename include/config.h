@@ -20,7 +20,11 @@ struct config {
     struct {
         char listen[CONFIG_STR_MAX];       /* "host:port" */
         int64_t max_body_bytes;
-        char auth_token[CONFIG_STR_MAX];   /* empty: no auth */
+        char auth_token[CONFIG_STR_MAX];   /* every path; empty: no auth */
+        char read_token[CONFIG_STR_MAX];   /* get, stats, claims only; empty: none */
+        char metrics_token[CONFIG_STR_MAX];   /* /metrics needs it (or auth_token); empty: open */
+        int64_t max_connections_per_ip;    /* connections from one address at once */
+        int64_t request_timeout_s;         /* a request must arrive whole within this */
         int64_t threads;                   /* HTTP worker threads */
         int64_t max_connections;
         int64_t connection_timeout_s;      /* idle or slow connection is closed after this */
@@ -50,6 +54,9 @@ struct config {
         int nproperties;
         int64_t produce_timeout_ms;        /* an add gives up on Kafka after this */
         int64_t replication_factor;        /* of topics delayqd creates; -1: broker default */
+        char sasl_password[CONFIG_STR_MAX];   /* from sasl_password_file: the property
+                                               * sasl.password; empty: none */
+        char ssl_key_password[CONFIG_STR_MAX];   /* from ssl_key_password_file: ssl.key.password */
     } kafka;
     struct {
         char topic_format[CONFIG_STR_MAX];

@@ -1,9 +1,11 @@
 /* config: the table of every config key with its type, range and default, the libconfig walk
  * that fills struct config from a file, and the checks that need several keys at once. The
  * contract is in include/config.h. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libconfig.h>
 
@@ -16,7 +18,7 @@
  * queue for reminders and expiries (SQS allows 15 minutes, RabbitMQ's plugin about 49 days). */
 #define DEFAULT_MAX_DELAY_S (30LL * 86400)
 
-enum kind { K_STR, K_INT, K_BOOL, K_CUSTOM };
+enum kind { K_STR, K_SECRET, K_SECRET_FILE, K_INT, K_BOOL, K_CUSTOM };
 
 struct key;
 typedef int (*custom_fn)(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
@@ -44,6 +46,13 @@ static int set_cluster(const struct key *, config_setting_t *, struct config *, 
 /* A text that may not be empty: nothing could work without it. */
 #define STR1(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                             sizeof(((struct config *)0)->field), 1, 0, NULL }
+/* A secret read from a file (as systemd's LoadCredential= provides); and a secret in clear,
+ * with its _file twin. */
+#define SECRET_FILE(g, n, field) { #g, #n "_file", K_SECRET_FILE, offsetof(struct config, field), \
+                                   sizeof(((struct config *)0)->field), 0, 0, NULL }
+#define SECRET(g, n, field) { #g, #n, K_SECRET, offsetof(struct config, field), \
+                              sizeof(((struct config *)0)->field), 0, 0, NULL }, \
+                            SECRET_FILE(g, n, field)
 #define INT(g, n, field, lo, hi) { #g, #n, K_INT, offsetof(struct config, field), 0, lo, hi, NULL }
 #define BOOL(g, n, field) { #g, #n, K_BOOL, offsetof(struct config, field), 0, 0, 0, NULL }
 #define FN(g, n, f) { #g, #n, K_CUSTOM, 0, 0, 0, 0, f }
@@ -51,7 +60,11 @@ static int set_cluster(const struct key *, config_setting_t *, struct config *, 
 static const struct key keys[] = {
     FN(http, listen, set_listen),
     INT(http, max_body_bytes, http.max_body_bytes, 64, 64 << 20),
-    STR(http, auth_token, http.auth_token),
+    SECRET(http, auth_token, http.auth_token),
+    SECRET(http, read_token, http.read_token),
+    SECRET(http, metrics_token, http.metrics_token),
+    INT(http, max_connections_per_ip, http.max_connections_per_ip, 1, 100000),
+    INT(http, request_timeout_s, http.request_timeout_s, 1, 3600),
     INT(http, threads, http.threads, 1, 64),
     INT(http, max_connections, http.max_connections, 1, 100000),
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
@@ -61,9 +74,9 @@ static const struct key keys[] = {
     FN(redis, sentinels, set_sentinels),
     FN(redis, cluster, set_cluster),
     STR(redis, master_name, redis.master_name),
-    STR(redis, sentinel_password, redis.sentinel_password),
+    SECRET(redis, sentinel_password, redis.sentinel_password),
     STR(redis, username, redis.username),
-    STR(redis, password, redis.password),
+    SECRET(redis, password, redis.password),
     INT(redis, db, redis.db, 0, 1 << 20),
     STR(redis, prefix, redis.prefix),
     INT(redis, timeout_ms, redis.timeout_ms, 10, 600000),
@@ -74,6 +87,8 @@ static const struct key keys[] = {
     FN(kafka, properties, set_props),
     INT(kafka, produce_timeout_ms, kafka.produce_timeout_ms, 100, 600000),
     INT(kafka, replication_factor, kafka.replication_factor, -1, 32),
+    SECRET_FILE(kafka, sasl_password, kafka.sasl_password),
+    SECRET_FILE(kafka, ssl_key_password, kafka.ssl_key_password),
     STR(delay, topic_format, delay.topic_format),
     FN(delay, levels, set_levels),
     INT(delay, partitions, delay.partitions, 1, CONFIG_PARTITIONS_MAX),
@@ -103,6 +118,8 @@ void config_defaults(struct config *cfg)
     cfg->http.max_connections = 1024;
     cfg->http.connection_timeout_s = 30;
     cfg->http.max_batch_jobs = 1000;
+    cfg->http.max_connections_per_ip = 64;
+    cfg->http.request_timeout_s = 10;
     snprintf(cfg->redis.host, sizeof(cfg->redis.host), "127.0.0.1");
     cfg->redis.port = 6379;
     snprintf(cfg->redis.prefix, sizeof(cfg->redis.prefix), "dq:");
@@ -329,6 +346,36 @@ static const struct key *find_key(const char *group, const char *name)
     return NULL;
 }
 
+/* The first key of the file read that holds a secret in clear ("group.name"), or "". */
+static char clear_secret[64];
+
+/* Reads the secret in file path into out (outlen bytes at most, a NUL included): the whole
+ * file but one trailing newline. 0, or -1 with why set. */
+static int read_secret(const char *path, char *out, size_t outlen, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n;
+
+    if (!f) {
+        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    n = fread(out, 1, outlen, f);
+    fclose(f);
+    if (n == outlen) {
+        snprintf(why, whylen, "%s holds more than %zu bytes", path, outlen - 1);
+        return -1;
+    }
+    if (n > 0 && out[n - 1] == '\n')
+        n--;
+    out[n] = '\0';
+    if (n == 0 || strlen(out) != n) {
+        snprintf(why, whylen, "%s is empty or holds a NUL byte", path);
+        return -1;
+    }
+    return 0;
+}
+
 static int set_key(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
                    size_t whylen)
 {
@@ -337,6 +384,18 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
     long long v;
 
     switch (k->kind) {
+    case K_SECRET_FILE:
+        str = config_setting_get_string(s);
+        if (!str || !str[0]) {
+            snprintf(why, whylen, "must be the path of a file holding the secret");
+            return -1;
+        }
+        return read_secret(str, base, k->size, why, whylen);
+    case K_SECRET:
+        str = config_setting_get_string(s);
+        if (str && str[0] && !clear_secret[0])
+            snprintf(clear_secret, sizeof(clear_secret), "%s.%s", k->group, k->name);
+        /* fall through */
     case K_STR:
         str = config_setting_get_string(s);
         if (!str || strlen(str) >= k->size) {
@@ -456,9 +515,92 @@ static int check_redis_mode(config_t *lc, const struct config *cfg, const char *
     return 0;
 }
 
+/* A secret given both in clear and in a file, or a read token without the token for the rest:
+ * 0, or -1 with err set. */
+static int check_secrets(config_t *lc, const struct config *cfg, const char *src, char *err,
+                         size_t errlen)
+{
+    char clear[64], file[72];
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (keys[i].kind != K_SECRET)
+            continue;
+        snprintf(clear, sizeof(clear), "%s.%s", keys[i].group, keys[i].name);
+        snprintf(file, sizeof(file), "%s_file", clear);
+        if (config_lookup(lc, clear) && config_lookup(lc, file)) {
+            snprintf(err, errlen, "%s:%d: %s: give the secret in clear or in %s, not both", src,
+                     line_of(lc, clear), clear, file);
+            return -1;
+        }
+    }
+    if (cfg->http.read_token[0] && !cfg->http.auth_token[0]) {
+        snprintf(err, errlen, "%s:%d: http.read_token: set http.auth_token too (without it every "
+                 "path is open, and a token only for reading would guard nothing)", src,
+                 line_of(lc, "http.read_token"));
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether a "name=value" property names a password. */
+static int names_password(const char *prop)
+{
+    char name[CONFIG_STR_MAX];
+    size_t n = strcspn(prop, "=");
+
+    snprintf(name, sizeof(name), "%.*s", (int)n, prop);
+    return strstr(name, "password") != NULL;
+}
+
+/* Adds the Kafka secrets read from files to the librdkafka properties, and notes a password
+ * written in clear among them. 0, or -1 with err set. */
+static int kafka_secrets(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+{
+    static const struct { const char *prop; size_t off; } secret[] = {
+        { "sasl.password", offsetof(struct config, kafka.sasl_password) },
+        { "ssl.key.password", offsetof(struct config, kafka.ssl_key_password) },
+    };
+    char prop[2 * CONFIG_STR_MAX];   /* checked to fit CONFIG_STR_MAX below */
+
+    for (int i = 0; i < cfg->kafka.nproperties; i++)
+        if (names_password(cfg->kafka.properties[i]) && !clear_secret[0])
+            snprintf(clear_secret, sizeof(clear_secret), "kafka.properties");
+    for (size_t k = 0; k < sizeof(secret) / sizeof(secret[0]); k++) {
+        const char *v = (const char *)cfg + secret[k].off;
+        if (!v[0])
+            continue;
+        if (cfg->kafka.nproperties >= CONFIG_PROPS_MAX ||
+            strlen(secret[k].prop) + 1 + strlen(v) >= CONFIG_STR_MAX) {
+            snprintf(err, errlen, "%s:%d: kafka.properties: no room for %s from its file", src,
+                     line_of(lc, "kafka.properties"), secret[k].prop);
+            return -1;
+        }
+        snprintf(prop, sizeof(prop), "%s=%s", secret[k].prop, v);
+        memcpy(cfg->kafka.properties[cfg->kafka.nproperties++], prop, CONFIG_STR_MAX);
+    }
+    return 0;
+}
+
+/* A file holding a secret in clear must not be readable by anyone but its owner: 0, or -1 with
+ * err set. */
+static int check_private(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (!clear_secret[0] || stat(path, &st) < 0 || !(st.st_mode & (S_IRGRP | S_IROTH)))
+        return 0;
+    snprintf(err, errlen, "%s: holds a secret in clear (%s) but is readable by others (mode %04o): "
+             "chmod 600 it, or give the secret in a file of its own (%s_file)", path, clear_secret,
+             (unsigned)(st.st_mode & 07777), clear_secret);
+    return -1;
+}
+
 static int finish(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
 {
     char why[256];
+
+    if (check_secrets(lc, cfg, src, err, errlen) < 0 || kafka_secrets(lc, cfg, src, err, errlen) < 0)
+        return -1;
 
     if (check_redis_mode(lc, cfg, src, err, errlen) < 0)
         return -1;
@@ -518,6 +660,7 @@ static int load(struct config *cfg, const char *path, const char *text, char *er
     int ok, rc = -1;
 
     config_init(&lc);
+    clear_secret[0] = '\0';
     groups_setting = NULL;
     nlevel_names = -1;
     ok = path ? config_read_file(&lc, path) : config_read_string(&lc, text);
@@ -528,7 +671,8 @@ static int load(struct config *cfg, const char *path, const char *text, char *er
             snprintf(err, errlen, "%s:%d: %s", src, config_error_line(&lc), config_error_text(&lc));
         goto out;
     }
-    if (walk(&lc, cfg, src, err, errlen) == 0 && finish(&lc, cfg, src, err, errlen) == 0)
+    if (walk(&lc, cfg, src, err, errlen) == 0 && finish(&lc, cfg, src, err, errlen) == 0 &&
+        (!path || check_private(path, err, errlen) == 0))
         rc = 0;
 out:
     groups_setting = NULL;

@@ -31,12 +31,21 @@
 /* At shutdown, how long a request already being served (a get, a reschedule: a few Redis calls
  * of up to redis.timeout_ms each) may take before the intake is freed under it. */
 #define INSIDE_WAIT_MS 30000
-#define LOOP_IDLE_MS 1000       /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
+#define SWEEP_MS 250           /* connections are checked against their deadline this often */
+#define LOOP_IDLE_MS 250        /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
 /* Clients' FINs taken per turn of an HTTP thread; more wait for the next turn, which the wakes
  * of this one bring at once. */
 #define FIN_BATCH 64
 
 enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
+
+/* A connection of a daemon, from accept to close, and by when its next request must have
+ * arrived whole. */
+struct conn {
+    int fd;
+    int64_t deadline_ms;      /* monotonic; 0 while a request is being served */
+    struct conn *prev, *next;
+};
 
 /* One HTTP thread and the libmicrohttpd daemon it runs: its connections, in an epoll set. */
 struct server {
@@ -46,6 +55,8 @@ struct server {
     atomic_int woken;         /* wake written since the thread last looked: no need again */
     int fins;                 /* epoll: the daemon's connections, each until its client's FIN */
     unsigned conns, limit;    /* the daemon's connections; its MHD_OPTION_CONNECTION_LIMIT */
+    struct conn *list;        /* the daemon's connections, each with its deadline */
+    int64_t swept_ms;         /* monotonic: the last look for connections past their deadline */
     pthread_t thread;
 };
 
@@ -67,6 +78,7 @@ struct request {
     struct server *srv;     /* whose thread serves the connection */
     struct MHD_Connection *conn;
     int path;               /* index in routes, or -1 */
+    struct conn *cn;        /* its connection's deadline */
     enum http_route route;
     int64_t start_us;       /* monotonic, for the latency metric */
     int status;             /* of the answer queued */
@@ -79,6 +91,63 @@ struct request {
     char *response;
     int counted;            /* the add is in http->busy */
 };
+
+/* Starts tracking a new connection of s: its first request must arrive whole within
+ * http.request_timeout_s. NULL when out of memory (it then has no deadline but the idle one). */
+static struct conn *conn_note(struct server *s, int fd)
+{
+    struct conn *cn = calloc(1, sizeof(*cn));
+
+    if (!cn)
+        return NULL;
+    cn->fd = fd;
+    cn->deadline_ms = clock_mono_ms() + s->http->cfg->http.request_timeout_s * 1000;
+    cn->next = s->list;
+    if (s->list)
+        s->list->prev = cn;
+    s->list = cn;
+    return cn;
+}
+
+static void conn_forget(struct server *s, struct conn *cn)
+{
+    if (!cn)
+        return;
+    if (cn->prev)
+        cn->prev->next = cn->next;
+    else
+        s->list = cn->next;
+    if (cn->next)
+        cn->next->prev = cn->prev;
+    free(cn);
+}
+
+/* A request of cn ended: the next one must have arrived whole within the keep-alive idle time
+ * and http.request_timeout_s. */
+static void conn_idle(const struct http *http, struct conn *cn)
+{
+    if (cn)
+        cn->deadline_ms = clock_mono_ms() +
+                          (http->cfg->http.connection_timeout_s + http->cfg->http.request_timeout_s) * 1000;
+}
+
+/* Ends the connections of s whose request did not arrive whole by its deadline: a client that
+ * sends slowly or not at all loses its own connections, not everyone's slots. libmicrohttpd's
+ * timeout alone restarts with every byte. At most once per SWEEP_MS. */
+static void sweep(struct server *s)
+{
+    int64_t now = clock_mono_ms();
+
+    if (now - s->swept_ms < SWEEP_MS)
+        return;
+    s->swept_ms = now;
+    for (struct conn *cn = s->list; cn; cn = cn->next) {
+        if (cn->deadline_ms && now > cn->deadline_ms) {
+            cn->deadline_ms = 0;   /* once: libmicrohttpd closes it on its next read */
+            (void)shutdown(cn->fd, SHUT_RDWR);
+        }
+    }
+}
 
 /* Queues text (taken, freed by MHD) as the answer of req. */
 static enum MHD_Result send_text(struct request *req, int status, char *text, const char *type)
@@ -149,14 +218,34 @@ static int token_equal(const char *a, const char *b)
     return diff == 0;
 }
 
-static int authorized(const struct http *http, struct MHD_Connection *conn)
+/* Whether the request's bearer token is token (which is set). */
+static int bears(struct MHD_Connection *conn, const char *token)
 {
-    const char *h;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 
-    if (!http->cfg->http.auth_token[0])
+    return h && strncmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, token);
+}
+
+/* Who may use a path: http.auth_token every one; http.read_token get, stats and claims;
+ * http.metrics_token /metrics. A path no set token guards is open; /healthz and /readyz are. */
+static int authorized(const struct http *http, struct MHD_Connection *conn, enum http_route route)
+{
+    const char *all = http->cfg->http.auth_token, *read = http->cfg->http.read_token,
+               *metrics = http->cfg->http.metrics_token;
+
+    switch (route) {
+    case R_HEALTH:
+    case R_READY:
         return 1;
-    h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return h && strncmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, http->cfg->http.auth_token);
+    case R_METRICS:
+        return !metrics[0] || bears(conn, metrics) || (all[0] && bears(conn, all));
+    case R_GET:
+    case R_STATS:
+    case R_CLAIMS:
+        return !all[0] || bears(conn, all) || (read[0] && bears(conn, read));
+    default:
+        return !all[0] || bears(conn, all);
+    }
 }
 
 /* The Content-Length headers of a request: libmicrohttpd frames the body by the first. */
@@ -197,7 +286,6 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
     struct MHD_Connection *conn = req->conn;
     const char *cl;
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
-    int open = req->route == R_HEALTH || req->route == R_READY || req->route == R_METRICS;
 
     if (lengths_differ(conn)) {
         *ret = send_error(req, 400, API_BAD_REQUEST, "Content-Length headers disagree");
@@ -207,7 +295,7 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = send_error(req, 404, API_NOT_FOUND, "no such path");
         return -1;
     }
-    if (!open && !authorized(req->http, conn)) {
+    if (!authorized(req->http, conn, req->route)) {
         *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
@@ -404,6 +492,11 @@ static enum MHD_Result serve_ready(struct request *req)
 
     if (jobs_ready(req->http->jobs, err, sizeof(err)) == 0)
         return send_json(req, 200, api_response(API_OK, "ready", NULL));
+    /* Open to anyone: with a token guarding the API, why is for the log, not the caller. */
+    if (req->http->cfg->http.auth_token[0]) {
+        log_info("not ready: %s", err);
+        return send_error(req, 503, API_UNAVAILABLE, "not ready");
+    }
     snprintf(msg, sizeof(msg), "not ready: %s", err);
     return send_error(req, 503, API_UNAVAILABLE, msg);
 }
@@ -477,6 +570,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->http = req->srv->http;
         req->conn = conn;
         req->path = match(url);
+        req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
         req->start_us = clock_mono_us();
         pthread_mutex_init(&req->mu, NULL);
@@ -489,6 +583,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return MHD_YES;
     }
+    if (req->cn)
+        req->cn->deadline_ms = 0;   /* arrived whole: being served */
     return serve(req);
 }
 
@@ -504,6 +600,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)why;
     if (!req)
         return;
+    conn_idle(req->http, req->cn);
     add_uncount(req);
     if (req->status)
         metrics_http(req->route, req->status, (double)(clock_mono_us() - req->start_us) / 1e6);
@@ -567,14 +664,15 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     const union MHD_ConnectionInfo *ci;
     struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT };
 
-    (void)socket_context;
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
         s->conns--;   /* closing the socket takes it out of s->fins */
+        conn_forget(s, *socket_context);
         return;
     }
     s->conns++;
     ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     ev.data.fd = ci->connect_fd;
+    *socket_context = conn_note(s, ci->connect_fd);
     if (epoll_ctl(s->fins, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
         log_warn("connection fd=%d not watched for its client's FIN: %s", ev.data.fd, strerror(errno));
 }
@@ -641,6 +739,7 @@ static void *serve_loop(void *arg)
         full = s->conns >= s->limit;
         MHD_run(s->d);
         wake_fins(s);
+        sweep(s);
         /* A full daemon takes its listening socket out of its epoll set, and puts it back only
          * at the start of a run: once slots are free, that run must not wait for another event. */
         freed = full && s->conns < s->limit;
@@ -669,6 +768,8 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
     struct http *http = calloc(1, sizeof(*http));
     int n = (int)cfg->http.threads, fd = -1;
     unsigned limit = (unsigned)(cfg->http.max_connections / n);
+    /* Each daemon counts its own connections: an address gets its share in each. */
+    unsigned per_ip = (unsigned)((cfg->http.max_connections_per_ip + n - 1) / n);
     struct sockaddr_storage sa;
 
     if (!http || !(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
@@ -697,6 +798,7 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
             MHD_OPTION_LISTEN_SOCKET, own,
             MHD_OPTION_CONNECTION_LIMIT, s->limit,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

@@ -292,7 +292,10 @@ class Delayqd:
             f"max_delay_s = {x.get('max_delay_s', 86400)};"
         text = f"""
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
-         auth_token = "{x.get('auth_token', '')}";
+         auth_token = "{x.get('auth_token', '')}"; read_token = "{x.get('read_token', '')}";
+         metrics_token = "{x.get('metrics_token', '')}";
+         max_connections_per_ip = {x.get('max_connections_per_ip', 256)};
+         request_timeout_s = {x.get('request_timeout_s', 10)};
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
          max_connections = {x.get('max_connections', 1024)};
          max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
@@ -309,8 +312,11 @@ job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
 """
-        with open(self.conf_path, "w") as f:
+        # private: it may hold a token, and delayqd refuses a readable file holding one
+        fd = os.open(self.conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(self.conf_path, 0o600)
 
     def start(self):
         self.log = open(self.log_path, "a")

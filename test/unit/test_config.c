@@ -161,6 +161,31 @@ static void wrong_types(void)
     CHECK(load_fails("compat: { go_delayqueue = 1; };", "compat.go_delayqueue", "true or false"));
 }
 
+/* Secrets: from a file (its trailing newline dropped), not both ways, no read token alone. */
+static void secrets(void)
+{
+    char path[] = "/tmp/dq-unit-secretXXXXXX", text[256], err[256];
+    int fd = mkstemp(path);
+
+    CHECK(fd >= 0 && write(fd, "t0ken\n", 6) == 6);
+    close(fd);
+    snprintf(text, sizeof(text), "http: { auth_token_file = \"%s\"; read_token = \"r\"; };", path);
+    config_defaults(&cfg);
+    CHECK(config_load_string(&cfg, text, err, sizeof(err)) == 0);
+    CHECK_STR(cfg.http.auth_token, "t0ken");
+    CHECK_STR(cfg.http.read_token, "r");
+    snprintf(text, sizeof(text), "kafka: { sasl_password_file = \"%s\"; };", path);
+    config_defaults(&cfg);
+    CHECK(config_load_string(&cfg, text, err, sizeof(err)) == 0);
+    CHECK(cfg.kafka.nproperties == 1 && strcmp(cfg.kafka.properties[0], "sasl.password=t0ken") == 0);
+    snprintf(text, sizeof(text), "http: { auth_token = \"a\"; auth_token_file = \"%s\"; };", path);
+    CHECK(load_fails(text, "http.auth_token", "not both"));
+    CHECK(load_fails("http: { read_token = \"r\"; };", "http.read_token", "auth_token"));
+    CHECK(load_fails("redis: { password_file = \"/nonexistent/pw\"; };", "redis.password_file",
+                     "cannot read /nonexistent/pw"));
+    unlink(path);
+}
+
 static void compat_and_batch_keys(void)
 {
     char err[256];
@@ -445,6 +470,7 @@ void unit_config(void)
     RUN(unknown_key_names_key_and_line);
     RUN(wrong_types);
     RUN(compat_and_batch_keys);
+    RUN(secrets);
     RUN(out_of_range);
     RUN(listen_checked);
     RUN(required_texts);
