@@ -11,7 +11,7 @@
 #   make install         PREFIX (/usr/local), DESTDIR: the binary, delayq-claims, the annotated
 #                        config under etc/delayq/ and a systemd unit; make uninstall
 
-PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig
+PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig gnutls
 CC       ?= cc
 WERROR   ?= 1
 # Sanitized objects never mix with plain ones.
@@ -34,7 +34,7 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots \
             pending
 # Adapters and wings.
-ADAPT    := watch rdb rdb_where store moves claims producer warm topics http jobs holder groups \
+ADAPT    := watch rdb rdb_where store moves claims producer warm topics tls http jobs holder groups \
             forwarder stats
 MAIN     := main
 

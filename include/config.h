@@ -25,6 +25,8 @@ struct config {
         char metrics_token[CONFIG_STR_MAX];   /* /metrics needs it (or auth_token); empty: open */
         int64_t max_connections_per_ip;    /* connections from one address at once */
         int64_t request_timeout_s;         /* a request must arrive whole within this */
+        char tls_cert_file[CONFIG_STR_MAX];   /* PEM chain; empty: plain HTTP */
+        char tls_key_file[CONFIG_STR_MAX];    /* PEM private key */
         int64_t threads;                   /* HTTP worker threads */
         int64_t max_connections;
         int64_t connection_timeout_s;      /* idle or slow connection is closed after this */

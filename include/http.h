@@ -3,6 +3,7 @@
 #ifndef DQ_HTTP_H
 #define DQ_HTTP_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -10,8 +11,11 @@
 
 struct http;
 
-/* Listens on http.listen and serves with http.threads threads. NULL with err set on failure. */
-struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen);
+/* Listens on http.listen and serves with http.threads threads, over TLS when
+ * http.tls_cert_file is set; loads the certificate again whenever *reload is set (by SIGHUP;
+ * the server clears it). NULL with err set on failure. */
+struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_atomic_t *reload,
+                      char *err, size_t errlen);
 
 /* Stops accepting connections, refuses further adds with 503, and waits up to timeout_ms for
  * the adds in progress to be answered (an add whose client left counts once its request has

@@ -6,6 +6,9 @@ set -euo pipefail
 pkgs=(
   build-essential pkg-config
   librdkafka-dev libhiredis-dev libmsgpack-dev libjansson-dev libmicrohttpd-dev libconfig-dev
+  libgnutls28-dev               # HTTPS: the certificate callback (libmicrohttpd's TLS library)
+  openssl                       # tests make their own CA and certificates
+  stunnel4                      # Redis over TLS: hiredis 0.14 has none (docs/operations.md)
   libcurl4-openssl-dev          # integration tests drive the HTTP API with libcurl
   redis-server redis-tools      # local Redis and redis-cli (tests, claims script)
   kcat                          # a real Kafka client for tests and the README examples

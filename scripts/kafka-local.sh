@@ -29,6 +29,11 @@
 # Files in the dir: server.properties, ports.env, kafka.pid, kafka.log (broker output),
 # data/ (log.dirs, KRaft metadata log).
 #
+# A second listener, SASL_SSL with SCRAM-SHA-256, when KAFKA_LOCAL_SASL_SSL_PORT is set, with
+# KAFKA_LOCAL_KEYSTORE (a PKCS12 file holding the broker's certificate and key),
+# KAFKA_LOCAL_KEYSTORE_PASSWORD and KAFKA_LOCAL_SCRAM ("user:password", added when the dir is
+# formatted). The PLAINTEXT listener stays, for tools.
+#
 # Environment: KAFKA_VERSION, JAVA (default java), KAFKA_LOCAL_JAVA_OPTS (extra JVM options, appended),
 # KAFKA_LOCAL_START_TIMEOUT, KAFKA_LOCAL_STOP_TIMEOUT, KAFKA_LOCAL_CACHE_DIR.
 set -euo pipefail
@@ -60,6 +65,12 @@ START_TIMEOUT="${KAFKA_LOCAL_START_TIMEOUT:-90}"
 STOP_TIMEOUT="${KAFKA_LOCAL_STOP_TIMEOUT:-30}"
 DEFAULT_PORT=9092
 NODE_ID=1
+SPORT="${KAFKA_LOCAL_SASL_SSL_PORT:-}"
+if [ -n "$SPORT" ]; then
+  for v in KAFKA_LOCAL_KEYSTORE KAFKA_LOCAL_KEYSTORE_PASSWORD KAFKA_LOCAL_SCRAM; do
+    [ -n "${!v:-}" ] || { echo "kafka-local: error: KAFKA_LOCAL_SASL_SSL_PORT needs $v" >&2; exit 1; }
+  done
+fi
 
 me="kafka-local"
 DEFAULT_DIR="$REPO_ROOT/run/kafka"
@@ -187,11 +198,11 @@ write_props() {
 process.roles=broker,controller
 node.id=$NODE_ID
 controller.quorum.voters=$NODE_ID@127.0.0.1:$CPORT
-listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$PORT
+listeners=PLAINTEXT://127.0.0.1:$PORT,CONTROLLER://127.0.0.1:$CPORT${SPORT:+,SASL_SSL://127.0.0.1:$SPORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:$PORT${SPORT:+,SASL_SSL://127.0.0.1:$SPORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL
 
 log.dirs=$DATA
 
@@ -224,6 +235,17 @@ log.cleaner.dedupe.buffer.size=8388608
 
 log.retention.hours=168
 log.segment.bytes=67108864
+EOF
+  [ -n "$SPORT" ] || return 0
+  cat >>"$PROPS" <<EOF
+
+# SASL_SSL listener: SCRAM-SHA-256 users (added at format), the broker's certificate.
+sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$KAFKA_LOCAL_KEYSTORE
+ssl.keystore.password=$KAFKA_LOCAL_KEYSTORE_PASSWORD
+ssl.key.password=$KAFKA_LOCAL_KEYSTORE_PASSWORD
 EOF
 }
 
@@ -321,8 +343,12 @@ cmd_start() {
     [[ "$id" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "unexpected cluster id '$id' from StorageTool random-uuid"
     info "formatting $DATA (cluster id $id)"
     echo "=== $(date '+%F %T') kafka-local: format, cluster id $id" >>"$LOGFILE"
+    scram=()
+    if [ -n "$SPORT" ]; then
+      scram=(--add-scram "SCRAM-SHA-256=[name=${KAFKA_LOCAL_SCRAM%%:*},password=${KAFKA_LOCAL_SCRAM#*:}]")
+    fi
     "$JAVA" -Xmx256m -cp "$cp" "$LOG_OPT" \
-      kafka.tools.StorageTool format -t "$id" -c "$PROPS" >>"$LOGFILE" 2>&1 \
+      kafka.tools.StorageTool format -t "$id" -c "$PROPS" "${scram[@]}" >>"$LOGFILE" 2>&1 \
       || { tail_log; die "kafka.tools.StorageTool format failed"; }
   fi
 

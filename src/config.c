@@ -65,6 +65,8 @@ static const struct key keys[] = {
     SECRET(http, metrics_token, http.metrics_token),
     INT(http, max_connections_per_ip, http.max_connections_per_ip, 1, 100000),
     INT(http, request_timeout_s, http.request_timeout_s, 1, 3600),
+    STR(http, tls_cert_file, http.tls_cert_file),
+    STR(http, tls_key_file, http.tls_key_file),
     INT(http, threads, http.threads, 1, 64),
     INT(http, max_connections, http.max_connections, 1, 100000),
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
@@ -532,6 +534,13 @@ static int check_secrets(config_t *lc, const struct config *cfg, const char *src
                      line_of(lc, clear), clear, file);
             return -1;
         }
+    }
+    if (!cfg->http.tls_cert_file[0] != !cfg->http.tls_key_file[0]) {
+        snprintf(err, errlen, "%s:%d: http.%s: give http.tls_cert_file and http.tls_key_file "
+                 "together", src, line_of(lc, cfg->http.tls_cert_file[0] ? "http.tls_cert_file"
+                                                                      : "http.tls_key_file"),
+                 cfg->http.tls_cert_file[0] ? "tls_cert_file" : "tls_key_file");
+        return -1;
     }
     if (cfg->http.read_token[0] && !cfg->http.auth_token[0]) {
         snprintf(err, errlen, "%s:%d: http.read_token: set http.auth_token too (without it every "

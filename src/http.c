@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "tls.h"
 
 #define LOG_MODULE "http"
 #define API_PREFIX "/delay-queue/api/jobs/"
@@ -70,6 +72,7 @@ struct http {
     atomic_int draining;      /* set at shutdown: adds are refused */
     atomic_int busy;          /* adds begun and not yet answered */
     atomic_int inside;        /* requests being served (a get or remove waits on Redis there) */
+    volatile sig_atomic_t *reload;   /* set by SIGHUP: load the TLS certificate again */
 };
 
 /* One request, from its first callback to its completion. */
@@ -696,6 +699,22 @@ static void wake_fins(struct server *s)
     }
 }
 
+/* SIGHUP: the certificate and key files are read again; new connections get them, those
+ * open keep theirs. A file that does not load leaves the current ones in use. */
+static void reload_tls(struct http *http)
+{
+    const struct config *cfg = http->cfg;
+    char err[512];
+
+    *http->reload = 0;
+    if (!cfg->http.tls_cert_file[0])
+        log_info("SIGHUP: nothing to reload (no http.tls_cert_file)");
+    else if (tls_load(cfg->http.tls_cert_file, cfg->http.tls_key_file, err, sizeof(err)) < 0)
+        log_error("SIGHUP: the TLS certificate was not reloaded, the current one stays: %s", err);
+    else
+        log_info("SIGHUP: TLS certificate reloaded from %s", cfg->http.tls_cert_file);
+}
+
 /* How long the thread of s may sleep: the daemon's own timeout, at most LOOP_IDLE_MS. */
 static int sleep_ms(struct server *s)
 {
@@ -740,6 +759,8 @@ static void *serve_loop(void *arg)
         MHD_run(s->d);
         wake_fins(s);
         sweep(s);
+        if (s == s->http->srv && *s->http->reload)
+            reload_tls(s->http);
         /* A full daemon takes its listening socket out of its epoll set, and puts it back only
          * at the start of a run: once slots are free, that run must not wait for another event. */
         freed = full && s->conns < s->limit;
@@ -763,21 +784,29 @@ static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, c
     return fd;
 }
 
-struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen)
+struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_atomic_t *reload,
+                      char *err, size_t errlen)
 {
     struct http *http = calloc(1, sizeof(*http));
     int n = (int)cfg->http.threads, fd = -1;
     unsigned limit = (unsigned)(cfg->http.max_connections / n);
     /* Each daemon counts its own connections: an address gets its share in each. */
     unsigned per_ip = (unsigned)((cfg->http.max_connections_per_ip + n - 1) / n);
+    int tls = cfg->http.tls_cert_file[0] != '\0';
+    struct MHD_OptionItem tls_opts[] = {
+        { MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)(uintptr_t)tls_retrieve },
+        { MHD_OPTION_END, 0, NULL },
+    }, no_opts[] = { { MHD_OPTION_END, 0, NULL } };
     struct sockaddr_storage sa;
 
     if (!http || !(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
+        (tls && tls_load(cfg->http.tls_cert_file, cfg->http.tls_key_file, err, errlen) < 0) ||
         resolve(cfg->http.listen, &sa, err, errlen) < 0 ||
         (fd = listen_on(&sa, cfg->http.listen, err, errlen)) < 0)
         goto fail;
     http->cfg = cfg;
     http->jobs = jobs;
+    http->reload = reload;
     for (http->nsrv = 0; http->nsrv < n; http->nsrv++) {
         struct server *s = &http->srv[http->nsrv];
         int own;
@@ -793,7 +822,8 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
         }
         own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
         s->d = own < 0 ? NULL : MHD_start_daemon(
-            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+            MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
+            0, NULL, NULL,
             on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
             MHD_OPTION_LISTEN_SOCKET, own,
@@ -803,6 +833,7 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, char *err, si
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+            MHD_OPTION_ARRAY, tls ? tls_opts : no_opts,
             MHD_OPTION_END);
         if (!s->d) {   /* its copy of the socket stays open: the process is failing to start */
             close(s->wake);
@@ -859,4 +890,5 @@ void http_free(struct http *http)
     }
     free(http->srv);
     free(http);
+    tls_release();
 }

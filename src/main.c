@@ -18,12 +18,14 @@
 #define LOG_MODULE "main"
 #define DELAYQ_VERSION "0.1.0"
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, reload_requested;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static void usage(FILE *out)
@@ -91,7 +93,7 @@ static int serve(const struct config *cfg)
         goto out;
     if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
         !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||
-        !(http = http_new(cfg, jobs, err, sizeof(err)))) {
+        !(http = http_new(cfg, jobs, &reload_requested, err, sizeof(err)))) {
         log_error("%s", err);
         goto out;
     }
@@ -154,6 +156,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     return serve(&cfg);
 }

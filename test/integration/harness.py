@@ -296,12 +296,14 @@ http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_by
          metrics_token = "{x.get('metrics_token', '')}";
          max_connections_per_ip = {x.get('max_connections_per_ip', 256)};
          request_timeout_s = {x.get('request_timeout_s', 10)};
+         tls_cert_file = "{x.get('tls', ('', ''))[0]}"; tls_key_file = "{x.get('tls', ('', ''))[1]}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
          max_connections = {x.get('max_connections', 1024)};
          max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
 redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};
          wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)}; }};
-kafka: {{ brokers = "{self.stack.brokers}"; group_id = "{self.name}"; properties = ( {props} );
+kafka: {{ brokers = "{x.get('brokers', self.stack.brokers)}"; group_id = "{self.name}"; properties = ( {props} );
+         {f'sasl_password_file = "{x["sasl_password_file"]}";' if x.get("sasl_password_file") else ""}
          produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};
 delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
@@ -368,8 +370,11 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
 
     # HTTP, with curl: a real client, exactly as users call it.
     def http(self, method, path, body=None, headers=None, raw=None):
+        tls = self.extra.get("tls")   # (cert, key, CA that signed it): HTTPS
         cmd = ["curl", "-sS", "-m", "20", "-X", method, "-w", "\n%{http_code}",
-               f"http://127.0.0.1:{self.port}{path}"]
+               f"{'https' if tls else 'http'}://127.0.0.1:{self.port}{path}"]
+        if tls:
+            cmd += ["--cacert", tls[2]]
         for k, v in (headers or {}).items():
             cmd += ["-H", f"{k}: {v}"]
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)

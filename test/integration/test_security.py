@@ -2,12 +2,15 @@
 private, and clients that cannot starve others of connections."""
 
 import os
+import signal
 import socket
 import stat
 import subprocess
 import time
+import uuid
 
-from harness import DELAYQD, Delayqd, now_ms
+import harness
+from harness import DELAYQD, Delayqd, Reader, free_port, now_ms, run, wait_until
 
 ADD = "/delay-queue/api/jobs/add"
 
@@ -156,3 +159,147 @@ def test_a_request_must_arrive_whole_within_its_deadline(stack):
     s.close()
     assert closed < 9, f"a dribbling client was served for {closed:.1f} s"
     assert d.add_ok(topic="orders", delay=600)
+
+
+def make_cert(d, name):
+    """A CA of its own and a certificate for 127.0.0.1 signed by it, in directory d: the paths
+    (cert, key, ca)."""
+    ca_key, ca, key, csr, cert = (os.path.join(d, f"{name}-{x}") for x in
+                                  ("ca.key", "ca.pem", "key.pem", "csr.pem", "cert.pem"))
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    subprocess.run(["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca, "-days", "2",
+                    "-subj", f"/CN={name} test CA"], check=True, capture_output=True)
+    subprocess.run(["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    ext = os.path.join(d, f"{name}-ext")
+    with open(ext, "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+                    "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext],
+                   check=True, capture_output=True)
+    return cert, key, ca
+
+
+def curl_status(url, *args):
+    p = subprocess.run(["curl", "-sS", "-m", "10", "-o", "/dev/null", "-w", "%{http_code}", *args, url],
+                       capture_output=True, text=True)
+    return p.returncode, p.stdout
+
+
+def test_https_serves_rotates_on_sighup_and_refuses_plain_http(stack):
+    tmp = os.path.join(stack.tmp, "tls")
+    os.makedirs(tmp, exist_ok=True)
+    cert, key, ca = make_cert(tmp, "first")
+    live_cert, live_key = os.path.join(tmp, "live-cert.pem"), os.path.join(tmp, "live-key.pem")
+    for src, dst in ((cert, live_cert), (key, live_key)):
+        with open(src, "rb") as f, open(dst, "wb") as g:
+            g.write(f.read())
+    d = Delayqd(stack, extra={"tls": (live_cert, live_key, ca)}).start()
+    job_id = d.add_ok(topic="orders", delay=600, body="over TLS")
+    assert d.get(job_id)["body"] == "over TLS"
+    st, doc = d.remove(job_id)
+    assert st == 200 and doc["code"] == 0, doc
+    rc, code = curl_status(f"http://127.0.0.1:{d.port}/healthz")
+    assert rc != 0 or code == "000", (rc, code)   # plain HTTP gets no answer
+    rc, code = curl_status(f"https://127.0.0.1:{d.port}/healthz")   # nor an unknown CA
+    assert rc != 0, (rc, code)
+
+    # A new certificate from another CA, in place of the old one, then SIGHUP.
+    cert2, key2, ca2 = make_cert(tmp, "second")
+    for src, dst in ((cert2, live_cert), (key2, live_key)):
+        with open(src, "rb") as f, open(dst, "wb") as g:
+            g.write(f.read())
+    os.kill(d.proc.pid, signal.SIGHUP)
+    wait_until(lambda: curl_status(f"https://127.0.0.1:{d.port}/healthz", "--cacert", ca2) == (0, "200"),
+               10, "the new certificate to be served")
+    assert curl_status(f"https://127.0.0.1:{d.port}/healthz", "--cacert", ca)[0] != 0
+    d.extra["tls"] = (live_cert, live_key, ca2)
+    assert d.get(d.add_ok(topic="orders", delay=600))["state"] == "pending"
+
+    # A certificate that does not load leaves the current one in use.
+    with open(live_cert, "w") as f:
+        f.write("not a certificate\n")
+    os.kill(d.proc.pid, signal.SIGHUP)
+    wait_until(lambda: "was not reloaded" in d.log_text(), 10, "the failed reload to be logged")
+    assert curl_status(f"https://127.0.0.1:{d.port}/healthz", "--cacert", ca2) == (0, "200")
+    assert d.alive()
+
+
+def test_jobs_go_through_a_tls_only_redis_behind_stunnel(stack):
+    """Redis that speaks TLS only, reached through a local stunnel (the setup of
+    docs/operations.md): jobs are added, claimed and delivered through it."""
+    tmp = os.path.join(stack.tmp, "redis-tls")
+    os.makedirs(tmp, exist_ok=True)
+    cert, key, ca = make_cert(tmp, "redis")
+    tls_port, plain_port = free_port(), free_port()
+    redis = subprocess.Popen(["redis-server", "--port", "0", "--tls-port", str(tls_port),
+                              "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                              "--tls-auth-clients", "no", "--save", "", "--appendonly", "no",
+                              "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    conf = os.path.join(tmp, "stunnel.conf")
+    with open(conf, "w") as f:
+        f.write(f"foreground = yes\npid =\n[redis]\nclient = yes\naccept = 127.0.0.1:{plain_port}\n"
+                f"connect = 127.0.0.1:{tls_port}\nCAfile = {ca}\nverifyChain = yes\n"
+                f"checkIP = 127.0.0.1\n")
+    tunnel = subprocess.Popen(["stunnel", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: run(["redis-cli", "-p", str(plain_port), "PING"], check=False).stdout.strip()
+                   == "PONG", 20, "Redis through stunnel")
+        plain = run(["redis-cli", "-p", str(tls_port), "PING"], check=False)
+        assert "PONG" not in plain.stdout, "Redis answered without TLS"
+        d = Delayqd(stack, extra={"redis_port": plain_port}).start().wait_groups_owned()
+        topic = "tls-redis-" + uuid.uuid4().hex[:6]
+        reader = Reader(stack, topic)
+        ids = [d.add_ok(topic=topic, delay_ms=500 + 100 * i, body=str(i)) for i in range(10)]
+        got = reader.wait_ids(ids, 60)
+        assert all(len(got[i]) == 1 for i in ids), got
+        assert all(d.get(i)["state"] == "delivered" for i in ids)
+        d.stop()
+        reader.close()
+    finally:
+        for p in (tunnel, redis):
+            p.terminate()
+            p.wait(10)
+
+
+def test_jobs_go_through_kafka_over_sasl_ssl(stack):
+    """A broker of its own with a SASL_SSL listener (SCRAM-SHA-256, a certificate from a test
+    CA): delayqd reaches it with config properties alone (the password from a file), adds and
+    delivers jobs through it. The broker's PLAINTEXT listener is only for the test's reader."""
+    tmp = os.path.join(stack.tmp, "kafka-sasl")
+    os.makedirs(tmp, exist_ok=True)
+    cert, key, ca = make_cert(tmp, "kafka")
+    keystore = os.path.join(tmp, "broker.p12")
+    run(["openssl", "pkcs12", "-export", "-in", cert, "-inkey", key, "-out", keystore,
+         "-passout", "pass:ks-secret", "-name", "kafka"])
+    password = os.path.join(tmp, "sasl-password")
+    with open(password, "w") as f:
+        f.write("scram-s3cret\n")
+    broker = harness.Stack.__new__(harness.Stack)   # the test's reader uses its plain listener
+    broker.kafka_port, sasl_port, kdir = free_port(), free_port(), os.path.join(tmp, "kafka")
+    env = dict(os.environ, KAFKA_LOCAL_SASL_SSL_PORT=str(sasl_port), KAFKA_LOCAL_KEYSTORE=keystore,
+               KAFKA_LOCAL_KEYSTORE_PASSWORD="ks-secret", KAFKA_LOCAL_SCRAM="delayq:scram-s3cret")
+    script = os.path.join(harness.ROOT, "scripts", "kafka-local.sh")
+    run(["bash", script, "start", "--port", str(broker.kafka_port), "--dir", kdir], env=env, timeout=300)
+    try:
+        d = Delayqd(stack, extra={
+            "brokers": f"127.0.0.1:{sasl_port}", "sasl_password_file": password,
+            "properties": ["security.protocol=sasl_ssl", "sasl.mechanisms=SCRAM-SHA-256",
+                           "sasl.username=delayq", f"ssl.ca.location={ca}"]}).start()
+        d.wait_groups_owned(60)
+        topic = "sasl-" + uuid.uuid4().hex[:6]
+        reader = Reader(broker, topic)
+        ids = [d.add_ok(topic=topic, delay_ms=500 + 100 * i, body=str(i)) for i in range(10)]
+        got = reader.wait_ids(ids, 60)
+        assert all(len(got[i]) == 1 for i in ids), got
+        reader.close()
+        d.stop()
+        wrong = Delayqd(stack, extra={
+            "brokers": f"127.0.0.1:{sasl_port}",
+            "properties": ["security.protocol=sasl_ssl", "sasl.mechanisms=SCRAM-SHA-256",
+                           "sasl.username=delayq", "sasl.password=wrong", f"ssl.ca.location={ca}"]})
+        p = subprocess.run([DELAYQD, "-c", wrong.conf_path], capture_output=True, text=True, timeout=120)
+        out = p.stdout + p.stderr
+        assert p.returncode != 0 and "uthentication" in out, out[-2000:]
+    finally:
+        run(["bash", script, "stop", "--dir", kdir], check=False, timeout=120)
