@@ -2,6 +2,7 @@
 """make bench: measures delayqd on this machine, with Kafka and Redis on it too, started here
 on free ports in a temp dir. Phases:
   add        concurrent keep-alive HTTP clients (wrk) add jobs with 200-byte bodies
+  fairness   adds from one address while another holds 2,000 half-open connections
   batch      the same jobs through add_batch, 10, 100 and 1000 per request
   reschedule pending jobs moved, half to a later time, half to an earlier one
   profile    the same adds for 10 s under `perf record -a`: each process's CPU per add, split
@@ -17,6 +18,7 @@ import json
 import os
 import re
 import resource
+import socket
 import shutil
 import subprocess
 import sys
@@ -185,6 +187,30 @@ def phase_reschedule(d, stack, seconds, per_thread):
     return {"reschedules_per_s": r["adds_per_s"], "errors": r["errors"], "p50_ms": r["p50_ms"],
             "p99_ms": r["p99_ms"], "max_ms": r["max_ms"], "connections": 32, "jobs": len(ids),
             "seconds": seconds}
+
+
+def phase_fairness(d, stack, seconds, n_idle=2000):
+    """Adds from 127.0.0.1 while 127.0.0.2 holds n_idle half-open connections (a request line
+    and one header, then nothing): what one client's idle connections cost the others."""
+    idle = []
+    for _ in range(n_idle):
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.settimeout(5)
+        try:
+            s.connect(("127.0.0.1", d.port))
+            s.sendall(b"POST /delay-queue/api/jobs/add HTTP/1.1\r\nHost: x\r\n")
+        except OSError:
+            pass   # refused: over the address's share
+        idle.append(s)
+    try:
+        r = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds, conns=16)
+    finally:
+        for s in idle:
+            s.close()
+    r["half_open"] = n_idle
+    r["target"] = "p99 < 100 ms"
+    return r
 
 
 def phase_add(d, stack, seconds):
@@ -540,6 +566,11 @@ def table(res):
             lines.append(f"  CPU per add: " + ", ".join(f"{k} {v} us" for k, v in per.items())
                          + f"; {total:.0f} us in all, so {res_cores(res)} cores add at most "
                          f"{res_cores(res) * 1e6 / max(total, 1):,.0f}/s")
+    if "fairness" in res:
+        f = res["fairness"]
+        lines.append(f"fairness   {f['adds_per_s']:>8} adds/s from 127.0.0.1 while 127.0.0.2 holds {f['half_open']} "
+                     f"half-open connections: p50 {f['p50_ms']:.1f} ms  p99 {f['p99_ms']:.1f} ms  max "
+                     f"{f['max_ms']:.1f} ms  ({f['connections']} conns, {f['errors']} errors)   target {f['target']}")
     if "batch" in res:
         b = res["batch"]
         for n in ("10", "100", "1000"):
@@ -644,8 +675,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
-    ap.add_argument("--phases", default="add,batch,reschedule,profile,backlog,precision,first,memory,"
-                                        "replicated,cluster")
+    ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
+                                        "memory,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -673,6 +704,9 @@ def main():
             # load generators' CPU) must not stretch them to many minutes of waiting
             rate = max(res["add"]["adds_per_s"], rate)
             print(table({"add": res["add"]}), flush=True)
+        if "fairness" in phases:
+            res["fairness"] = phase_fairness(d, stack, 5 if q else 10)
+            print(table({"fairness": res["fairness"]}), flush=True)
         if "batch" in phases:
             res["batch"] = measured(d, stack, phase_batch, 5 if q else 15)
             print(table({"batch": res["batch"]}), flush=True)
