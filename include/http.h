@@ -12,8 +12,9 @@
 struct http;
 
 /* Listens on http.listen and serves with http.threads threads, over TLS when
- * http.tls_cert_file is set; loads the certificate again whenever *reload is set (by SIGHUP;
- * the server clears it). NULL with err set on failure. */
+ * http.tls_cert_file is set (tls_load done: main checks it before anything starts); loads the
+ * certificate again whenever *reload is set (by SIGHUP; the server clears it). NULL with err
+ * set on failure. */
 struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_atomic_t *reload,
                       char *err, size_t errlen);
 

@@ -2,10 +2,12 @@
  * that fills struct config from a file, and the checks that need several keys at once. The
  * contract is in include/config.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <libconfig.h>
 
@@ -120,7 +122,7 @@ void config_defaults(struct config *cfg)
     cfg->http.max_connections = 1024;
     cfg->http.connection_timeout_s = 30;
     cfg->http.max_batch_jobs = 1000;
-    cfg->http.max_connections_per_ip = 64;
+    cfg->http.max_connections_per_ip = 256;
     cfg->http.request_timeout_s = 10;
     snprintf(cfg->redis.host, sizeof(cfg->redis.host), "127.0.0.1");
     cfg->redis.port = 6379;
@@ -348,33 +350,52 @@ static const struct key *find_key(const char *group, const char *name)
     return NULL;
 }
 
-/* The first key of the file read that holds a secret in clear ("group.name"), or "". */
-static char clear_secret[64];
+/* The first key of the file read that holds a secret in clear ("group.name"), or "", and what
+ * to use instead. */
+static char clear_secret[CONFIG_STR_MAX + 32], clear_secret_fix[64];
 
 /* Reads the secret in file path into out (outlen bytes at most, a NUL included): the whole
- * file but one trailing newline. 0, or -1 with why set. */
+ * file but one trailing newline ("\n" or "\r\n"). Only a regular file: a FIFO would hang the
+ * start. 0, or -1 with why set. */
 static int read_secret(const char *path, char *out, size_t outlen, char *why, size_t whylen)
 {
-    FILE *f = fopen(path, "rb");
-    size_t n;
+    char buf[CONFIG_STR_MAX + 2];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    ssize_t n = -1;
 
-    if (!f) {
-        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        n = read(fd, buf, sizeof(buf));
+    else if (fd >= 0)
+        errno = EINVAL;   /* not a regular file */
+    if (fd >= 0)
+        close(fd);
+    if (n < 0) {
+        snprintf(why, whylen, "cannot read %s: %s", path,
+                 errno == EINVAL ? "not a regular file" : strerror(errno));
         return -1;
     }
-    n = fread(out, 1, outlen, f);
-    fclose(f);
-    if (n == outlen) {
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    if ((size_t)n >= outlen) {
         snprintf(why, whylen, "%s holds more than %zu bytes", path, outlen - 1);
         return -1;
     }
-    if (n > 0 && out[n - 1] == '\n')
-        n--;
-    out[n] = '\0';
-    if (n == 0 || strlen(out) != n) {
-        snprintf(why, whylen, "%s is empty or holds a NUL byte", path);
+    for (ssize_t i = 0; i < n; i++) {
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) {
+            snprintf(why, whylen, "%s holds a control character (only its last line end is "
+                     "dropped)", path);
+            return -1;
+        }
+    }
+    if (n == 0) {
+        snprintf(why, whylen, "%s is empty", path);
         return -1;
     }
+    memcpy(out, buf, (size_t)n);
+    out[n] = '\0';
     return 0;
 }
 
@@ -395,8 +416,12 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
         return read_secret(str, base, k->size, why, whylen);
     case K_SECRET:
         str = config_setting_get_string(s);
-        if (str && str[0] && !clear_secret[0])
+        if (str && !str[0])
+            return 0;   /* empty is none: it leaves a secret from its _file twin */
+        if (str && !clear_secret[0]) {
             snprintf(clear_secret, sizeof(clear_secret), "%s.%s", k->group, k->name);
+            snprintf(clear_secret_fix, sizeof(clear_secret_fix), "%s.%s_file", k->group, k->name);
+        }
         /* fall through */
     case K_STR:
         str = config_setting_get_string(s);
@@ -529,7 +554,9 @@ static int check_secrets(config_t *lc, const struct config *cfg, const char *src
             continue;
         snprintf(clear, sizeof(clear), "%s.%s", keys[i].group, keys[i].name);
         snprintf(file, sizeof(file), "%s_file", clear);
-        if (config_lookup(lc, clear) && config_lookup(lc, file)) {
+        if (config_lookup(lc, clear) && config_lookup(lc, file) &&
+            config_setting_get_string(config_lookup(lc, clear)) &&
+            config_setting_get_string(config_lookup(lc, clear))[0]) {
             snprintf(err, errlen, "%s:%d: %s: give the secret in clear or in %s, not both", src,
                      line_of(lc, clear), clear, file);
             return -1;
@@ -551,14 +578,15 @@ static int check_secrets(config_t *lc, const struct config *cfg, const char *src
     return 0;
 }
 
-/* Whether a "name=value" property names a password. */
-static int names_password(const char *prop)
+/* Whether a "name=value" librdkafka property holds a secret: a password, a client secret, an
+ * inline private key. */
+static int names_secret(const char *prop)
 {
     char name[CONFIG_STR_MAX];
     size_t n = strcspn(prop, "=");
 
     snprintf(name, sizeof(name), "%.*s", (int)n, prop);
-    return strstr(name, "password") != NULL;
+    return strstr(name, "password") || strstr(name, "secret") || strcmp(name, "ssl.key.pem") == 0;
 }
 
 /* Adds the Kafka secrets read from files to the librdkafka properties, and notes a password
@@ -571,9 +599,25 @@ static int kafka_secrets(config_t *lc, struct config *cfg, const char *src, char
     };
     char prop[2 * CONFIG_STR_MAX];   /* checked to fit CONFIG_STR_MAX below */
 
-    for (int i = 0; i < cfg->kafka.nproperties; i++)
-        if (names_password(cfg->kafka.properties[i]) && !clear_secret[0])
-            snprintf(clear_secret, sizeof(clear_secret), "kafka.properties");
+    for (int i = 0; i < cfg->kafka.nproperties; i++) {
+        const char *p = cfg->kafka.properties[i];
+        if (!names_secret(p))
+            continue;
+        for (size_t k = 0; k < sizeof(secret) / sizeof(secret[0]); k++) {
+            const char *v = (const char *)cfg + secret[k].off;
+            if (v[0] && strncmp(p, secret[k].prop, strlen(secret[k].prop)) == 0 &&
+                p[strlen(secret[k].prop)] == '=') {
+                snprintf(err, errlen, "%s:%d: kafka.properties: %s is also read from a file; give "
+                         "it one way", src, line_of(lc, "kafka.properties"), secret[k].prop);
+                return -1;
+            }
+        }
+        if (!clear_secret[0]) {
+            snprintf(clear_secret, sizeof(clear_secret), "kafka.properties %.*s", (int)strcspn(p, "="), p);
+            snprintf(clear_secret_fix, sizeof(clear_secret_fix), "kafka.sasl_password_file or "
+                     "kafka.ssl_key_password_file");
+        }
+    }
     for (size_t k = 0; k < sizeof(secret) / sizeof(secret[0]); k++) {
         const char *v = (const char *)cfg + secret[k].off;
         if (!v[0])
@@ -596,11 +640,12 @@ static int check_private(const char *path, char *err, size_t errlen)
 {
     struct stat st;
 
-    if (!clear_secret[0] || stat(path, &st) < 0 || !(st.st_mode & (S_IRGRP | S_IROTH)))
+    if (!clear_secret[0] || stat(path, &st) < 0 || !(st.st_mode & S_IROTH))
         return 0;
-    snprintf(err, errlen, "%s: holds a secret in clear (%s) but is readable by others (mode %04o): "
-             "chmod 600 it, or give the secret in a file of its own (%s_file)", path, clear_secret,
-             (unsigned)(st.st_mode & 07777), clear_secret);
+    snprintf(err, errlen, "%s: holds a secret in clear (%s) but anyone may read it (mode %04o): "
+             "give the secret in a file of its own (%s), or take the file's read right from "
+             "others (chmod o-r; the service's user or group must still read it)", path,
+             clear_secret, (unsigned)(st.st_mode & 07777), clear_secret_fix);
     return -1;
 }
 
@@ -669,7 +714,7 @@ static int load(struct config *cfg, const char *path, const char *text, char *er
     int ok, rc = -1;
 
     config_init(&lc);
-    clear_secret[0] = '\0';
+    clear_secret[0] = clear_secret_fix[0] = '\0';
     groups_setting = NULL;
     nlevel_names = -1;
     ok = path ? config_read_file(&lc, path) : config_read_string(&lc, text);

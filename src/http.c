@@ -800,7 +800,6 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_
     struct sockaddr_storage sa;
 
     if (!http || !(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
-        (tls && tls_load(cfg->http.tls_cert_file, cfg->http.tls_key_file, err, errlen) < 0) ||
         resolve(cfg->http.listen, &sa, err, errlen) < 0 ||
         (fd = listen_on(&sa, cfg->http.listen, err, errlen)) < 0)
         goto fail;
@@ -890,5 +889,4 @@ void http_free(struct http *http)
     }
     free(http->srv);
     free(http);
-    tls_release();
 }

@@ -1,5 +1,6 @@
 /* delayqd: start-up and shutdown order. */
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "log.h"
 #include "producer.h"
 #include "store.h"
+#include "tls.h"
 #include "topics.h"
 #include "watch.h"
 
@@ -26,6 +28,18 @@ static void on_signal(int sig)
         reload_requested = 1;
     else
         stop_requested = 1;
+}
+
+/* The signals delayqd handles: stop (TERM, INT) and reload the TLS certificate (HUP). */
+static const sigset_t *handled_signals(void)
+{
+    static sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    return &set;
 }
 
 static void usage(FILE *out)
@@ -97,6 +111,9 @@ static int serve(const struct config *cfg)
         log_error("%s", err);
         goto out;
     }
+    /* Every thread is started, with these signals blocked: from here on they come to this
+     * one, whose loop looks at the flags, and no other thread's call is cut short by them. */
+    pthread_sigmask(SIG_UNBLOCK, handled_signals(), NULL);
     log_info("delayqd %s ready", DELAYQ_VERSION);
     holder_run(holder, &stop_requested);
     log_info("stopping");
@@ -141,22 +158,29 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    pthread_sigmask(SIG_BLOCK, handled_signals(), NULL);   /* inherited by every thread */
     config_defaults(&cfg);
     if (config_load_file(&cfg, path, err, sizeof(err)) < 0 ||
-        check_kafka(&cfg, err, sizeof(err)) < 0) {
+        check_kafka(&cfg, err, sizeof(err)) < 0 ||
+        (cfg.http.tls_cert_file[0] &&
+         tls_load(cfg.http.tls_cert_file, cfg.http.tls_key_file, err, sizeof(err)) < 0)) {
         fprintf(stderr, "delayqd: %s\n", err);
         return 1;
     }
     if (check) {
+        tls_release();
         printf("%s: ok\n", path);
         return 0;
     }
     log_set_level(cfg.log.level);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    return serve(&cfg);
+    c = serve(&cfg);
+    tls_release();   /* the HTTP server is gone: no handshake uses them any more */
+    return c;
 }

@@ -114,7 +114,7 @@ def test_earlier_move_kafka_refuses_keeps_the_old_due_time(stack):
     d = Delayqd(stack, extra={"produce_timeout_ms": 3000}).start()
     topic = "undo-" + uuid.uuid4().hex[:6]
     reader = Reader(stack, topic)
-    job_id = d.add_ok(topic=topic, delay=30, body="keeps its time")   # 10s level, three hops
+    job_id = d.add_ok(topic=topic, delay=20, body="keeps its time")   # 10s level, two hops
     due = d.get(job_id)["exec_time_ms"]
     stack.topic_config(d.delay_topic("5s"), "max.message.bytes=64")
 

@@ -192,6 +192,7 @@ static void compat_and_batch_keys(void)
 
     config_defaults(&cfg);
     CHECK(cfg.compat.go_delayqueue == 0 && cfg.http.max_batch_jobs == 1000);
+    CHECK(cfg.http.max_connections_per_ip == 256 && cfg.http.request_timeout_s == 10);
     CHECK(config_load_string(&cfg, "compat: { go_delayqueue = true; };\n"
                              "http: { max_batch_jobs = 10; };", err, sizeof(err)) == 0);
     CHECK(cfg.compat.go_delayqueue == 1 && cfg.http.max_batch_jobs == 10);
