@@ -690,6 +690,7 @@ def main():
             return Delayqd(stack, name="bench", levels=["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h",
                                                         "2h", "6h", "12h", "1d"], partitions=8,
                            extra={"max_delay_s": 86400, "log_level": "warn", "prefix": "dq:", "max_body_bytes": 1048576,
+                                  "max_connections_per_ip": 256,   # the default, which fairness measures
                                   "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2"))}).start()
         d = delayqd()
         time.sleep(3)

@@ -294,7 +294,8 @@ class Delayqd:
 http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_bytes', 65536)};
          auth_token = "{x.get('auth_token', '')}"; read_token = "{x.get('read_token', '')}";
          metrics_token = "{x.get('metrics_token', '')}";
-         max_connections_per_ip = {x.get('max_connections_per_ip', 256)};
+         max_connections_per_ip = {x.get('max_connections_per_ip', 1024)};
+         # (every test client comes from 127.0.0.1: test_security.py sets the limit it tests)
          request_timeout_s = {x.get('request_timeout_s', 10)};
          tls_cert_file = "{x.get('tls', ('', ''))[0]}"; tls_key_file = "{x.get('tls', ('', ''))[1]}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
