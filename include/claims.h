@@ -47,7 +47,8 @@ void claims_check_old_layout(struct claims *c);
 void claims_goodbye(struct claims *c);
 
 /* Each returns 1 (done), 0 (the lease is someone else's, or free for release) or -1 (Redis did
- * not answer; err says why). */
+ * not answer; err says why). With redis.wait_replicas, an acquisition or renewal counts only
+ * once the replicas confirm it: else -1, and the lease's holder must not count on it. */
 int claims_acquire(struct claims *c, int group, char *err, size_t errlen);
 int claims_renew(struct claims *c, int group, char *err, size_t errlen);
 int claims_release(struct claims *c, int group, char *err, size_t errlen);
@@ -60,7 +61,8 @@ int claims_release_requested(struct claims *c, int group, char *err, size_t errl
 int claims_owner(struct claims *c, int group, char *out, size_t outlen, char *err, size_t errlen);
 
 /* Publishes the status of an owned group: n fields "<topic>/<partition>" with values
- * "<committed> <end> <head due>". Expires after three lease times. */
+ * "<committed> <end> <head due>", STATUS_ROWS_PER_CALL to a call. Expires after three lease
+ * times. */
 int claims_publish(struct claims *c, int group, size_t n, const char *const *fields,
                    const char *const *values, char *err, size_t errlen);
 

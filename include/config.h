@@ -48,6 +48,9 @@ struct config {
         int64_t timeout_ms;                /* connect and command timeout */
         int64_t wait_replicas;             /* writes a guarantee rests on wait for this many */
         int64_t wait_timeout_ms;           /* replicas to confirm them (WAIT), this long at most */
+        int64_t failover_wait_ms;          /* calls wait this long at most for a failover or a
+                                            * slot migration to end */
+        int require_noeviction;            /* 1: refuse to start on a Redis that evicts keys */
     } redis;
     struct {
         char brokers[CONFIG_STR_MAX];

@@ -50,7 +50,8 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
 char *jobs_get(struct jobs *jobs, const char *id, int *status);
 char *jobs_remove(struct jobs *jobs, const char *id, int *status);
 
-/* 0 when Redis answers a PING and Kafka a metadata request; -1 with the reason in err. */
+/* 0 when Redis answers a PING and Kafka a metadata request; -1 with the reason in err. On 0,
+ * err holds a warning, or "": a Redis that may evict job records (maxmemory-policy). */
 int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
 
 /* The lease view of GET /delay-queue/api/claims (caller frees) and its HTTP status. */

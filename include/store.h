@@ -60,7 +60,8 @@ void store_free(struct store *st);
 
 /* The answer to one job of store_add_batch. */
 struct store_add_answer {
-    int ok;                     /* 0: Redis refused this one; err says why */
+    int ok;                     /* 0: Redis refused this one, or did not confirm it; err says why */
+    int undo;                   /* not ok, and it may have written its record (then deleted) */
     enum store_add_result res;
     enum job_state state;       /* the record's state after the call */
     char tag[JOB_TAG_LEN + 1];  /* STORE_DUPLICATE of a pending job: its tag ("" if it has none) */
@@ -71,7 +72,9 @@ struct store_add_answer {
 /* Writes n new pending records, each expiring retention_ms after its due time unless its id
  * exists, in one pipeline: a SET NX per record, then a script for the ids found taken. The claim
  * and mark batches call Redis once per 128 records.
- * Returns 0 with an answer per job, or -1 (err set) when the connection failed: then none is
+ * Each job gets its own answer: one whose master took and confirmed its record is ok; the
+ * others say why not, and a record such an add may have written is deleted again (only its
+ * own: a pending record under its tag). Returns 0, or -1 (err set) out of memory: then none is
  * known to be written. */
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen);
@@ -117,9 +120,11 @@ struct store_mark {
  * a record claimed by another token since (taken over) or no longer claimed is left alone. A
  * record marked more than retention_ms / 64 after its due time expires retention_ms after now_ms
  * at the soonest; one marked sooner keeps its expiry (due + retention_ms from the add, or later
- * for a job rescheduled to an earlier time: its old messages still find it). */
+ * for a job rescheduled to an earlier time: its old messages still find it).
+ * failed (n bytes): 1 for each record not marked (Redis did not answer or confirm for it).
+ * Returns 0 when every record was marked, else -1 with err the first reason. */
 int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
-                     int64_t retention_ms, char *err, size_t errlen);
+                     int64_t retention_ms, char *failed, char *err, size_t errlen);
 
 /* Replaces the record of job id with value (a whole record, job_record_pack's), expiring
  * ttl_ms from now, if its head (job_record_head_len) is still head: *replaced 1, else 0 (it was
@@ -128,6 +133,9 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
 int store_replace(struct store *st, const char *id, const char *head, size_t head_len,
                   const char *value, size_t len, int64_t ttl_ms, int *replaced, char *err,
                   size_t errlen);
+
+/* 1 when Redis may evict job records (its maxmemory-policy, into policy, is not noeviction). */
+int store_evicts(char *policy, size_t len);
 
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);

@@ -145,13 +145,14 @@ const char *claims_token(const struct claims *c)
     return c->token;
 }
 
-/* Runs a one-key script whose answer is an integer. Returns it, or -1 with err set. */
+/* Runs a one-key script whose answer is an integer. Returns it, or -1 with err set: also
+ * when confirm asks the replicas and too few confirmed a write it made (an answer above 0). */
 static long long eval_int(struct claims *c, enum script script, const char *key, size_t argc,
-                          const char *const *argv, char *err, size_t errlen)
+                          const char *const *argv, enum rdb_confirm confirm, char *err, size_t errlen)
 {
     const char *a[3] = { key, argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL };
     struct rdb_call call = { .script = (int)script, .nkeys = 1, .argc = 1 + argc, .argv = a };
-    struct rdb_reply *r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen);
+    struct rdb_reply *r = rdb_call(c->db, &call, confirm, err, errlen);
     long long v = -1;
 
     if (!r)
@@ -160,6 +161,10 @@ static long long eval_int(struct claims *c, enum script script, const char *key,
         v = rdb_int(r);
     else
         snprintf(err, errlen, "redis: unexpected reply");
+    if (v > 0 && rdb_unconfirmed(c->db)) {
+        snprintf(err, errlen, "%s", rdb_unconfirmed(c->db));
+        v = -1;
+    }
     rdb_reply_free(r);
     return v;
 }
@@ -266,7 +271,9 @@ int claims_renew(struct claims *c, int group, char *err, size_t errlen)
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)c->cfg->delay.claim_ttl_ms);
-    v = eval_int(c, S_RENEW, key, 2, argv, err, errlen);
+    /* Confirmed like an acquisition: a renewal a failover takes back would let another
+     * instance take the group while this one still forwards it. */
+    v = eval_int(c, S_RENEW, key, 2, argv, RDB_WAIT_END, err, errlen);
     return v < 0 ? -1 : v > 0;
 }
 
@@ -277,7 +284,7 @@ int claims_release(struct claims *c, int group, char *err, size_t errlen)
     long long v;
 
     key_of(c->cfg, "claim", group, key, sizeof(key));
-    v = eval_int(c, S_RELEASE, key, 1, argv, err, errlen);
+    v = eval_int(c, S_RELEASE, key, 1, argv, RDB_NO_WAIT, err, errlen);
     return v < 0 ? -1 : v > 0;
 }
 
@@ -308,42 +315,57 @@ int claims_release_requested(struct claims *c, int group, char *err, size_t errl
     return asked;
 }
 
-int claims_publish(struct claims *c, int group, size_t n, const char *const *fields,
-                   const char *const *values, char *err, size_t errlen)
+/* Status rows per HSET: a call of bounded size however many partitions and levels a group
+ * has. */
+#define STATUS_ROWS_PER_CALL 256
+
+/* HSET key with rows [from, from + n) of fields and values, after head[0..nhead). */
+static int hset_rows(struct claims *c, const char *key, const char *const *head, size_t nhead,
+                     const char *const *fields, const char *const *values, size_t n, char *err,
+                     size_t errlen)
 {
-    char key[KEY_MAX], now[32], ttl[32];
-    size_t argc = 2 * n + 6;
+    size_t argc = 2 + nhead + 2 * n;
     const char **argv = calloc(argc, sizeof(*argv));
     struct rdb_call call = { .script = -1, .argc = argc, .argv = argv };
     struct rdb_reply *r;
-    int rc = -1;
 
     if (!argv) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    argv[0] = "HSET";
+    argv[1] = key;
+    for (size_t i = 0; i < nhead; i++)
+        argv[2 + i] = head[i];
+    for (size_t i = 0; i < n; i++) {
+        argv[2 + nhead + 2 * i] = fields[i];
+        argv[3 + nhead + 2 * i] = values[i];
+    }
+    r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen);
+    rdb_reply_free(r);
+    free(argv);
+    return r ? 0 : -1;
+}
+
+int claims_publish(struct claims *c, int group, size_t n, const char *const *fields,
+                   const char *const *values, char *err, size_t errlen)
+{
+    char key[KEY_MAX], now[32], ttl[32];
+    const char *head[4] = { "owner", c->token, "updated_ms", now };
+    struct rdb_reply *r;
+
     key_of(c->cfg, "status", group, key, sizeof(key));
     snprintf(now, sizeof(now), "%lld", (long long)clock_now_ms());
     snprintf(ttl, sizeof(ttl), "%lld", (long long)(3 * c->cfg->delay.claim_ttl_ms));
-    argv[0] = "HSET";
-    argv[1] = key;
-    argv[2] = "owner";
-    argv[3] = c->token;
-    argv[4] = "updated_ms";
-    argv[5] = now;
-    for (size_t i = 0; i < n; i++) {
-        argv[6 + 2 * i] = fields[i];
-        argv[7 + 2 * i] = values[i];
+    for (size_t at = 0; at < n || at == 0; at += STATUS_ROWS_PER_CALL) {
+        size_t k = n - at < STATUS_ROWS_PER_CALL ? n - at : STATUS_ROWS_PER_CALL;
+        if (hset_rows(c, key, head, at == 0 ? 4 : 0, fields + at, values + at, k, err, errlen) < 0)
+            return -1;
     }
-    if ((r = rdb_call(c->db, &call, RDB_NO_WAIT, err, errlen))) {
-        rdb_reply_free(r);
-        if ((r = rdb_command(c->db, err, errlen, "PEXPIRE", key, ttl, NULL))) {
-            rdb_reply_free(r);
-            rc = 0;
-        }
-    }
-    free(argv);
-    return rc;
+    if (!(r = rdb_command(c->db, err, errlen, "PEXPIRE", key, ttl, NULL)))
+        return -1;
+    rdb_reply_free(r);
+    return 0;
 }
 
 /* The status hash of a group as an array of {topic, partition, committed, end, lag, head_due_ms}. */

@@ -86,6 +86,8 @@ static const struct key keys[] = {
     INT(redis, timeout_ms, redis.timeout_ms, 10, 600000),
     INT(redis, wait_replicas, redis.wait_replicas, 0, 64),
     INT(redis, wait_timeout_ms, redis.wait_timeout_ms, 1, 600000),
+    INT(redis, failover_wait_ms, redis.failover_wait_ms, 0, 600000),
+    BOOL(redis, require_noeviction, redis.require_noeviction),
     STR1(kafka, brokers, kafka.brokers),
     STR1(kafka, group_id, kafka.group_id),
     FN(kafka, properties, set_props),
@@ -129,6 +131,7 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->redis.prefix, sizeof(cfg->redis.prefix), "dq:");
     cfg->redis.timeout_ms = 2000;
     cfg->redis.wait_timeout_ms = 1000;
+    cfg->redis.failover_wait_ms = 5000;
     snprintf(cfg->kafka.brokers, sizeof(cfg->kafka.brokers), "127.0.0.1:9092");
     snprintf(cfg->kafka.group_id, sizeof(cfg->kafka.group_id), "delayq");
     cfg->kafka.produce_timeout_ms = 5000;

@@ -75,6 +75,7 @@ struct scratch {
     const char **ids;           /* n */
     const char **args;          /* 4 * n */
     struct store_mark *marks;   /* n */
+    char *failed;               /* n: the marks that failed */
     size_t cap;
 };
 
@@ -562,6 +563,9 @@ static int scratch_reserve(struct scratch *sc, size_t n)
     if (!(p = realloc(sc->marks, cap * sizeof(*sc->marks))))
         return -1;
     sc->marks = p;
+    if (!(p = realloc(sc->failed, cap)))
+        return -1;
+    sc->failed = p;
     sc->cap = cap;
     return 0;
 }
@@ -572,6 +576,7 @@ static void scratch_release(struct scratch *sc)
     free(sc->ids);
     free(sc->args);
     free(sc->marks);
+    free(sc->failed);
 }
 
 /* FNV-1a, 64 bits, of text. */
@@ -734,7 +739,7 @@ static void run_marks(struct forwarder *fw)
     for (size_t i = 0; i < n; i++)
         mark_args(fw, fw->marks.v[i], i);
     rc = store_mark_batch(fw->st, n, fw->sc.marks, clock_now_ms(), fw->cfg->job.retention_s * 1000,
-                          err, sizeof(err));
+                          fw->sc.failed, err, sizeof(err));
     for (size_t i = 0; i < n; i++) {
         free(fw->sc.a[i].error);
         fw->sc.a[i].error = NULL;
@@ -742,11 +747,13 @@ static void run_marks(struct forwarder *fw)
     if (rc < 0) {
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "marking %zu records failed (retried): %s", n, err);
-        retry_all(fw, &fw->marks);
-        return;
     }
-    for (size_t i = 0; i < n; i++)
-        done(fw, fw->marks.v[i]);
+    for (size_t i = 0; i < n; i++) {   /* a record Redis did not mark: only its message again */
+        if (fw->sc.failed[i])
+            retry(fw, fw->marks.v[i]);
+        else
+            done(fw, fw->marks.v[i]);
+    }
     fw->marks.n = 0;
 }
 

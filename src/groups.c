@@ -234,7 +234,7 @@ void groups_publish(struct groups *gs, int group, const struct part_status *rows
     if (!fields || !values)
         log_debug("publish status group=%d: out of memory", group);
     else if (claims_publish(gs->claims, group, n, fields, values, err, sizeof(err)) < 0)
-        log_debug("publish status group=%d: %s", group, err);
+        log_warn("publish status group=%d: %s", group, err);
     free(fields);
     free(values);
 }

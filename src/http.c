@@ -493,8 +493,10 @@ static enum MHD_Result serve_ready(struct request *req)
 {
     char err[256], msg[320];
 
-    if (jobs_ready(req->http->jobs, err, sizeof(err)) == 0)
-        return send_json(req, 200, api_response(API_OK, "ready", NULL));
+    if (jobs_ready(req->http->jobs, err, sizeof(err)) == 0) {
+        snprintf(msg, sizeof(msg), "ready%s%s", err[0] ? "; warning: " : "", err);
+        return send_json(req, 200, api_response(API_OK, msg, NULL));
+    }
     /* Open to anyone: with a token guarding the API, why is for the log, not the caller. */
     if (req->http->cfg->http.auth_token[0]) {
         log_info("not ready: %s", err);

@@ -909,6 +909,13 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
     pool_put(jobs, st);
     if (rc < 0)
         return -1;
+    err[0] = '\0';
+    {
+        char policy[64];
+        if (store_evicts(policy, sizeof(policy)))
+            snprintf(err, errlen, "redis maxmemory-policy is %s: at maxmemory Redis drops job "
+                     "records; set it to noeviction", policy);
+    }
     /* A metadata request for one delay topic: Kafka answers, and knows the topic. */
     rkt = rd_kafka_topic_new(jobs->rk, jobs->cfg->delay.levels.topic[0], NULL);
     e = rd_kafka_metadata(jobs->rk, 0, rkt, &md, READY_TIMEOUT_MS);

@@ -79,14 +79,24 @@ static int ensure_topics(const struct config *cfg, int partitions[LEVELS_MAX])
     return rc;
 }
 
-static void warn_if_redis_down(const struct config *cfg)
+/* Redis at start: not answering yet is a warning; one that may evict job records refuses the
+ * start with redis.require_noeviction (-1). */
+static int check_redis(const struct config *cfg)
 {
     struct store *st = store_new(cfg);
-    char err[256];
+    char err[256], policy[64];
+    int rc = 0;
 
-    if (st && store_ping(st, err, sizeof(err)) < 0)
-        log_warn("Redis is not answering yet (adds get 503, due jobs wait): %s", err);
+    if (st && store_ping(st, err, sizeof(err)) < 0) {
+        if (cfg->redis.require_noeviction && store_evicts(policy, sizeof(policy))) {
+            log_error("%s", err);
+            rc = -1;
+        } else {
+            log_warn("Redis is not answering yet (adds get 503, due jobs wait): %s", err);
+        }
+    }
     store_free(st);
+    return rc;
 }
 
 static int serve(const struct config *cfg)
@@ -102,8 +112,7 @@ static int serve(const struct config *cfg)
         log_error("%s", err);
         return 1;
     }
-    warn_if_redis_down(cfg);
-    if (ensure_topics(cfg, partitions) < 0)
+    if (check_redis(cfg) < 0 || ensure_topics(cfg, partitions) < 0)
         goto out;
     if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
         !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||

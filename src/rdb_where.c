@@ -1,6 +1,7 @@
 /* rdb_where: where the Redis master is: the one the Sentinels name (asked in turn, checked
  * with ROLE), or for each slot of a Redis Cluster the master that serves it (CLUSTER SLOTS).
  * Part of rdb; the contract is in include/rdb.h, the shared inside in include/rdb_link.h. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static int ask_sentinel(struct rdb *db, int i, char host[SENTINEL_HOST_MAX], int
     int64_t timeout = cfg->redis.timeout_ms < SENTINEL_TIMEOUT_MS ? cfg->redis.timeout_ms
                                                                   : SENTINEL_TIMEOUT_MS;
     struct link s = { 0 };
-    char shost[SENTINEL_HOST_MAX], why[256];
+    char shost[SENTINEL_HOST_MAX], why[256] = "";
     redisReply *r = NULL;
     int sport, rc = -1;
 
@@ -30,10 +31,10 @@ static int ask_sentinel(struct rdb *db, int i, char host[SENTINEL_HOST_MAX], int
         snprintf(err, errlen, "Sentinel %s: not host:port", addr);
         return -1;
     }
-    if (link_connect(db, &s, shost, sport, timeout, why, sizeof(why)) < 0 ||
-        link_auth(db, &s, "", cfg->redis.sentinel_password, why, sizeof(why)) < 0 ||
+    if (link_connect(&s, shost, sport, timeout, why, sizeof(why)) < 0 ||
+        link_auth(&s, "", cfg->redis.sentinel_password, why, sizeof(why)) < 0 ||
         !(r = redisCommand(s.c, "SENTINEL get-master-addr-by-name %s", cfg->redis.master_name))) {
-        snprintf(err, errlen, "Sentinel %.64s: %.180s", addr, s.c ? link_error(db, &s) : why);
+        snprintf(err, errlen, "Sentinel %.64s: %.180s", addr, r || !s.c || why[0] ? why : link_error(&s));
     } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
         rc = sentinel_master_addr(r->element[0]->str, r->element[0]->len, r->element[1]->str,
@@ -52,7 +53,7 @@ static int ask_sentinel(struct rdb *db, int i, char host[SENTINEL_HOST_MAX], int
 
 /* 0 when the connected server says it is a master (ROLE), else -1 with err set: a Sentinel may
  * name a node that has not taken its new role yet. */
-static int check_role(struct rdb *db, struct link *l, char *err, size_t errlen)
+static int check_role(struct link *l, char *err, size_t errlen)
 {
     redisReply *r = redisCommand(l->c, "ROLE");
     int rc = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
@@ -61,7 +62,7 @@ static int check_role(struct rdb *db, struct link *l, char *err, size_t errlen)
 
     if (rc < 0)
         snprintf(err, errlen, "redis: the server Sentinel named is not a master (yet): %s",
-                 !r ? link_error(db, l) : r->type == REDIS_REPLY_ERROR ? r->str
+                 !r ? link_error(l) : r->type == REDIS_REPLY_ERROR ? r->str
                  : r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->type == REDIS_REPLY_STRING
                      ? r->element[0]->str : "no role");
     if (r)
@@ -70,7 +71,9 @@ static int check_role(struct rdb *db, struct link *l, char *err, size_t errlen)
 }
 
 /* Connects db->one to the master: the configured server, or the one the Sentinels name, asked
- * in turn (the first that answers is asked first from then on) and checked with ROLE. */
+ * in turn and checked with ROLE. A Sentinel whose master passed is asked first from then on; one
+ * that names a server that is not the master (an old one, or one not promoted yet) is passed
+ * over for the next. */
 int open_one(struct rdb *db, char *err, size_t errlen)
 {
     const struct config *cfg = db->cfg;
@@ -78,17 +81,17 @@ int open_one(struct rdb *db, char *err, size_t errlen)
     int port;
 
     if (!cfg->redis.nsentinels)
-        return link_open(db, &db->one, cfg->redis.host, (int)cfg->redis.port, err, errlen);
+        return link_open(&db->lc, &db->one, cfg->redis.host, (int)cfg->redis.port, err, errlen);
     for (int i = 0; i < cfg->redis.nsentinels; i++) {
         if (ask_sentinel(db, i, host, &port, err, errlen) < 0)
             continue;
-        sentinel_prefer(db->order, i);
-        if (link_open(db, &db->one, host, port, err, errlen) < 0)
-            return -1;
-        if (check_role(db, &db->one, err, errlen) < 0) {
+        if (link_open(&db->lc, &db->one, host, port, err, errlen) < 0)
+            continue;
+        if (check_role(&db->one, err, errlen) < 0) {
             link_drop(&db->one);
-            return -1;
+            continue;
         }
+        sentinel_prefer(db->order, i);
         return 0;
     }
     return -1;   /* err: the last Sentinel's reason */
@@ -112,6 +115,22 @@ void prefer_announcer(struct rdb *db)
 
 /* ------------------------------------------------------------------ the cluster's slot map */
 
+/* The process's one slot map: every connection shares what any of them learns. */
+static struct slots_topo topo;
+static pthread_once_t topo_once = PTHREAD_ONCE_INIT;
+static int topo_ok;
+
+static void topo_init(void)
+{
+    topo_ok = slots_topo_init(&topo) == 0;
+}
+
+struct slots_topo *shared_topo(void)
+{
+    pthread_once(&topo_once, topo_init);
+    return topo_ok ? &topo : NULL;
+}
+
 /* A slot number or port of a CLUSTER SLOTS answer: an integer, or (as some releases send them)
  * its text. -1 when neither. */
 static long long int_of(const redisReply *r)
@@ -127,133 +146,94 @@ static long long int_of(const redisReply *r)
     return *end ? -1 : v;
 }
 
-/* Reads CLUSTER SLOTS' answer into m: per range [first, last, [host, port, id...], replicas...].
- * An empty host is the node that answered (from). 0, or -1 with err set. */
-static int read_slots(const redisReply *r, const char *from, struct slots_map *m, char *err,
-                      size_t errlen)
+/* Reads CLUSTER SLOTS' answer into ranges (*n of them, caller frees): per range [first, last,
+ * [host, port, id...], replicas...]. An empty host is the node that answered (from). 0, or -1
+ * with err set. */
+static int read_slots(const redisReply *r, const char *from, struct slots_range **out, size_t *n,
+                      char *err, size_t errlen)
 {
-    slots_map_init(m);
+    struct slots_range *rs;
+
     if (r->type != REDIS_REPLY_ARRAY) {
         snprintf(err, errlen, "redis CLUSTER SLOTS: %s", r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        return -1;
+    }
+    if (!(rs = calloc(r->elements ? r->elements : 1, sizeof(*rs)))) {
+        snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i], *node;
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || (node = e->element[2])->type != REDIS_REPLY_ARRAY ||
             node->elements < 2 || node->element[0]->type != REDIS_REPLY_STRING ||
-            slots_map_add(m, (int)int_of(e->element[0]), (int)int_of(e->element[1]),
-                          node->element[0]->len ? node->element[0]->str : from,
-                          (int)int_of(node->element[1])) < 0) {
+            node->element[0]->len >= SLOTS_HOST_MAX) {
             snprintf(err, errlen, "redis CLUSTER SLOTS: range %zu does not read", i);
+            free(rs);
             return -1;
         }
+        rs[i] = (struct slots_range){ (int)int_of(e->element[0]), (int)int_of(e->element[1]), "",
+                                      (int)int_of(node->element[1]) };
+        snprintf(rs[i].host, sizeof(rs[i].host), "%s", node->element[0]->len ? node->element[0]->str : from);
     }
+    *out = rs;
+    *n = r->elements;
     return 0;
 }
 
-/* Asks host:port for the slot map into m. */
-static int ask_slots(struct rdb *db, const char *host, int port, struct slots_map *m, char *err,
-                     size_t errlen)
+/* Asks node id (over db's link when it has one, else a connection of its own) for the slot
+ * map, and puts it in place. 0, or -1 with err set. */
+static int ask_slots(struct rdb *db, int id, const char *host, int port, char *err, size_t errlen)
 {
-    struct link l = { 0 };
+    struct link own = { 0 }, *l = id >= 0 && id < db->nlinks && db->links[id].c && !db->links[id].c->err
+                                      ? &db->links[id] : &own;
+    struct slots_range *ranges = NULL;
     redisReply *r = NULL;
+    size_t n = 0;
     int rc = -1;
 
-    if (link_connect(db, &l, host, port, db->cfg->redis.timeout_ms, err, errlen) == 0 &&
-        link_auth(db, &l, db->cfg->redis.username, db->cfg->redis.password, err, errlen) == 0 &&
-        (r = link_cmd(db, &l, "CLUSTER SLOTS", err, errlen, "CLUSTER %s", "SLOTS")))
-        rc = read_slots(r, host, m, err, errlen);
+    if (l == &own && (link_connect(l, host, port, db->cfg->redis.timeout_ms, err, errlen) < 0 ||
+                      link_auth(l, db->cfg->redis.username, db->cfg->redis.password, err, errlen) < 0))
+        goto out;
+    if ((r = link_cmd(l, "CLUSTER SLOTS", err, errlen, "CLUSTER %s", "SLOTS")) &&
+        read_slots(r, host, &ranges, &n, err, errlen) == 0) {
+        rc = slots_adopt(db->topo, ranges, n, clock_mono_ms());
+        if (rc < 0)
+            snprintf(err, errlen, "redis CLUSTER SLOTS from %.200s:%d: a range does not read", host, port);
+    }
+    if (!r && l != &own)
+        link_drop(l);
+out:
     if (r)
         freeReplyObject(r);
-    link_drop(&l);
+    free(ranges);
+    link_drop(&own);
     return rc;
 }
 
-/* Puts m in place of db's map: each node keeps its connection when it was in the old map. */
-static void adopt_map(struct rdb *db, struct slots_map *m)
-{
-    struct link *old = db->links, *links = calloc(SLOTS_NODES_MAX, sizeof(*links));
-
-    if (!links)
-        return;   /* the old map stays; MOVED keeps it right slot by slot */
-    for (int i = 0; i < m->nnodes; i++) {
-        snprintf(links[i].host, sizeof(links[i].host), "%s", m->nodes[i].host);
-        links[i].port = m->nodes[i].port;
-        for (int k = 0; k < db->map->nnodes; k++) {
-            if (old[k].port == links[i].port && strcmp(old[k].host, links[i].host) == 0) {
-                links[i] = old[k];
-                old[k].c = NULL;
-            }
-        }
-    }
-    for (int k = 0; k < SLOTS_NODES_MAX; k++)
-        link_drop(&old[k]);
-    free(old);
-    db->links = links;
-    memcpy(db->map, m, sizeof(*m));
-    db->map_stale = 0;
-}
-
-/* Reads the slot map again: from the nodes known, then from the seeds, the first that answers
- * with every slot served. 0, or -1 with err set (the old map stays). */
-int refresh_map(struct rdb *db, char *err, size_t errlen)
+/* Reads the slot map again (slots_refresh_begin said so): from the nodes that serve slots,
+ * then the seeds, the first that answers. The old map stays when none does. */
+void refresh_map(struct rdb *db)
 {
     const struct config *cfg = db->cfg;
-    struct slots_map *m = malloc(sizeof(*m));
-    int known = db->map->nnodes, rc = -1;
+    int known = slots_nodes(db->topo);
+    char err[256];
 
-    if (!m) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (int i = 0; i < known + cfg->redis.ncluster && rc < 0; i++) {
+    for (int i = 0; i < known + cfg->redis.ncluster; i++) {
         char host[SLOTS_HOST_MAX];
-        int port;
-        if (i < known) {
-            if (db->links[i].retry_at_ms > clock_now_ms())
-                continue;   /* it failed lately: a dead or hung node would cost a timeout */
-            snprintf(host, sizeof(host), "%s", db->map->nodes[i].host);
-            port = db->map->nodes[i].port;
-        } else if (sentinel_split_addr(cfg->redis.cluster[i - known], host, &port) < 0) {
+        int port, id = i < known ? i : -1;
+        if (id >= 0 && (!slots_serves(db->topo, id) ||
+                        (id < db->nlinks && db->links[id].retry_at_ms > clock_mono_ms())))
+            continue;   /* no master, or it failed lately: a dead or hung node costs a timeout */
+        if (id >= 0 ? slots_node_addr(db->topo, id, host, &port) < 0
+                    : sentinel_split_addr(cfg->redis.cluster[i - known], host, &port) < 0)
             continue;
-        }
-        if (ask_slots(db, host, port, m, err, errlen) < 0)
-            continue;
-        if (slots_map_missing(m)) {
-            snprintf(err, errlen, "redis cluster: %d slots are served by no node (as %s:%d sees it)",
-                     slots_map_missing(m), host, port);
-            continue;
-        }
-        rc = 0;
+        if (ask_slots(db, id, host, port, err, sizeof(err)) == 0)
+            return;
     }
-    if (rc == 0)
-        adopt_map(db, m);
-    free(m);
-    return rc;
-}
-
-/* The node index of host:port, added to the map's nodes when new (an ASK target); -1 when the
- * map is full. */
-int node_of_addr(struct rdb *db, const char *host, int port)
-{
-    struct slots_map *m = db->map;
-    int n = -1;
-
-    for (int i = 0; i < m->nnodes && n < 0; i++)
-        if (m->nodes[i].port == port && strcmp(m->nodes[i].host, host) == 0)
-            n = i;
-    if (n >= 0 || m->nnodes == SLOTS_NODES_MAX || strlen(host) >= SLOTS_HOST_MAX)
-        return n;
-    n = m->nnodes++;
-    snprintf(m->nodes[n].host, SLOTS_HOST_MAX, "%s", host);
-    m->nodes[n].port = port;
-    snprintf(db->links[n].host, sizeof(db->links[n].host), "%s", host);
-    db->links[n].port = port;
-    return n;
+    slots_refresh_failed(db->topo);
 }
 
 int rdb_slot_of(const struct rdb *db, const char *key, size_t len)
 {
-    return db->cluster ? slots_of_key(key, len) : -1;
+    return db->topo ? slots_of_key(key, len) : -1;
 }
-

@@ -104,43 +104,215 @@ enum slots_redirect slots_parse_redirect(const char *err, int *slot, char host[S
     return kind;
 }
 
-void slots_map_init(struct slots_map *m)
+int slots_topo_init(struct slots_topo *t)
 {
+    memset(t, 0, sizeof(*t));
     for (int i = 0; i < SLOTS_COUNT; i++)
-        m->node_of[i] = -1;
-    m->nnodes = 0;
+        t->node_of[i] = -1;
+    t->stale = 1;   /* no map read yet */
+    return pthread_mutex_init(&t->mu, NULL) == 0 ? 0 : -1;
 }
 
-/* The index of host:port in m, added when new; -1 when m is full or the host too long. */
-static int node_index(struct slots_map *m, const char *host, int port)
+void slots_topo_release(struct slots_topo *t)
 {
-    for (int i = 0; i < m->nnodes; i++)
-        if (m->nodes[i].port == port && strcmp(m->nodes[i].host, host) == 0)
-            return i;
-    if (m->nnodes == SLOTS_NODES_MAX || strlen(host) >= SLOTS_HOST_MAX)
-        return -1;
-    snprintf(m->nodes[m->nnodes].host, SLOTS_HOST_MAX, "%s", host);
-    m->nodes[m->nnodes].port = port;
-    return m->nnodes++;
+    free(t->nodes);
+    t->nodes = NULL;
+    pthread_mutex_destroy(&t->mu);
 }
 
-int slots_map_add(struct slots_map *m, int first, int last, const char *host, int port)
+/* slots_node_id with the lock held. */
+static int node_id(struct slots_topo *t, const char *host, int port)
+{
+    for (int i = 0; i < t->nnodes; i++)
+        if (t->nodes[i].port == port && strcmp(t->nodes[i].host, host) == 0)
+            return i;
+    if (t->nnodes == SLOTS_NODES_MAX || strlen(host) >= SLOTS_HOST_MAX || port < 1 || port > 65535)
+        return -1;
+    if (t->nnodes == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 16;
+        struct slots_node *nodes = realloc(t->nodes, (size_t)cap * sizeof(*nodes));
+        if (!nodes)
+            return -1;
+        t->nodes = nodes;
+        t->cap = cap;
+    }
+    t->nodes[t->nnodes] = (struct slots_node){ .port = port };
+    snprintf(t->nodes[t->nnodes].host, SLOTS_HOST_MAX, "%s", host);
+    return t->nnodes++;
+}
+
+int slots_node_id(struct slots_topo *t, const char *host, int port)
+{
+    int id;
+
+    pthread_mutex_lock(&t->mu);
+    id = node_id(t, host, port);
+    pthread_mutex_unlock(&t->mu);
+    return id;
+}
+
+int slots_node_addr(struct slots_topo *t, int id, char host[SLOTS_HOST_MAX], int *port)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&t->mu);
+    if (id >= 0 && id < t->nnodes) {
+        memcpy(host, t->nodes[id].host, SLOTS_HOST_MAX);
+        *port = t->nodes[id].port;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+int slots_nodes(struct slots_topo *t)
 {
     int n;
 
-    if (first < 0 || last >= SLOTS_COUNT || first > last || port < 1 || port > 65535 ||
-        (n = node_index(m, host, port)) < 0)
-        return -1;
-    for (int s = first; s <= last; s++)
-        m->node_of[s] = (int16_t)n;
+    pthread_mutex_lock(&t->mu);
+    n = t->nnodes;
+    pthread_mutex_unlock(&t->mu);
     return n;
 }
 
-int slots_map_missing(const struct slots_map *m)
+int slots_serves(struct slots_topo *t, int id)
+{
+    int serves;
+
+    pthread_mutex_lock(&t->mu);
+    serves = id >= 0 && id < t->nnodes && t->nodes[id].serves > 0;
+    pthread_mutex_unlock(&t->mu);
+    return serves;
+}
+
+int slots_owner(struct slots_topo *t, int slot)
+{
+    int id;
+
+    pthread_mutex_lock(&t->mu);
+    id = t->node_of[slot];
+    pthread_mutex_unlock(&t->mu);
+    return id;
+}
+
+int slots_any(struct slots_topo *t)
+{
+    int id = -1;
+
+    pthread_mutex_lock(&t->mu);
+    for (int i = 0; i < t->nnodes && id < 0; i++)
+        if (t->nodes[i].serves > 0)
+            id = i;
+    pthread_mutex_unlock(&t->mu);
+    return id;
+}
+
+int slots_missing(struct slots_topo *t)
 {
     int missing = 0;
 
+    pthread_mutex_lock(&t->mu);
     for (int i = 0; i < SLOTS_COUNT; i++)
-        missing += m->node_of[i] < 0;
+        missing += t->node_of[i] < 0;
+    pthread_mutex_unlock(&t->mu);
     return missing;
+}
+
+/* Gives slot to node id (or none, -1), keeping the nodes' counts. Lock held. */
+static void assign(struct slots_topo *t, int slot, int id)
+{
+    int was = t->node_of[slot];
+
+    if (was == id)
+        return;
+    if (was >= 0)
+        t->nodes[was].serves--;
+    if (id >= 0)
+        t->nodes[id].serves++;
+    t->node_of[slot] = id;
+}
+
+void slots_moved(struct slots_topo *t, int slot, int id, int64_t now_ms)
+{
+    if (slot < 0 || slot >= SLOTS_COUNT)
+        return;
+    pthread_mutex_lock(&t->mu);
+    if (id >= 0 && id < t->nnodes) {
+        assign(t, slot, id);
+        t->moved_ms[slot] = now_ms ? now_ms : 1;
+        t->stale = 1;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void slots_mark_stale(struct slots_topo *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->stale = 1;
+    pthread_mutex_unlock(&t->mu);
+}
+
+int slots_refresh_begin(struct slots_topo *t, int64_t now_ms)
+{
+    int go;
+
+    pthread_mutex_lock(&t->mu);
+    go = t->stale && !t->refreshing &&
+         (!t->refreshes || now_ms - t->refreshed_ms >= SLOTS_REFRESH_MIN_MS);
+    if (go) {
+        t->refreshing = 1;
+        t->refreshed_ms = now_ms;
+        t->refreshes++;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return go;
+}
+
+void slots_refresh_failed(struct slots_topo *t)
+{
+    pthread_mutex_lock(&t->mu);
+    t->refreshing = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The owner each range gives its slots, into owner[] (-1 where none does). Lock held. 0, or -1
+ * when a range does not read. */
+static int owners_of(struct slots_topo *t, const struct slots_range *r, size_t n, int32_t *owner)
+{
+    for (int s = 0; s < SLOTS_COUNT; s++)
+        owner[s] = -1;
+    for (size_t i = 0; i < n; i++) {
+        int id;
+        if (r[i].first < 0 || r[i].last >= SLOTS_COUNT || r[i].first > r[i].last ||
+            (id = node_id(t, r[i].host, r[i].port)) < 0)
+            return -1;
+        for (int s = r[i].first; s <= r[i].last; s++)
+            owner[s] = id;
+    }
+    return 0;
+}
+
+int slots_adopt(struct slots_topo *t, const struct slots_range *r, size_t n, int64_t now_ms)
+{
+    int32_t *owner = malloc(SLOTS_COUNT * sizeof(*owner));
+    int rc = -1;
+
+    pthread_mutex_lock(&t->mu);
+    t->refreshing = 0;
+    if (owner && owners_of(t, r, n, owner) == 0) {
+        t->stale = 0;
+        for (int s = 0; s < SLOTS_COUNT; s++) {
+            int trusted = t->moved_ms[s] && now_ms - t->moved_ms[s] < SLOTS_MOVED_TRUST_MS;
+            if (trusted && owner[s] != t->node_of[s]) {
+                t->stale = 1;   /* the map is older than the MOVED: ask again later */
+                continue;
+            }
+            t->moved_ms[s] = 0;
+            assign(t, s, owner[s]);
+        }
+        rc = 0;
+    }
+    pthread_mutex_unlock(&t->mu);
+    free(owner);
+    return rc;
 }

@@ -14,9 +14,22 @@
  * their text is not sent again for every job. */
 enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_REPLACE, S_COUNT };
 
+/* Records of failed adds that Redis may have written while it did not answer: deleted once it
+ * answers again (before the next batch of adds). A bound on the memory an outage may take;
+ * past it, a record left over expires with its retention (it has no delay message and is
+ * never delivered). */
+#define UNDO_MAX 4096
+
+struct undo {
+    char id[JOB_ID_MAX + 1];
+    char tag[JOB_TAG_LEN + 1];
+};
+
 struct store {
     const struct config *cfg;
     struct rdb *db;
+    struct undo *undo;          /* UNDO_MAX of them, nundo in use */
+    size_t nundo;
 };
 
 #define READ_RECORD                                                                        \
@@ -79,11 +92,11 @@ static const char add_lua[] =
     "return {2, st}\n"
     END_EACH("one(ARGV[2 * i - 1], ARGV[2 * i], KEYS[i])");
 
-/* Returns 1 when the pending record was deleted, else the state letter of the record there
- * ('' for none). */
+/* ARGV (optional): the tag of the add whose record it is to be. Returns 1 when the pending
+ * record (of that add) was deleted, else the state letter of the record there ('' for none). */
 static const char drop_lua[] =
     ONE_RECORD
-    "if st == 'p' then return redis.call('DEL', key) end\n"
+    "if st == 'p' and (not ARGV[1] or claim == ARGV[1]) then return redis.call('DEL', key) end\n"
     "return st or ''\n";
 
 /* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
@@ -203,6 +216,7 @@ void store_free(struct store *st)
 {
     if (!st)
         return;
+    free(st->undo);
     rdb_free(st->db);
     free(st);
 }
@@ -417,9 +431,10 @@ static int run_chunked(struct chunked *c, rdb_reply_fn *fn, void *ctx, enum rdb_
     if (c->a && c->l && c->keys) {
         rc = rdb_pipeline(c->st->db, chunks_of(c), build_chunk, fn, ctx, confirm, err, errlen);
     } else {
+        struct rdb_fail fail = { RDB_E_MEMORY, "out of memory" };
         snprintf(err, errlen, "out of memory");
         for (size_t j = 0; j < chunks_of(c); j++)
-            fn(ctx, j, NULL, err);
+            fn(ctx, j, NULL, &fail);
     }
     free(c->a);
     free(c->l);
@@ -477,62 +492,111 @@ static void read_duplicate(const struct rdb_reply *r, int res, struct store_add_
     out->due_ms = strtoll(rdb_str(rdb_at(r, 3), NULL), NULL, 10);
 }
 
+/* An add that failed after it may have written its record: the record is dropped (see
+ * undo_failed), so that no pending record outlives an add answered as failed. */
+static void failed_add(struct store_add_answer *out, const char *why, int wrote)
+{
+    out->ok = 0;
+    out->undo = wrote;   /* 1: it wrote (unconfirmed); -1: it may have (no answer) */
+    redis_says(out->err, sizeof(out->err), why);
+}
+
 /* The reply to a plain SET NX of record i: added, or its key taken (left to the script). */
-static void plain_add_reply(struct add_batch *b, size_t i, const struct rdb_reply *r, const char *err)
+static void plain_add_reply(struct add_batch *b, size_t i, const struct rdb_reply *r,
+                            const struct rdb_fail *fail)
 {
     struct store_add_answer *out = &b->out[i];
 
-    out->ok = r && (rdb_type(r) == RDB_NIL || rdb_is(r, "OK"));
-    if (!out->ok) {
-        redis_says(out->err, sizeof(out->err),
-                   !r ? err : rdb_type(r) == RDB_ERR ? rdb_str(r, NULL) : "unexpected reply to add");
+    if (!r) {
+        failed_add(out, fail->text, -1);   /* it may have run */
     } else if (rdb_type(r) == RDB_NIL) {
         out->ok = 0;
         snprintf(out->err, sizeof(out->err), "redis: the add of a taken id was not run");
         b->taken[b->ntaken++] = i;
+    } else if (!rdb_is(r, "OK")) {
+        failed_add(out, rdb_type(r) == RDB_ERR ? rdb_str(r, NULL) : "unexpected reply to add", 0);
+    } else if (fail) {
+        failed_add(out, fail->text, 1);   /* written, but a failover could take it back */
     } else {
         *out = (struct store_add_answer){ .ok = 1, .res = STORE_ADDED, .state = JOB_PENDING,
                                           .due_ms = -1 };
     }
 }
 
-static void add_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
+static void add_reply(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *fail)
 {
     struct add_batch *b = ctx;
     size_t k = chunk_size(&b->c, j);
 
     if (b->c.plain) {
-        plain_add_reply(b, record_at(&b->c, chunk_first(&b->c, j)), r, err);
+        plain_add_reply(b, record_at(&b->c, chunk_first(&b->c, j)), r, fail);
         return;
     }
     for (size_t i = 0; i < k; i++) {
         struct store_add_answer *out = &b->out[record_at(&b->c, chunk_first(&b->c, j) + i)];
         const struct rdb_reply *item = item_of(r, k, i);
-        const char *why = failure(item, err, "unexpected reply to add");
-        int res;
+        const char *why = failure(item, r ? NULL : fail->text, "unexpected reply to add");
+        int res = -1;
 
-        out->ok = !why && read_result(item, &res, &out->state) == 0;
-        if (out->ok)
-            read_duplicate(item, res, out);
+        if (!why && read_result(item, &res, &out->state) < 0)
+            why = "unexpected reply to add";
+        if (why)
+            failed_add(out, why, r ? 0 : -1);
+        else if (fail)
+            failed_add(out, fail->text, res == STORE_ADDED);
         else
-            redis_says(out->err, sizeof(out->err), why ? why : "unexpected reply to add");
+            out->ok = 1, out->undo = 0, read_duplicate(item, res, out);
     }
 }
 
-/* Adds whose records too few replicas confirmed fail, and the records they wrote are dropped:
- * a failover could otherwise lose a job that was answered, or keep one that was refused. */
-static void refuse_unconfirmed(struct store *st, size_t n, const struct job *const *jobs,
-                               struct store_add_answer *out)
+/* Deletes the record of a failed add: only a pending record under the add's own tag, so that
+ * a record of an earlier add of the same id stays. 0, or -1 when Redis did not answer. */
+static int drop_own(struct store *st, const char *id, const char *tag)
 {
-    char lack[160], err[256];
+    char err[256];
+    struct rdb_reply *r = eval1(st, S_DROP, id, tag[0] ? 1 : 0, &tag, RDB_NO_WAIT, err, sizeof(err));
 
-    snprintf(lack, sizeof(lack), "%s", rdb_unconfirmed(st->db));   /* the drops run calls of their own */
+    rdb_reply_free(r);
+    return r || rdb_code(st->db) == RDB_E_REPLY ? 0 : -1;
+}
+
+/* Keeps a failed add's record to delete once Redis answers again. */
+static void undo_later(struct store *st, const struct job *job)
+{
+    if (!st->undo && !(st->undo = malloc(UNDO_MAX * sizeof(*st->undo))))
+        return;
+    if (st->nundo == UNDO_MAX)
+        return;
+    snprintf(st->undo[st->nundo].id, sizeof(st->undo[0].id), "%s", job->id);
+    memcpy(st->undo[st->nundo++].tag, job->tag, sizeof(job->tag));
+}
+
+/* Deletes the records kept by undo_later, while Redis answers. */
+static void undo_kept(struct store *st)
+{
+    size_t done = 0;
+
+    while (done < st->nundo && drop_own(st, st->undo[done].id, st->undo[done].tag) == 0)
+        done++;
+    memmove(st->undo, st->undo + done, (st->nundo - done) * sizeof(*st->undo));
+    st->nundo -= done;
+}
+
+/* Drops the records that failed adds may have written. One Redis answered but did not confirm
+ * goes at once; one Redis did not answer for is kept to delete when it answers again (asking
+ * now would wait for the same timeout). */
+static void undo_failed(struct store *st, size_t n, const struct job *const *jobs,
+                        struct store_add_answer *out)
+{
     for (size_t i = 0; i < n; i++) {
-        int undone = !(out[i].ok && out[i].res == STORE_ADDED) ||
-                     store_drop_pending(st, jobs[i]->id, NULL, err, sizeof(err)) == 0;
-        out[i].ok = 0;
-        snprintf(out[i].err, sizeof(out[i].err), "%.120s%s", lack,
-                 undone ? "" : "; undoing the record failed too");
+        const char *more = "";
+        if (out[i].ok || !out[i].undo)
+            continue;
+        if (out[i].undo < 0)
+            undo_later(st, jobs[i]), more = "; its record, if Redis wrote it, is deleted once Redis answers";
+        else if (drop_own(st, jobs[i]->id, jobs[i]->tag) < 0)
+            undo_later(st, jobs[i]), more = "; its record is deleted once Redis answers";
+        snprintf(out[i].err + strlen(out[i].err), sizeof(out[i].err) - strlen(out[i].err), "%s", more);
     }
 }
 
@@ -599,12 +663,11 @@ static int add_records(struct store *st, size_t n, const struct job *const *jobs
         args[2 * i] = bufs[i].data,     lens[2 * i] = bufs[i].size;
         args[2 * i + 1] = ttl[i],       lens[2 * i + 1] = strlen(ttl[i]);
     }
-    if ((rc = run_chunked(&b.c, add_reply, &b, RDB_WAIT_END, err, errlen)) != 0)
-        goto done;
-    if (rdb_unconfirmed(st->db))
-        refuse_unconfirmed(st, n, jobs, out);
-    else if (b.ntaken)
+    run_chunked(&b.c, add_reply, &b, RDB_WAIT_END, err, errlen);   /* each job its own answer */
+    undo_failed(st, n, jobs, out);
+    if (b.ntaken)
         add_taken(st, &b, jobs, retention_ms);
+    rc = 0;
 done:
     for (size_t i = 0; bufs && i < n; i++)
         msgpack_sbuffer_destroy(&bufs[i]);
@@ -620,6 +683,8 @@ done:
 int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, int64_t retention_ms,
                     struct store_add_answer *out, char *err, size_t errlen)
 {
+    if (st->nundo)
+        undo_kept(st);
     return add_records(st, n, jobs, retention_ms, 1, out, err, errlen);
 }
 
@@ -761,15 +826,16 @@ struct claim_batch {
 };
 
 /* The reply of claim call j: one answer per record of its chunk. */
-static void claim_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
+static void claim_reply(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *f)
 {
+    const char *err = f ? f->text : NULL;
     const struct claim_batch *b = ctx;
     size_t k = chunk_size(&b->c, j), first = chunk_first(&b->c, j);
     struct store_claim c;
     char why[256];
 
     for (size_t i = 0; i < k; i++) {
-        const struct rdb_reply *item = item_of(r, k, i);
+        const struct rdb_reply *item = f ? NULL : item_of(r, k, i);   /* unconfirmed: not claimed */
         const char *fail = failure(item, err, "unexpected reply to claim");
         if (!fail) {
             read_claim(item, &c);
@@ -821,32 +887,38 @@ static void mark_args(const struct store_mark *m, int64_t now_ms, int64_t retent
 
 struct mark_batch {
     struct chunked c;
+    char *failed;               /* per record: 1 when it was not marked */
     char first_err[256];        /* why the first record not marked was not */
 };
 
-static void mark_reply(void *ctx, size_t j, const struct rdb_reply *r, const char *err)
+static void mark_reply(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *f)
 {
     struct mark_batch *b = ctx;
     size_t k = chunk_size(&b->c, j);
 
-    for (size_t i = 0; i < k && !b->first_err[0]; i++) {
-        const char *why = failure(item_of(r, k, i), err, "unexpected reply to mark");
-        if (why)
+    for (size_t i = 0; i < k; i++) {
+        const char *why = failure(f ? NULL : item_of(r, k, i), f ? f->text : NULL, "unexpected reply to mark");
+        if (!why)
+            continue;
+        b->failed[record_at(&b->c, chunk_first(&b->c, j) + i)] = 1;
+        if (!b->first_err[0])
             redis_says(b->first_err, sizeof(b->first_err), why);
     }
 }
 
 int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks, int64_t now_ms,
-                     int64_t retention_ms, char *err, size_t errlen)
+                     int64_t retention_ms, char *failed, char *err, size_t errlen)
 {
     struct mark_args *a = malloc((n ? n : 1) * sizeof(*a));
     const char **ids = malloc((n ? n : 1) * sizeof(*ids));
     const char **argv = malloc((n ? n : 1) * 4 * sizeof(*argv));
     struct mark_batch b = { { .st = st, .script = S_MARK, .n = n, .ids = ids, .per = 4, .args = argv },
-                            "" };
+                            failed, "" };
     int rc = -1;
 
+    memset(failed, 0, n);
     if (!a || !ids || !argv) {
+        memset(failed, 1, n);
         snprintf(err, errlen, "out of memory");
         goto out;
     }
@@ -858,12 +930,9 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
         argv[4 * i + 2] = a[i].ttl;
         argv[4 * i + 3] = marks[i].error ? marks[i].error : "";
     }
-    if (run_chunked(&b.c, mark_reply, &b, RDB_WAIT_END, err, errlen) < 0)
-        goto out;
+    run_chunked(&b.c, mark_reply, &b, RDB_WAIT_END, err, errlen);
     if (b.first_err[0])
         snprintf(err, errlen, "%s", b.first_err);
-    else if (rdb_unconfirmed(st->db))
-        snprintf(err, errlen, "%s", rdb_unconfirmed(st->db));
     else
         rc = 0;
 out:
@@ -871,6 +940,11 @@ out:
     free(ids);
     free(argv);
     return rc;
+}
+
+int store_evicts(char *policy, size_t len)
+{
+    return rdb_eviction(policy, len);
 }
 
 int store_ping(struct store *st, char *err, size_t errlen)

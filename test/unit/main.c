@@ -42,6 +42,7 @@ int main(void)
     unit_metrics();
     unit_sentinel();
     unit_slots();
+    unit_rpipe();
     unit_levels();
     unit_route();
     unit_envelope();

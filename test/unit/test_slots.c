@@ -1,3 +1,4 @@
+#include <stdio.h>
 #include <string.h>
 
 #include "slots.h"
@@ -62,29 +63,110 @@ static void redirects(void)
     CHECK_EQ_INT(slots_parse_redirect("ERR unknown command", &s, host, &port), SLOTS_NO_REDIRECT);
 }
 
+static struct slots_topo topo;   /* 192 KiB: off the stack */
+
+static struct slots_range range(int first, int last, const char *host, int port)
+{
+    struct slots_range r = { first, last, "", port };
+
+    snprintf(r.host, sizeof(r.host), "%s", host);
+    return r;
+}
+
+/* A map read from CLUSTER SLOTS; nodes keep their numbers whatever the order of later maps. */
 static void slot_map(void)
 {
-    static struct slots_map m;   /* 32 KiB: off the stack */
+    struct slots_range r[3] = { range(0, 5460, "127.0.0.1", 7000), range(5461, 10922, "127.0.0.1", 7001),
+                                range(10923, 16383, "127.0.0.1", 7002) };
+    struct slots_range again[3] = { r[2], r[0], r[1] };
+    char host[SLOTS_HOST_MAX];
+    int port;
 
-    slots_map_init(&m);
-    CHECK_EQ_INT(slots_map_missing(&m), SLOTS_COUNT);
-    CHECK_EQ_INT(slots_map_add(&m, 0, 5460, "127.0.0.1", 7000), 0);
-    CHECK_EQ_INT(slots_map_add(&m, 5461, 10922, "127.0.0.1", 7001), 1);
-    CHECK_EQ_INT(slots_map_missing(&m), SLOTS_COUNT - 10923);
-    CHECK_EQ_INT(slots_map_add(&m, 10923, 16383, "127.0.0.1", 7000), 0);   /* a node twice */
-    CHECK_EQ_INT(slots_map_missing(&m), 0);
-    CHECK_EQ_INT(m.nnodes, 2);
-    CHECK_EQ_INT(m.node_of[slot("foo")], 0);
-    CHECK_EQ_INT(m.node_of[slot("bar")], 0);
-    CHECK_EQ_INT(m.node_of[slot("{user1000}.x")], 0);
-    CHECK_EQ_INT(m.node_of[8000], 1);
-    CHECK_EQ_INT(slots_map_add(&m, 100, 99, "h", 1), -1);
-    CHECK_EQ_INT(slots_map_add(&m, -1, 5, "h", 1), -1);
-    CHECK_EQ_INT(slots_map_add(&m, 0, 16384, "h", 1), -1);
-    CHECK_EQ_INT(slots_map_add(&m, 0, 1, "h", 0), -1);
-    for (int i = 0; i < SLOTS_NODES_MAX - 2; i++)
-        CHECK(slots_map_add(&m, i, i, "10.0.0.1", 1000 + i) == 2 + i);
-    CHECK_EQ_INT(slots_map_add(&m, 0, 0, "10.0.0.2", 1), -1);   /* full */
+    CHECK_EQ_INT(slots_topo_init(&topo), 0);
+    CHECK_EQ_INT(slots_missing(&topo), SLOTS_COUNT);
+    CHECK_EQ_INT(slots_owner(&topo, 0), -1);
+    CHECK_EQ_INT(slots_any(&topo), -1);
+    CHECK_EQ_INT(slots_adopt(&topo, r, 2, 1000), 0);
+    CHECK_EQ_INT(slots_missing(&topo), SLOTS_COUNT - 10923);   /* a partial map is kept */
+    CHECK_EQ_INT(slots_owner(&topo, slot("foo")), -1);
+    CHECK_EQ_INT(slots_owner(&topo, slot("bar")), 0);
+    CHECK_EQ_INT(slots_owner(&topo, 8000), 1);
+    CHECK_EQ_INT(slots_adopt(&topo, again, 3, 2000), 0);
+    CHECK_EQ_INT(slots_missing(&topo), 0);
+    CHECK_EQ_INT(slots_owner(&topo, 8000), 1);   /* the same node, the same number */
+    CHECK_EQ_INT(slots_owner(&topo, slot("foo")), 2);
+    CHECK_EQ_INT(slots_node_addr(&topo, 2, host, &port), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 7002);
+    CHECK_EQ_INT(slots_node_addr(&topo, 3, host, &port), -1);
+    again[0] = range(100, 99, "h", 1);
+    CHECK_EQ_INT(slots_adopt(&topo, again, 3, 3000), -1);   /* the old map stays */
+    CHECK_EQ_INT(slots_owner(&topo, slot("foo")), 2);
+    again[0] = range(0, 16384, "h", 1);
+    CHECK_EQ_INT(slots_adopt(&topo, again, 1, 3000), -1);
+    again[0] = range(0, 1, "h", 0);
+    CHECK_EQ_INT(slots_adopt(&topo, again, 1, 3000), -1);
+    slots_topo_release(&topo);
+}
+
+/* 200 masters (a map one range per master), and the registry's limit. */
+static void many_masters(void)
+{
+    static struct slots_range r[200];
+
+    CHECK_EQ_INT(slots_topo_init(&topo), 0);
+    for (int i = 0; i < 200; i++)
+        r[i] = range(i * 80, i == 199 ? 16383 : i * 80 + 79, "10.0.0.1", 7000 + i);
+    CHECK_EQ_INT(slots_adopt(&topo, r, 200, 1), 0);
+    CHECK_EQ_INT(slots_missing(&topo), 0);
+    CHECK_EQ_INT(slots_nodes(&topo), 200);
+    CHECK_EQ_INT(slots_owner(&topo, 16383), 199);
+    CHECK_EQ_INT(slots_owner(&topo, 80 * 150 + 3), 150);
+    for (int i = 200; i < SLOTS_NODES_MAX; i++)
+        CHECK(slots_node_id(&topo, "10.0.0.2", 1 + i) == i);
+    CHECK_EQ_INT(slots_node_id(&topo, "10.0.0.3", 1), -1);   /* full */
+    CHECK_EQ_INT(slots_node_id(&topo, "10.0.0.1", 7005), 5);   /* known ones still answer */
+    slots_topo_release(&topo);
+}
+
+/* A MOVED is not undone by a map read shortly after it that does not know of it yet; the map
+ * is read again meanwhile, at most every SLOTS_REFRESH_MIN_MS. */
+static void moved_outweighs_an_older_map(void)
+{
+    struct slots_range r[2] = { range(0, 8191, "a", 1), range(8192, 16383, "b", 2) };
+
+    CHECK_EQ_INT(slots_topo_init(&topo), 0);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10000), 1);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10000), 0);   /* one reader at a time */
+    CHECK_EQ_INT(slots_adopt(&topo, r, 2, 10000), 0);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10001), 0);   /* not stale */
+    slots_moved(&topo, 5, 1, 10100);
+    CHECK_EQ_INT(slots_owner(&topo, 5), 1);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10200), 0);   /* too soon after the last */
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10000 + SLOTS_REFRESH_MIN_MS), 1);
+    CHECK_EQ_INT(slots_adopt(&topo, r, 2, 10300), 0);     /* an older map */
+    CHECK_EQ_INT(slots_owner(&topo, 5), 1);
+    CHECK_EQ_INT(slots_owner(&topo, 6), 0);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 10600), 1);   /* still stale: it disagreed */
+    r[0] = range(0, 5, "a", 1);
+    r[1] = range(6, 16383, "b", 2);
+    r[1].first = 6;
+    {
+        struct slots_range r3[3] = { range(0, 4, "a", 1), range(5, 5, "b", 2), range(6, 16383, "a", 1) };
+        CHECK_EQ_INT(slots_adopt(&topo, r3, 3, 10600), 0);   /* agrees with the MOVED */
+    }
+    CHECK_EQ_INT(slots_owner(&topo, 5), 1);
+    CHECK_EQ_INT(slots_owner(&topo, 6), 0);
+    CHECK_EQ_INT(slots_refresh_begin(&topo, 20000), 0);   /* not stale any more */
+    slots_moved(&topo, 7, 1, 20000);
+    {
+        struct slots_range whole = range(0, 16383, "a", 1);
+        CHECK_EQ_INT(slots_refresh_begin(&topo, 20000 + SLOTS_REFRESH_MIN_MS), 1);
+        CHECK_EQ_INT(slots_adopt(&topo, &whole, 1, 20000 + SLOTS_MOVED_TRUST_MS), 0);   /* long after */
+    }
+    CHECK_EQ_INT(slots_owner(&topo, 7), 0);   /* the map wins */
+    slots_refresh_failed(&topo);
+    slots_topo_release(&topo);
 }
 
 void unit_slots(void)
@@ -93,4 +175,6 @@ void unit_slots(void)
     RUN(hash_tags);
     RUN(redirects);
     RUN(slot_map);
+    RUN(many_masters);
+    RUN(moved_outweighs_an_older_map);
 }

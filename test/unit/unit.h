@@ -66,5 +66,6 @@ void unit_share(void);
 void unit_metrics(void);
 void unit_sentinel(void);
 void unit_slots(void);
+void unit_rpipe(void);
 
 #endif

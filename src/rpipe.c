@@ -1,0 +1,399 @@
+/* rpipe: the rounds of a Redis pipeline, over a transport. The contract is in include/rpipe.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpipe.h"
+#include "sentinel.h"
+
+enum rpipe_verdict rpipe_verdict_of(const char *error, int cluster)
+{
+    char host[SLOTS_HOST_MAX];
+    int slot, port;
+
+    if (strncmp(error, "NOSCRIPT", 8) == 0)
+        return RPIPE_NOSCRIPT;
+    if (cluster) {
+        switch (slots_parse_redirect(error, &slot, host, &port)) {
+        case SLOTS_MOVED: return RPIPE_MOVED;
+        case SLOTS_ASK:   return RPIPE_ASK;
+        default:          break;
+        }
+        if (strncmp(error, "TRYAGAIN", 8) == 0)
+            return RPIPE_TRYAGAIN;
+        if (strncmp(error, "CLUSTERDOWN", 11) == 0)
+            return RPIPE_CLUSTERDOWN;
+    }
+    if (sentinel_error_means_elsewhere(error) && strncmp(error, "MOVED", 5) != 0 &&
+        strncmp(error, "ASK", 3) != 0 && strncmp(error, "TRYAGAIN", 8) != 0 &&
+        strncmp(error, "CLUSTERDOWN", 11) != 0)
+        return RPIPE_ELSEWHERE;
+    return RPIPE_ANSWER;
+}
+
+/* A call on its way. */
+struct pend {
+    size_t j;
+    int node;           /* this round's node */
+    int ask;            /* an ASK named this node: ASKING first; else -1 */
+    int reloaded;       /* answered NOSCRIPT once already */
+    int redirects;      /* MOVED and ASK followed */
+    int sent;
+    void *reply;        /* read this round */
+    int short_of;       /* RDB_WAIT_EACH: its WAIT fell short */
+    struct rdb_fail fail;   /* no reply this round: why (text in its node's buffer) */
+};
+
+/* A node of one round. */
+struct node_round {
+    int node;
+    size_t first, end;  /* its calls: todo[first .. end) */
+    int open;           /* its link took the calls */
+    int lost;           /* its link failed while reading */
+    int short_of;       /* RDB_WAIT_END: its WAIT fell short */
+    int reload, drop;   /* after the round: load the scripts, close the link */
+    struct rdb_fail fail;
+    char text[256];
+};
+
+/* The state of one run. */
+struct run {
+    const struct rpipe *p;
+    rpipe_got_fn *got;
+    void *gctx;
+    enum rdb_confirm confirm;
+    int waits;          /* WAIT is asked for */
+    int64_t deadline;   /* monotonic ms: no more waiting for a failover after it */
+    int rc;
+    char *err;
+    size_t errlen;
+    int pause;          /* a call waits for something: pause before the next round */
+};
+
+static int by_node(const void *a, const void *b)
+{
+    const struct pend *x = a, *y = b;
+
+    if (x->node != y->node)
+        return (x->node > y->node) - (x->node < y->node);
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* Hands call p its outcome. */
+static void deliver(struct run *run, struct pend *p, void *reply, const struct rdb_fail *fail)
+{
+    if (fail && run->rc == 0)
+        snprintf(run->err, run->errlen, "%s", fail->text);
+    if (fail)
+        run->rc = -1;
+    if (!run->got(run->gctx, p->j, reply, fail) && reply)
+        run->p->ops->reply_free(reply);
+}
+
+/* Waiting is still allowed. */
+static int may_wait(const struct run *run)
+{
+    return run->p->ops->now(run->p->t) < run->deadline;
+}
+
+/* Where call goes this round: the node an ASK named, the master of its key's slot, any node
+ * for a keyless call, -1 for the one server; -2 when no node serves its slot. */
+static int route(const struct rpipe *p, const struct rdb_call *call, const struct pend *pd)
+{
+    size_t k = call->script >= 0 ? 0 : 1;
+    int slot, node;
+
+    if (!p->topo)
+        return -1;
+    if (pd->ask >= 0)
+        return pd->ask;
+    if ((call->script >= 0 && !call->nkeys) || call->argc <= k) {
+        node = slots_any(p->topo);
+    } else {
+        slot = slots_of_key(call->argv[k], call->lens ? call->lens[k] : strlen(call->argv[k]));
+        node = slots_owner(p->topo, slot);
+    }
+    return node >= 0 ? node : -2;
+}
+
+/* Sends one node's calls of the round. */
+static void send_node(struct run *run, struct node_round *nr, struct pend *todo, rdb_build_fn *build,
+                      void *bctx)
+{
+    const struct rpipe_ops *ops = run->p->ops;
+    void *t = run->p->t;
+    int each = run->waits && run->confirm == RDB_WAIT_EACH;
+
+    nr->open = ops->open(t, nr->node, &nr->fail, nr->text, sizeof(nr->text)) == 0;
+    if (!nr->open)
+        return;
+    for (size_t i = nr->first; i < nr->end; i++) {
+        struct rdb_call call;
+        build(bctx, todo[i].j, &call);
+        todo[i].sent = ops->send(t, nr->node, &call, todo[i].ask >= 0) == 0;
+        if (todo[i].sent && each)
+            ops->send_wait(t, nr->node);
+    }
+    if (run->waits && !each)
+        ops->send_wait(t, nr->node);
+    ops->flush(t, nr->node);
+}
+
+/* Reads one node's answers of the round into its calls. */
+static void read_node(struct run *run, struct node_round *nr, struct pend *todo)
+{
+    const struct rpipe_ops *ops = run->p->ops;
+    void *t = run->p->t;
+    int each = run->waits && run->confirm == RDB_WAIT_EACH;
+
+    for (size_t i = nr->first; i < nr->end && nr->open && !nr->lost; i++) {
+        struct pend *p = &todo[i];
+        void *r = NULL;
+        if (!p->sent)
+            continue;
+        if (p->ask >= 0) {
+            if (ops->read(t, nr->node, &r, &nr->fail, nr->text, sizeof(nr->text)) < 0) {
+                nr->lost = 1;
+                break;
+            }
+            ops->reply_free(r);   /* ASKING's OK */
+        }
+        if (ops->read(t, nr->node, &p->reply, &nr->fail, nr->text, sizeof(nr->text)) < 0) {
+            nr->lost = 1;
+            break;
+        }
+        if (each) {
+            int w = ops->read_wait(t, nr->node, &p->fail, nr->text, sizeof(nr->text));
+            if (w < 0) {
+                nr->fail = p->fail;
+                nr->lost = 1;
+                break;
+            }
+            p->short_of = w;
+        }
+    }
+    if (nr->open && !nr->lost && run->waits && !each) {
+        int w = ops->read_wait(t, nr->node, &nr->fail, nr->text, sizeof(nr->text));
+        nr->lost = w < 0;
+        nr->short_of = w > 0;
+    }
+}
+
+/* Call p goes to the next round (*next); 0 when it may not (it then keeps its outcome to
+ * deliver). pause: it waits for something to end. */
+static int retry(struct run *run, struct pend *p, struct pend *next, size_t *nnext, int pause)
+{
+    if (pause && !may_wait(run))
+        return 0;
+    run->pause |= pause;
+    next[(*nnext)++] = *p;
+    next[*nnext - 1].reply = NULL;
+    next[*nnext - 1].short_of = 0;
+    return 1;
+}
+
+/* What an error reply r of call p asks for: 1 when p goes to the next round. */
+static int follow(struct run *run, struct node_round *nr, struct pend *p, const char *error,
+                  struct pend *next, size_t *nnext)
+{
+    const struct rpipe *rp = run->p;
+    char host[SLOTS_HOST_MAX];
+    int slot, port, id;
+
+    switch (rpipe_verdict_of(error, rp->topo != NULL)) {
+    case RPIPE_NOSCRIPT:
+        if (p->reloaded)
+            return 0;
+        p->reloaded = nr->reload = 1;
+        return retry(run, p, next, nnext, 0);
+    case RPIPE_MOVED:
+    case RPIPE_ASK:
+        if (p->redirects++ == RPIPE_REDIRECTS_MAX)
+            return 0;
+        slots_parse_redirect(error, &slot, host, &port);
+        if (!host[0] && slots_node_addr(rp->topo, nr->node, host, &port) < 0)
+            return 0;
+        if ((id = slots_node_id(rp->topo, host, port)) < 0)
+            return 0;
+        if (error[0] == 'M') {
+            slots_moved(rp->topo, slot, id, rp->ops->now(rp->t));
+            p->ask = -1;
+        } else {
+            p->ask = id;
+        }
+        return retry(run, p, next, nnext, 0);
+    case RPIPE_TRYAGAIN:
+        return retry(run, p, next, nnext, 1);
+    case RPIPE_CLUSTERDOWN:
+        slots_mark_stale(rp->topo);
+        return retry(run, p, next, nnext, 1);
+    case RPIPE_ELSEWHERE:
+        nr->drop = 1;
+        if (rp->topo)
+            slots_mark_stale(rp->topo);
+        return retry(run, p, next, nnext, 1);
+    case RPIPE_ANSWER:
+        break;
+    }
+    return 0;
+}
+
+/* The failure an error reply that asked for another round stands for, when there is none. */
+static enum rdb_code code_of(enum rpipe_verdict v)
+{
+    return v == RPIPE_MOVED || v == RPIPE_ASK ? RDB_E_REDIRECTS : RDB_E_NO_MASTER;
+}
+
+/* Decides call p of node nr after the round's reads. */
+static void decide(struct run *run, struct node_round *nr, struct pend *p, struct pend *next,
+                   size_t *nnext)
+{
+    const struct rpipe_ops *ops = run->p->ops;
+    void *t = run->p->t;
+    int in_switch = ops->holding(t) || ops->switched(t, nr->node);
+    struct rdb_fail fail = nr->fail;
+    enum rpipe_verdict v;
+    const char *error;
+
+    if (!p->reply) {
+        if (nr->open && !p->sent && !nr->lost)
+            fail = (struct rdb_fail){ RDB_E_MEMORY, "out of memory queueing a redis call" };
+        else if (in_switch && retry(run, p, next, nnext, 1))
+            return;   /* the switch closed the link, or the old master refused it */
+        deliver(run, p, NULL, &fail);
+        return;
+    }
+    p->ask = -1;   /* an ASK holds for one answer */
+    error = ops->error_of(p->reply);
+    v = error ? rpipe_verdict_of(error, run->p->topo != NULL) : RPIPE_ANSWER;
+    if (v != RPIPE_ANSWER && follow(run, nr, p, error, next, nnext)) {
+        ops->reply_free(p->reply);
+        return;
+    }
+    if (v != RPIPE_ANSWER && v != RPIPE_NOSCRIPT) {
+        fail = (struct rdb_fail){ code_of(v), error };
+        deliver(run, p, NULL, &fail);
+        ops->reply_free(p->reply);
+        return;
+    }
+    if (p->short_of || nr->short_of) {
+        if (in_switch && retry(run, p, next, nnext, 1)) {
+            ops->reply_free(p->reply);
+            return;   /* running it again on the new master is safe, losing it is not */
+        }
+        fail = (struct rdb_fail){ RDB_E_UNCONFIRMED, p->short_of ? p->fail.text : nr->fail.text };
+        deliver(run, p, p->reply, &fail);
+        return;
+    }
+    deliver(run, p, p->reply, NULL);
+}
+
+/* One round over todo[0 .. ntodo): the calls to send again go to next. */
+static void round_of(struct run *run, struct pend *todo, size_t ntodo, struct pend *next,
+                     size_t *nnext, rdb_build_fn *build, void *bctx)
+{
+    const struct rpipe *rp = run->p;
+    struct node_round *nodes = calloc(ntodo, sizeof(*nodes));
+    size_t nn = 0;
+    static const struct rdb_fail no_memory = { RDB_E_MEMORY, "out of memory" };
+
+    if (!nodes) {
+        for (size_t i = 0; i < ntodo; i++)
+            deliver(run, &todo[i], NULL, &no_memory);
+        return;
+    }
+    for (size_t i = 0; i < ntodo; i++) {
+        struct rdb_call call;
+        build(bctx, todo[i].j, &call);
+        todo[i].node = route(rp, &call, &todo[i]);
+        todo[i].sent = 0;
+        todo[i].reply = NULL;
+    }
+    qsort(todo, ntodo, sizeof(*todo), by_node);
+    for (size_t i = 0; i < ntodo; i++) {
+        if (i == 0 || todo[i].node != todo[i - 1].node)
+            nodes[nn++] = (struct node_round){ .node = todo[i].node, .first = i };
+        nodes[nn - 1].end = i + 1;
+    }
+    for (size_t k = 0; k < nn; k++) {
+        if (nodes[k].node == -2) {
+            slots_mark_stale(rp->topo);
+            nodes[k].fail = (struct rdb_fail){ RDB_E_NO_MASTER, nodes[k].text };
+            snprintf(nodes[k].text, sizeof(nodes[k].text),
+                     "redis cluster: no master serves the key's slot");
+            continue;
+        }
+        send_node(run, &nodes[k], todo, build, bctx);
+    }
+    for (size_t k = 0; k < nn; k++)
+        read_node(run, &nodes[k], todo);
+    for (size_t k = 0; k < nn; k++) {
+        for (size_t i = nodes[k].first; i < nodes[k].end; i++)
+            decide(run, &nodes[k], &todo[i], next, nnext);
+        if (nodes[k].reload && nodes[k].open && !nodes[k].lost)
+            rp->ops->reload(rp->t, nodes[k].node);
+        if (nodes[k].drop)
+            rp->ops->drop(rp->t, nodes[k].node);
+    }
+    free(nodes);
+}
+
+/* Before a round: reads the slot map when it is due, and waits while a failover runs. 0, or
+ * -1 when the failover outlasted the wait (text in why). */
+static int before_round(struct run *run, char *why, size_t whylen)
+{
+    const struct rpipe *rp = run->p;
+
+    if (rp->topo && slots_refresh_begin(rp->topo, rp->ops->now(rp->t)))
+        rp->ops->refresh(rp->t);
+    while (rp->ops->holding(rp->t)) {
+        int64_t left = run->deadline - rp->ops->now(rp->t);
+        if (left <= 0) {
+            snprintf(why, whylen, "redis: a failover of the master has run longer than "
+                     "redis.failover_wait_ms (%lld ms)", (long long)rp->wait_ms);
+            return -1;
+        }
+        rp->ops->sleep(rp->t, left < RPIPE_PAUSE_STEP_MS ? left : RPIPE_PAUSE_STEP_MS);
+    }
+    return 0;
+}
+
+int rpipe_run(const struct rpipe *p, size_t n, rdb_build_fn *build, void *bctx, rpipe_got_fn *got,
+              void *gctx, enum rdb_confirm confirm, char *err, size_t errlen)
+{
+    struct pend *todo = malloc((n ? n : 1) * sizeof(*todo)), *next = malloc((n ? n : 1) * sizeof(*next));
+    struct run run = { p, got, gctx, confirm, confirm != RDB_NO_WAIT && p->replicas > 0,
+                       p->ops->now(p->t) + p->wait_ms, 0, err, errlen, 0 };
+    size_t ntodo = n;
+    char why[256];
+
+    if (!todo || !next) {
+        struct rdb_fail fail = { RDB_E_MEMORY, "out of memory" };
+        for (size_t j = 0; j < n; j++)
+            deliver(&run, &(struct pend){ .j = j }, NULL, &fail);
+        free(todo);
+        free(next);
+        return -1;
+    }
+    for (size_t j = 0; j < n; j++)
+        todo[j] = (struct pend){ .j = j, .ask = -1 };
+    for (int round = 0; ntodo; round++) {
+        size_t nnext = 0;
+        int64_t pause = RPIPE_PAUSE_STEP_MS * (round + 1);
+        if (before_round(&run, why, sizeof(why)) < 0) {
+            struct rdb_fail fail = { RDB_E_NO_MASTER, why };
+            for (size_t i = 0; i < ntodo; i++)
+                deliver(&run, &todo[i], NULL, &fail);
+            break;
+        }
+        run.pause = 0;
+        round_of(&run, todo, ntodo, next, &nnext, build, bctx);
+        memcpy(todo, next, nnext * sizeof(*todo));
+        ntodo = nnext;
+        if (run.pause && ntodo)
+            p->ops->sleep(p->t, pause < RPIPE_PAUSE_MAX_MS ? pause : RPIPE_PAUSE_MAX_MS);
+    }
+    free(todo);
+    free(next);
+    return run.rc;
+}
