@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import redisnodes
-from harness import ROOT, run, wait_until
+from harness import ROOT, free_port, run, wait_until
 
 SCRIPT = os.path.join(ROOT, "scripts", "redis-cluster-local.sh")
 SLOTS = 16384
@@ -331,6 +331,50 @@ class ClusterStack:
         self.wait_ok(timeout)
         self._killed.pop(port, None)
         return master
+
+    def add_empty_master(self, timeout=OK_TIMEOUT_S):
+        """Starts a new node (in a node dir of the cluster, so stop() stops it too) configured
+        as the script configures its nodes, joins it to the cluster with `redis-cli --cluster
+        add-node` as a master without slots, and waits until every node knows it and it sees
+        the cluster ok (before that it refuses migrations with CLUSTERDOWN). Returns its port."""
+        port, bus = free_port(), free_port()
+        d = os.path.join(self.dir, f"node-{port}")
+        os.makedirs(d)
+        conf = os.path.join(d, "redis.conf")
+        with open(conf, "w") as f:
+            f.write(f"""bind 127.0.0.1
+port {port}
+daemonize yes
+dir {d}
+pidfile {os.path.join(d, "redis.pid")}
+logfile {os.path.join(d, "redis.log")}
+cluster-enabled yes
+cluster-config-file {os.path.join(d, "nodes.conf")}
+cluster-port {bus}
+cluster-announce-ip 127.0.0.1
+cluster-node-timeout 2000
+save ""
+appendonly yes
+repl-diskless-sync-delay 0
+""")
+        redisnodes.launch(self.pid, port, conf)
+        existing = self._live_ports()[0]
+        run(["redis-cli", "--cluster", "add-node", f"127.0.0.1:{port}", f"127.0.0.1:{existing}"],
+            timeout=60, stdin=subprocess.DEVNULL)
+        self.nodes.append(port)
+        wait_until(lambda: all(any(n["port"] == port for n in self.cluster_nodes(p))
+                               for p in self._live_ports()), timeout, f"every node to know {port}")
+        wait_until(lambda: self.cluster_info(port).get("cluster_state") == "ok", timeout,
+                   f"{port} to see the cluster ok")
+        return port
+
+    def reshard_all_to(self, to_port, slots, timeout=300):
+        """Moves slots slots from all the other masters to the master on to_port (`redis-cli
+        --cluster reshard --cluster-from all`), then waits until the cluster is ok."""
+        run(["redis-cli", "--cluster", "reshard", f"127.0.0.1:{to_port}", "--cluster-from", "all",
+             "--cluster-to", self.node_id(to_port), "--cluster-slots", str(slots), "--cluster-yes"],
+            timeout=timeout, stdin=subprocess.DEVNULL)
+        self.wait_ok(min(timeout, OK_TIMEOUT_S))
 
     def reshard(self, from_port, to_port, slots, timeout=300, check=True):
         """Moves slots slots (with their keys) from the master on from_port to the master on

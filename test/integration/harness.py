@@ -302,7 +302,9 @@ http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_by
          max_connections = {x.get('max_connections', 1024)};
          max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
 redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};
-         wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)}; }};
+         wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)};
+         failover_wait_ms = {x.get('failover_wait_ms', 5000)};
+         require_noeviction = {"true" if x.get("require_noeviction") else "false"}; }};
 kafka: {{ brokers = "{x.get('brokers', self.stack.brokers)}"; group_id = "{self.name}"; properties = ( {props} );
          {f'sasl_password_file = "{x["sasl_password_file"]}";' if x.get("sasl_password_file") else ""}
          produce_timeout_ms = {x.get('produce_timeout_ms', 5000)}; }};

@@ -2,15 +2,23 @@
 every job is delivered once and on time, remove still races delivery safely, and delayqd follows
 a live resharding and a kill -9 of a master without restart, losing nothing it acknowledged."""
 
+import binascii
 import os
 import random
 import time
 from collections import Counter
 
+import redisnodes
 from cluster import ClusterStack
-from harness import ROOT, Delayqd, Reader, run, wait_until
+from harness import ROOT, Delayqd, Reader, lateness, run, wait_until
 from test_faults import assert_never_early, race_removes_against_delivery
 from test_redis_ha import Load, check_nothing_lost_or_resurrected
+
+
+def slot_of(key):
+    """The hash slot of key (no hash tag but "{ctl}"): CRC16-CCITT (XModem) modulo 16384."""
+    tag = key[key.index("{") + 1:key.index("}")] if "{" in key else key
+    return binascii.crc_hqx(tag.encode(), 0) % 16384
 
 
 def on_cluster(stack, cs, **extra):
@@ -19,8 +27,8 @@ def on_cluster(stack, cs, **extra):
                    extra=dict({"cluster": cs.nodes[:2], "redis_timeout_ms": 1000}, **extra))
 
 
-def started(stack, masters=3):
-    cs = ClusterStack(stack.tmp, masters=masters)
+def started(stack, masters=3, replicas=1):
+    cs = ClusterStack(stack.tmp, masters=masters, replicas=replicas)
     cs.start()
     return cs
 
@@ -57,10 +65,10 @@ def test_remove_racing_delivery_has_one_winner_on_a_cluster(stack):
         cs.stop()
 
 
-def run_load_through(stack, cs, fault, back_within_s, **extra):
+def run_load_through(stack, cs, fault, back_within_s, rate=80, conns=1, refuse_none=False, **extra):
     d = on_cluster(stack, cs, **extra).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_load")
-    load = Load(d, reader.topic).start()
+    load = Load(d, reader.topic, rate=rate, conns=conns).start()
     time.sleep(3)
     t_fault = time.time()
     fault()
@@ -71,7 +79,10 @@ def run_load_through(stack, cs, fault, back_within_s, **extra):
           + (f"; the last sent {max(late):.1f}s after the fault began" if late else ""))
     assert len(load.added) > 150, len(load.added)   # the load ran (slower under sanitizers)
     assert not [t for t in late if t > back_within_s], (back_within_s, late)
-    check_nothing_lost_or_resurrected(load, reader)
+    assert not (refuse_none and load.refused), load.refused[:10]
+    by_id = check_nothing_lost_or_resurrected(load, reader)
+    twice = [j for j, ms in by_id.items() if len(ms) > 1]
+    assert not twice, twice[:10]
     assert d.alive()
     reader.close()
     return d
@@ -89,6 +100,83 @@ def test_live_resharding_loses_nothing(stack):
         # the records followed the slots: the map delayqd reads is the cluster's
         per = cs.keys_per_master(f"{d.prefix}job:*")
         print(f"    records per master after: {per}")
+    finally:
+        cs.stop()
+
+
+def test_growing_the_cluster_by_an_empty_master_refuses_no_add(stack):
+    """The standard way to grow a cluster, under 150 adds/s and their deliveries: a fourth,
+    empty master joins and a quarter of the slots are resharded to it. Calls follow the slots
+    (MOVED, ASK to a node that served nothing before, TRYAGAIN): no add is refused, nothing is
+    lost, early or delivered twice, and the new master holds records afterwards."""
+    cs = started(stack)
+    try:
+        def grow():
+            t0 = time.time()
+            port = cs.add_empty_master()
+            cs.reshard_all_to(port, 4096)
+            print(f"    master {port} added and 4096 slots moved to it in {time.time() - t0:.1f}s")
+            grow.port = port
+        d = run_load_through(stack, cs, grow, back_within_s=0, rate=150, conns=4, refuse_none=True)
+        per = cs.keys_per_master(f"{d.prefix}job:*")
+        print(f"    records per master after: {per}")
+        assert per.get(grow.port, 0) > 0, per
+    finally:
+        cs.stop()
+
+
+def test_dead_master_without_replica_holds_only_its_own_jobs(stack):
+    """cluster-require-full-coverage no, masters without replicas, one killed: adds whose ids
+    fall in its slots are refused and its due jobs held, everything else is added and delivered
+    as before; once it is back, what it held is delivered. Meanwhile the slot map is read a few
+    times a second at most, however many calls fail."""
+    cs = started(stack, replicas=0)
+    try:
+        for p in cs.nodes:
+            cs.redis(p, "CONFIG", "SET", "cluster-require-full-coverage", "no")
+        d = on_cluster(stack, cs, redis_timeout_ms=500).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_dead")
+        ctl = cs.slot_owner(slot_of("{ctl}"))   # the leases' master: the one not to kill
+        victim = next(p for p in cs.masters() if p != ctl)
+        mine = next(n["slots"] for n in cs.cluster_nodes() if n["port"] == victim)
+        on_victim = lambda job_id: any(a <= slot_of(f"{d.prefix}job:{job_id}") <= b for a, b in mine)
+        held = [f"held-{i}" for i in range(40)]
+        for job_id in held:
+            assert d.add_ok(id=job_id, topic=reader.topic, delay=3, body=job_id)
+        victims_held = [j for j in held if on_victim(j)]
+        assert victims_held, "no job on the victim"
+        pid = cs.pid(victim)
+        cs.kill(victim)
+        live = [p for p in cs.nodes if p != victim]
+        slots_before = sum(int(redisnodes.info_fields(p, "INFO", "commandstats")
+                               .get("cmdstat_cluster|slots", "calls=0").split(",")[0][6:]) for p in live)
+        t0 = time.time()
+        answers = {}
+        for i in range(200):
+            st, doc = d.add(id=f"during-{i}", topic=reader.topic, delay_ms=1000, body=f"during-{i}")
+            answers[f"during-{i}"] = st
+        refused = sorted(j for j, st in answers.items() if st != 200)
+        assert refused and all(on_victim(j) for j in refused), refused[:10]
+        accepted = [j for j, st in answers.items() if st == 200]
+        assert all(not on_victim(j) for j in accepted), accepted[:10]
+        by_id = reader.wait_ids(accepted + [j for j in held if j not in victims_held], 30)
+        late = sorted(lateness(ms[0])[0] for ms in by_id.values())
+        print(f"    {len(accepted)} added, {len(refused)} refused while {victim} was down; "
+              f"delivery lateness ms p50 {late[len(late) // 2]} max {late[-1]}")
+        time.sleep(max(0, 4 - (time.time() - t0)))
+        took = time.time() - t0
+        slots_after = sum(int(redisnodes.info_fields(p, "INFO", "commandstats")
+                              .get("cmdstat_cluster|slots", "calls=0").split(",")[0][6:]) for p in live)
+        print(f"    CLUSTER SLOTS asked {slots_after - slots_before} times in {took:.1f}s")
+        assert slots_after - slots_before <= 5 * took + 2, (slots_after - slots_before, took)
+        assert not set(reader.by_id()) & set(victims_held), "a job of the dead master delivered"
+        assert pid is not None
+        cs.restart(victim)
+        by_id = reader.wait_ids(victims_held, 60)
+        assert all(len(ms) == 1 for ms in by_id.values())
+        assert_never_early(reader.all())
+        assert d.alive()
+        reader.close()
     finally:
         cs.stop()
 

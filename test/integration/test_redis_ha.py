@@ -25,35 +25,39 @@ def ha_delayqd(stack, ss, **extra):
 
 
 class Load:
-    """Adds jobs (delays 2-6 s) at about rate/s on one keep-alive connection until stopped,
-    removing every seventh job it added. Remembers what delayqd acknowledged."""
+    """Adds jobs (delays 2-6 s) at about rate/s on conns keep-alive connections until stopped,
+    removing every seventh job it added when remove is set. Remembers what delayqd acknowledged
+    and how long each add took to be answered."""
 
-    def __init__(self, d, topic, rate=80):
-        self.d, self.topic, self.rate = d, topic, rate
+    def __init__(self, d, topic, rate=80, conns=1, remove=True):
+        self.d, self.topic, self.rate, self.remove = d, topic, rate / conns, remove
         self.added, self.removed, self.refused = [], [], []   # ids; (time sent, status) for refused
         self.unknown = []   # removes answered 503 (outcome not known): either outcome is right
+        self.took = []      # (time sent, seconds to the answer) of every add
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True)
+                        for k in range(conns)]
 
     def _call(self, conn, path, body):
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         r = conn.getresponse()
         return r.status, json.loads(r.read())
 
-    def _run(self):
+    def _run(self, k):
         conn = http.client.HTTPConnection("127.0.0.1", self.d.port, timeout=30)
         n = 0
         while not self.stopped.is_set():
             n += 1
-            job_id = f"ha-{n}"
+            job_id = f"ha-{n}" if k == 0 else f"ha{k}-{n}"
             sent = time.time()
             try:
                 st, doc = self._call(conn, ADD, {"id": job_id, "topic": self.topic,
                                                   "delay_ms": random.randint(2000, 6000),
                                                   "body": job_id})
+                self.took.append((sent, time.time() - sent))
                 if st == 200 and doc["code"] == 0:
                     self.added.append(job_id)
-                    if n % 7 == 0:
+                    if self.remove and n % 7 == 0:
                         st, doc = self._call(conn, REMOVE, {"job_id": job_id})
                         if st == 200 and doc["message"] == "ok":
                             self.removed.append(job_id)
@@ -72,12 +76,14 @@ class Load:
         conn.close()
 
     def start(self):
-        self.thread.start()
+        for t in self.threads:
+            t.start()
         return self
 
     def stop(self):
         self.stopped.set()
-        self.thread.join(60)
+        for t in self.threads:
+            t.join(60)
 
 
 def check_nothing_lost_or_resurrected(load, reader):
@@ -86,13 +92,14 @@ def check_nothing_lost_or_resurrected(load, reader):
     try:
         by_id = reader.wait_ids(want, 90)
     except AssertionError:
-        missing = sorted(set(want) - set(reader.by_id()), key=lambda j: int(j.split("-")[1]))
+        missing = sorted(set(want) - set(reader.by_id()))
         raise AssertionError(f"{len(missing)} acknowledged jobs not delivered: {missing[:20]}")
     back = sorted(removed & set(by_id))
     assert not back, f"removed and delivered anyway: {back[:10]}"
     for m in (m for ms in by_id.values() for m in ms):
         sent_late, _ = lateness(m)
         assert sent_late >= 0, ("early", m)
+    return by_id
 
 
 def run_through(stack, fault, replicas, back_within_s):
@@ -128,6 +135,44 @@ def test_planned_failover_loses_nothing(stack):
     # With two replicas one stays attached through the switch, so WAIT 1 is met on the new
     # master at once (with one, only when Sentinel demotes the old master, about 10 s later).
     run_through(stack, lambda ss: ss.failover(), replicas=2, back_within_s=5)
+
+
+def test_planned_failover_under_150_adds_a_second_refuses_none(stack):
+    """SENTINEL FAILOVER (master and two replicas, wait_replicas = 1) under 150 adds/s from four
+    connections: while the Sentinels run it, Redis calls wait for its end (failover_wait_ms)
+    and then go to the new master, so no add is refused and none is answered later than
+    failover_wait_ms; nothing is lost, early or delivered twice."""
+    wait_ms = 5000
+    ss = SentinelStack(stack.tmp, replicas=2)
+    ss.start()
+    try:
+        d = ha_delayqd(stack, ss, failover_wait_ms=wait_ms).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_planned")
+        load = Load(d, reader.topic, rate=150, conns=4, remove=False).start()
+        time.sleep(4)
+        t_fault = time.time()
+        ss.failover()
+        t_over = time.time()
+        time.sleep(6)
+        load.stop()
+        around = [took for sent, took in load.took if t_fault - 1 <= sent <= t_over + 1]
+        print(f"    {len(load.added)} added, {len(load.refused)} refused; failover took "
+              f"{t_over - t_fault:.1f}s; slowest answer around it {max(around):.2f}s, "
+              f"slowest overall {max(t for _, t in load.took):.2f}s")
+        assert len(load.added) > 600, len(load.added)   # the load ran
+        assert not load.refused, load.refused[:10]
+        assert max(t for _, t in load.took) * 1000 <= wait_ms + 1000, "an add waited past failover_wait_ms"
+        by_id = check_nothing_lost_or_resurrected(load, reader)
+        twice = [j for j, ms in by_id.items() if len(ms) > 1]
+        assert not twice, twice[:10]
+        late = sorted(lateness(ms[0])[0] for ms in by_id.values())
+        print(f"    delivery lateness (sent - due) ms: p50 {late[len(late) // 2]}, "
+              f"p99 {late[len(late) * 99 // 100]}, max {late[-1]}")
+        assert late[-1] <= wait_ms, late[-1]
+        assert d.alive()
+        reader.close()
+    finally:
+        ss.stop()
 
 
 def test_master_killed_loses_nothing(stack):
