@@ -366,3 +366,18 @@ def test_control_keys_share_one_hash_tag_and_an_older_layout_is_told(stack):
     assert {f"{ctl}claim:0", f"{ctl}claim:1", f"{ctl}instances", f"{ctl}load"} <= keys, keys
     others = {k for k in keys if not k.startswith(ctl) and not k.startswith(f"{d.prefix}job:")}
     assert others == {f"{d.prefix}claim:1"}, others
+
+
+def test_status_with_more_rows_than_one_call_takes_is_published(stack):
+    """A group of 180 partitions over three levels has 540 status rows, more than one HSET
+    took before (508): the owner publishes them in several calls, and the claims view and
+    claims.sh show every partition."""
+    d = Delayqd(stack, partitions=180).start().wait_groups_owned(timeout=90)
+
+    def rows():
+        st, doc = d.http("GET", "/delay-queue/api/claims")
+        return st == 200 and len(doc["data"]["groups"][0].get("status") or []) == 180 * len(d.levels)
+    wait_until(rows, 30, "every partition's status row")
+    p = claims_sh(d, "list", "-v")
+    assert p.returncode == 0 and p.stdout.count("committed=") == 180 * len(d.levels), p.stdout[-500:]
+    assert "publish status" not in d.log_text()

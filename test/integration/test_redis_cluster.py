@@ -5,6 +5,8 @@ a live resharding and a kill -9 of a master without restart, losing nothing it a
 import binascii
 import os
 import random
+import signal
+import threading
 import time
 from collections import Counter
 
@@ -13,6 +15,9 @@ from cluster import ClusterStack
 from harness import ROOT, Delayqd, Reader, lateness, run, wait_until
 from test_faults import assert_never_early, race_removes_against_delivery
 from test_redis_ha import Load, check_nothing_lost_or_resurrected
+
+
+BATCH = "/delay-queue/api/jobs/add_batch"
 
 
 def slot_of(key):
@@ -27,8 +32,10 @@ def on_cluster(stack, cs, **extra):
                    extra=dict({"cluster": cs.nodes[:2], "redis_timeout_ms": 1000}, **extra))
 
 
-def started(stack, masters=3, replicas=1):
-    cs = ClusterStack(stack.tmp, masters=masters, replicas=replicas)
+def started(stack, masters=3, replicas=1, name="redis-cluster"):
+    """A cluster in its own dir per name: a test that changes the cluster's shape (a node
+    added, slots unassigned) uses a name of its own, so that no later test restarts it."""
+    cs = ClusterStack(stack.tmp, masters=masters, replicas=replicas, name=name)
     cs.start()
     return cs
 
@@ -65,8 +72,9 @@ def test_remove_racing_delivery_has_one_winner_on_a_cluster(stack):
         cs.stop()
 
 
-def run_load_through(stack, cs, fault, back_within_s, rate=80, conns=1, refuse_none=False, **extra):
-    d = on_cluster(stack, cs, **extra).start().wait_groups_owned()
+def run_load_through(stack, cs, fault, back_within_s, rate=80, conns=1, refuse_none=False, d=None,
+                     **extra):
+    d = (d or on_cluster(stack, cs, **extra)).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_load")
     load = Load(d, reader.topic, rate=rate, conns=conns).start()
     time.sleep(3)
@@ -104,12 +112,43 @@ def test_live_resharding_loses_nothing(stack):
         cs.stop()
 
 
+class Batches:
+    """add_batch of 100 jobs (delays 2-4 s) every 0.2 s until stopped: pipelines of many calls
+    over many slots, where one round meets MOVED and ASK at once. Remembers every job's answer."""
+
+    def __init__(self, d, topic):
+        self.d, self.topic, self.answers = d, topic, {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        n = 0
+        while not self.stopped.is_set():
+            jobs = [{"id": f"b{n}-{i}", "topic": self.topic, "delay_ms": random.randint(2000, 4000),
+                     "body": f"b{n}-{i}"} for i in range(100)]
+            st, doc = self.d.http("POST", BATCH, {"jobs": jobs})
+            for job, a in zip(jobs, (doc.get("data") or {}).get("jobs") or [{}] * len(jobs)):
+                self.answers[job["id"]] = (st, a.get("status"), a.get("message"))
+            n += 1
+            time.sleep(0.2)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(60)
+
+
 def test_growing_the_cluster_by_an_empty_master_refuses_no_add(stack):
-    """The standard way to grow a cluster, under 150 adds/s and their deliveries: a fourth,
-    empty master joins and a quarter of the slots are resharded to it. Calls follow the slots
-    (MOVED, ASK to a node that served nothing before, TRYAGAIN): no add is refused, nothing is
-    lost, early or delivered twice, and the new master holds records afterwards."""
-    cs = started(stack)
+    """The standard way to grow a cluster, under 150 adds/s, batches of 100 and their
+    deliveries: a fourth, empty master joins and a quarter of the slots are resharded to it.
+    Calls follow the slots (MOVED, ASK to a node that served nothing before, TRYAGAIN): no add
+    is refused, nothing is lost, early or delivered twice, and the new master holds records
+    afterwards."""
+    cs = started(stack, name="redis-cluster-grown")
+    batches = None
     try:
         def grow():
             t0 = time.time()
@@ -117,10 +156,114 @@ def test_growing_the_cluster_by_an_empty_master_refuses_no_add(stack):
             cs.reshard_all_to(port, 4096)
             print(f"    master {port} added and 4096 slots moved to it in {time.time() - t0:.1f}s")
             grow.port = port
-        d = run_load_through(stack, cs, grow, back_within_s=0, rate=150, conns=4, refuse_none=True)
+        d = on_cluster(stack, cs)
+        batch_reader = Reader(stack, f"{d.name}_batches")
+
+        def grow_under_batches():
+            nonlocal batches
+            batches = Batches(d, batch_reader.topic).start()
+            grow()
+            batches.stop()
+        d = run_load_through(stack, cs, grow_under_batches, back_within_s=0, rate=150, conns=4,
+                             refuse_none=True, d=d)
+        refused = {j: a for j, a in batches.answers.items() if a[1] != 200}
+        print(f"    batches: {len(batches.answers)} jobs, {len(refused)} refused")
+        assert len(batches.answers) >= 1000 and not refused, list(refused.items())[:5]
+        by_id = batch_reader.wait_ids(list(batches.answers), 60)
+        assert all(len(ms) == 1 for ms in by_id.values())
+        assert_never_early(batch_reader.all())
         per = cs.keys_per_master(f"{d.prefix}job:*")
         print(f"    records per master after: {per}")
         assert per.get(grow.port, 0) > 0, per
+        batch_reader.close()
+    finally:
+        if batches:
+            batches.stop()
+        cs.stop()
+
+
+def test_slots_served_by_no_node_fail_only_their_calls_and_the_map_is_read_seldom(stack):
+    """cluster-require-full-coverage no and slots taken from their master (CLUSTER DELSLOTS):
+    the map with the hole is kept, adds of ids in those slots are refused at once and all
+    others added and delivered, and the map is read a few times a second at most, however
+    many calls fail."""
+    cs = started(stack, replicas=0, name="redis-cluster-hole")
+    try:
+        for p in cs.nodes:
+            cs.redis(p, "CONFIG", "SET", "cluster-require-full-coverage", "no")
+        d = on_cluster(stack, cs).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_hole")
+        ctl = slot_of("{ctl}")
+        hole = (0, 2999) if ctl > 2999 else (13000, 15999)
+        for p in cs.masters():
+            cs.redis(p, "CLUSTER", "DELSLOTSRANGE", *hole, check=False)
+        wait_until(lambda: not any(a <= hole[0] <= b for p in cs.nodes for n in cs.cluster_nodes(p)
+                                   if "master" in n["flags"] for a, b in n["slots"]),
+                   10, "every node to serve the hole to nobody")
+        in_hole = lambda job_id: hole[0] <= slot_of(f"{d.prefix}job:{job_id}") <= hole[1]
+        live = cs.masters()
+        calls = lambda: sum(int(redisnodes.info_fields(p, "INFO", "commandstats")
+                                .get("cmdstat_cluster|slots", "calls=0").split(",")[0][6:]) for p in live)
+        before, t0 = calls(), time.time()
+        answers = {}
+        for i in range(400):
+            answers[f"h-{i}"] = d.add(id=f"h-{i}", topic=reader.topic, delay_ms=1000, body=f"h-{i}")[0]
+        took = max(time.time() - t0, 1.0)
+        asked = calls() - before
+        refused = [j for j, st in answers.items() if st != 200]
+        accepted = [j for j, st in answers.items() if st == 200]
+        print(f"    {len(accepted)} added, {len(refused)} refused in {took:.1f}s; CLUSTER SLOTS "
+              f"asked {asked} times")
+        assert refused and all(in_hole(j) for j in refused), refused[:10]
+        assert accepted and not any(in_hole(j) for j in accepted), accepted[:10]
+        assert asked <= 5 * took + 2, (asked, took)
+        by_id = reader.wait_ids(accepted, 30)
+        assert all(len(ms) == 1 for ms in by_id.values())
+        assert d.alive()
+        reader.close()
+    finally:
+        cs.stop()
+
+
+def test_a_short_wait_on_one_master_refuses_only_its_jobs_of_a_batch(stack):
+    """wait_replicas = 1 and one master's replica frozen: in a batch, the jobs whose records
+    that master holds are answered 503 and leave no record, the others are added and
+    delivered."""
+    cs = started(stack)
+    try:
+        d = on_cluster(stack, cs, wait_replicas=1, wait_timeout_ms=500).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_short")
+        ctl = cs.slot_owner(slot_of("{ctl}"))
+        victim = next(p for p in cs.masters() if p != ctl)
+        mine = next(n["slots"] for n in cs.cluster_nodes() if n["port"] == victim)
+        on_victim = lambda job_id: any(a <= slot_of(f"{d.prefix}job:{job_id}") <= b for a, b in mine)
+        replica = next(n["port"] for n in cs.cluster_nodes()
+                       if n["master"] == cs.node_id(victim))
+        pid = cs.pid(replica)
+        jobs = [{"id": f"w-{i}", "topic": reader.topic, "delay_ms": 1500, "body": f"w-{i}"}
+                for i in range(60)]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            st, doc = d.http("POST", BATCH, {"jobs": jobs})
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert st == 200, (st, doc)
+        answers = {j["id"]: a for j, a in zip(jobs, doc["data"]["jobs"])}
+        refused = sorted(j for j, a in answers.items() if a["status"] != 200)
+        print(f"    {len(jobs) - len(refused)} added, {len(refused)} refused: "
+              f"{answers[refused[0]]['message'] if refused else ''}")
+        assert refused == sorted(j for j in answers if on_victim(j)), refused
+        assert all(a["status"] == 503 and "replicas confirmed" in a["message"]
+                   for j, a in answers.items() if j in refused)
+        accepted = [j for j in answers if j not in refused]
+        assert accepted
+        by_id = reader.wait_ids(accepted, 30)
+        assert all(len(ms) == 1 for ms in by_id.values())
+        time.sleep(1)
+        for j in refused:
+            assert d.get(j) is None, j   # no record left behind
+        assert not set(reader.by_id()) & set(refused)
+        reader.close()
     finally:
         cs.stop()
 
@@ -130,7 +273,7 @@ def test_dead_master_without_replica_holds_only_its_own_jobs(stack):
     fall in its slots are refused and its due jobs held, everything else is added and delivered
     as before; once it is back, what it held is delivered. Meanwhile the slot map is read a few
     times a second at most, however many calls fail."""
-    cs = started(stack, replicas=0)
+    cs = started(stack, replicas=0, name="redis-cluster-dead")
     try:
         for p in cs.nodes:
             cs.redis(p, "CONFIG", "SET", "cluster-require-full-coverage", "no")

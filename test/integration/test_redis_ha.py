@@ -248,3 +248,29 @@ def test_adds_the_replica_does_not_confirm_are_refused_and_never_delivered(stack
         reader.close()
     finally:
         ss.stop()
+
+
+def test_renewals_the_replica_does_not_confirm_do_not_extend_the_lease(stack):
+    """With wait_replicas = 1, a lease renewal counts only once the replica has it, as an
+    acquisition does: with the only replica frozen, renewals fail (a failover could take them
+    back) and the owner stops forwarding at the lease's deadline instead of going on."""
+    ss = SentinelStack(stack.tmp)
+    ss.start()
+    try:
+        d = ha_delayqd(stack, ss, wait_timeout_ms=300).start().wait_groups_owned()
+        replica = next(p for p in ss.data_ports if p != ss.master_port())
+        pid = ss.pid(replica)
+        before = d.metric("delayq_lease_renew_failures_total") or 0
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: (d.metric("delayq_lease_renew_failures_total") or 0) > before, 15,
+                       "a renewal the replica did not confirm to fail")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        line = next(l for l in d.log_text().splitlines() if "renew group=" in l)
+        assert "replicas confirmed" in line, line
+        wait_until(lambda: ss.is_replica_of(replica, ss.master_port()), 30, "the replica back")
+        d.wait_groups_owned()   # the group is taken again once the replica confirms
+        assert d.alive()
+    finally:
+        ss.stop()
