@@ -35,6 +35,7 @@ enum rpipe_verdict rpipe_verdict_of(const char *error, int cluster)
 struct pend {
     size_t j;
     int node;           /* this round's node */
+    size_t nr;          /* its node_round in this round */
     int ask;            /* an ASK named this node: ASKING first; else -1 */
     int reloaded;       /* answered NOSCRIPT once already */
     int redirects;      /* MOVED and ASK followed */
@@ -70,12 +71,21 @@ struct run {
     int pause;          /* a call waits for something: pause before the next round */
 };
 
+/* Orders calls by their node of the round, each node's in the pipeline's order. */
 static int by_node(const void *a, const void *b)
 {
     const struct pend *x = a, *y = b;
 
-    if (x->node != y->node)
-        return (x->node > y->node) - (x->node < y->node);
+    if (x->nr != y->nr)
+        return (x->nr > y->nr) - (x->nr < y->nr);
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* Orders calls as the pipeline gave them: calls on one key keep their order across rounds. */
+static int by_call(const void *a, const void *b)
+{
+    const struct pend *x = a, *y = b;
+
     return (x->j > y->j) - (x->j < y->j);
 }
 
@@ -104,7 +114,7 @@ static int route(const struct rpipe *p, const struct rdb_call *call, const struc
     int slot, node;
 
     if (!p->topo)
-        return -1;
+        return -1;   /* call is not read */
     if (pd->ask >= 0)
         return pd->ask;
     if ((call->script >= 0 && !call->nkeys) || call->argc <= k) {
@@ -116,27 +126,73 @@ static int route(const struct rpipe *p, const struct rdb_call *call, const struc
     return node >= 0 ? node : -2;
 }
 
-/* Sends one node's calls of the round. */
-static void send_node(struct run *run, struct node_round *nr, struct pend *todo, rdb_build_fn *build,
-                      void *bctx)
+/* The nodes of one round, in the order of their first call. */
+struct round {
+    struct node_round *nodes;
+    size_t nn, cap;
+    size_t *at;         /* at[node + 2]: its place in nodes plus one, or 0 (node -2: no node) */
+    size_t nat;
+};
+
+/* The node_round of node, added at its first call, its link opened then. NULL out of memory. */
+static struct node_round *node_round_of(struct run *run, struct round *rd, int node)
 {
     const struct rpipe_ops *ops = run->p->ops;
-    void *t = run->p->t;
-    int each = run->waits && run->confirm == RDB_WAIT_EACH;
+    size_t a = (size_t)(node + 2);
+    struct node_round *nr;
 
-    nr->open = ops->open(t, nr->node, &nr->fail, nr->text, sizeof(nr->text)) == 0;
-    if (!nr->open)
-        return;
-    for (size_t i = nr->first; i < nr->end; i++) {
-        struct rdb_call call;
-        build(bctx, todo[i].j, &call);
-        todo[i].sent = ops->send(t, nr->node, &call, todo[i].ask >= 0) == 0;
-        if (todo[i].sent && each)
-            ops->send_wait(t, nr->node);
+    if (a >= rd->nat) {
+        size_t nat = a + 16;
+        size_t *at = realloc(rd->at, nat * sizeof(*at));
+        if (!at)
+            return NULL;
+        memset(at + rd->nat, 0, (nat - rd->nat) * sizeof(*at));
+        rd->at = at, rd->nat = nat;
     }
-    if (run->waits && !each)
-        ops->send_wait(t, nr->node);
-    ops->flush(t, nr->node);
+    if (rd->at[a])
+        return &rd->nodes[rd->at[a] - 1];
+    if (rd->nn == rd->cap) {
+        size_t cap = rd->cap ? 2 * rd->cap : 4;
+        struct node_round *nodes = realloc(rd->nodes, cap * sizeof(*nodes));
+        if (!nodes)
+            return NULL;
+        rd->nodes = nodes, rd->cap = cap;
+    }
+    nr = &rd->nodes[rd->nn];
+    *nr = (struct node_round){ .node = node };
+    rd->at[a] = ++rd->nn;
+    if (node == -2) {
+        slots_mark_stale(run->p->topo);
+        snprintf(nr->text, sizeof(nr->text), "redis cluster: no master serves the key's slot");
+        nr->fail = (struct rdb_fail){ RDB_E_NO_MASTER, nr->text };
+    } else {
+        nr->open = ops->open(run->p->t, node, &nr->fail, nr->text, sizeof(nr->text)) == 0;
+    }
+    return nr;
+}
+
+/* Builds call p once: routes it, and queues it on its node's link (after ASKING when an ASK
+ * sent it there; with its own WAIT for RDB_WAIT_EACH). -1 out of memory. */
+static int send_call(struct run *run, struct round *rd, struct pend *p, rdb_build_fn *build,
+                     void *bctx)
+{
+    const struct rpipe_ops *ops = run->p->ops;
+    struct node_round *nr;
+    struct rdb_call call;
+
+    build(bctx, p->j, &call);
+    p->node = route(run->p, &call, p);
+    p->sent = 0;
+    p->reply = NULL;
+    if (!(nr = node_round_of(run, rd, p->node)))
+        return -1;
+    p->nr = (size_t)(nr - rd->nodes);
+    if (!nr->open)
+        return 0;
+    p->sent = ops->send(run->p->t, p->node, &call, p->ask >= 0) == 0;
+    if (p->sent && run->waits && run->confirm == RDB_WAIT_EACH)
+        ops->send_wait(run->p->t, p->node);
+    return 0;
 }
 
 /* Reads one node's answers of the round into its calls. */
@@ -288,54 +344,55 @@ static void decide(struct run *run, struct node_round *nr, struct pend *p, struc
     deliver(run, p, p->reply, NULL);
 }
 
-/* One round over todo[0 .. ntodo): the calls to send again go to next. */
+/* One round over todo[0 .. ntodo): every call built and queued on its node's link, every
+ * node's answers read, then each call decided; the calls to send again go to next. */
 static void round_of(struct run *run, struct pend *todo, size_t ntodo, struct pend *next,
                      size_t *nnext, rdb_build_fn *build, void *bctx)
 {
     const struct rpipe *rp = run->p;
-    struct node_round *nodes = calloc(ntodo, sizeof(*nodes));
-    size_t nn = 0;
+    struct round rd = { 0 };
     static const struct rdb_fail no_memory = { RDB_E_MEMORY, "out of memory" };
+    size_t i;
 
-    if (!nodes) {
-        for (size_t i = 0; i < ntodo; i++)
-            deliver(run, &todo[i], NULL, &no_memory);
-        return;
+    qsort(todo, ntodo, sizeof(*todo), by_call);
+    for (i = 0; i < ntodo && send_call(run, &rd, &todo[i], build, bctx) == 0; i++)
+        ;
+    if (i < ntodo) {   /* out of memory: nothing of the round is read */
+        for (size_t k = 0; k < ntodo; k++)
+            deliver(run, &todo[k], NULL, &no_memory);
+        for (size_t k = 0; k < rd.nn; k++)
+            if (rd.nodes[k].open)
+                rp->ops->drop(rp->t, rd.nodes[k].node);
+        goto out;
     }
-    for (size_t i = 0; i < ntodo; i++) {
-        struct rdb_call call;
-        build(bctx, todo[i].j, &call);
-        todo[i].node = route(rp, &call, &todo[i]);
-        todo[i].sent = 0;
-        todo[i].reply = NULL;
+    for (size_t k = 0; k < rd.nn; k++) {
+        struct node_round *nr = &rd.nodes[k];
+        nr->fail.text = nr->text;   /* rd.nodes may have moved since open wrote it there */
+        if (nr->open && run->waits && run->confirm != RDB_WAIT_EACH)
+            rp->ops->send_wait(rp->t, nr->node);
+        if (nr->open)
+            rp->ops->flush(rp->t, nr->node);
     }
     qsort(todo, ntodo, sizeof(*todo), by_node);
-    for (size_t i = 0; i < ntodo; i++) {
-        if (i == 0 || todo[i].node != todo[i - 1].node)
-            nodes[nn++] = (struct node_round){ .node = todo[i].node, .first = i };
-        nodes[nn - 1].end = i + 1;
+    for (i = 0; i < ntodo; i++) {
+        if (i == 0 || todo[i].nr != todo[i - 1].nr)
+            rd.nodes[todo[i].nr].first = i;
+        rd.nodes[todo[i].nr].end = i + 1;
     }
-    for (size_t k = 0; k < nn; k++) {
-        if (nodes[k].node == -2) {
-            slots_mark_stale(rp->topo);
-            nodes[k].fail = (struct rdb_fail){ RDB_E_NO_MASTER, nodes[k].text };
-            snprintf(nodes[k].text, sizeof(nodes[k].text),
-                     "redis cluster: no master serves the key's slot");
-            continue;
-        }
-        send_node(run, &nodes[k], todo, build, bctx);
+    for (size_t k = 0; k < rd.nn; k++)
+        read_node(run, &rd.nodes[k], todo);
+    for (size_t k = 0; k < rd.nn; k++) {
+        struct node_round *nr = &rd.nodes[k];
+        for (i = nr->first; i < nr->end; i++)
+            decide(run, nr, &todo[i], next, nnext);
+        if (nr->reload && nr->open && !nr->lost)
+            rp->ops->reload(rp->t, nr->node);
+        if (nr->drop)
+            rp->ops->drop(rp->t, nr->node);
     }
-    for (size_t k = 0; k < nn; k++)
-        read_node(run, &nodes[k], todo);
-    for (size_t k = 0; k < nn; k++) {
-        for (size_t i = nodes[k].first; i < nodes[k].end; i++)
-            decide(run, &nodes[k], &todo[i], next, nnext);
-        if (nodes[k].reload && nodes[k].open && !nodes[k].lost)
-            rp->ops->reload(rp->t, nodes[k].node);
-        if (nodes[k].drop)
-            rp->ops->drop(rp->t, nodes[k].node);
-    }
-    free(nodes);
+out:
+    free(rd.nodes);
+    free(rd.at);
 }
 
 /* Before a round: reads the slot map when it is due, and waits while a failover runs. 0, or
