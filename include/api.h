@@ -69,10 +69,13 @@ struct api_job_answer {
     int code;                   /* enum api_code */
     char message[384];
     char job_id[JOB_ID_MAX + 1];   /* "" when none is known */
+    int fresh;                  /* 1: the add made the job; 0: failed, or the job was there */
 };
 
-/* data of an add_batch answer: {"added": n, "failed": n, "jobs": [{"status", "code", "message",
- * "job_id"}, ...]} in the order of the request. Returns a jansson json_t * as void *. */
+/* data of an add_batch answer: {"added": n, "already": n, "failed": n, "jobs": [{"status",
+ * "code", "message", "job_id"}, ...]} in the order of the request: "added" counts the jobs the
+ * batch made, "already" the ones it found added before (answered code 0 too), "failed" the
+ * others. Returns a jansson json_t * as void *. */
 void *api_batch_data(const struct api_job_answer *answers, size_t n);
 
 /* Parses {"job_id": "..."} into out. Returns 0, or -1 with e set. */

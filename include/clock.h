@@ -3,6 +3,7 @@
 #ifndef DQ_CLOCK_H
 #define DQ_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -25,6 +26,18 @@ static inline int64_t clock_mono_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Initialises c so that its timed waits take CLOCK_MONOTONIC deadlines: a change of the wall
+ * clock neither shortens nor stretches them. */
+static inline void cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 #endif

@@ -3,7 +3,7 @@
 #ifndef DQ_HTTP_H
 #define DQ_HTTP_H
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -15,7 +15,7 @@ struct http;
  * http.tls_cert_file is set (tls_load done: main checks it before anything starts); loads the
  * certificate again whenever *reload is set (by SIGHUP; the server clears it). NULL with err
  * set on failure. */
-struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_atomic_t *reload,
+struct http *http_new(const struct config *cfg, struct jobs *jobs, atomic_int *reload,
                       char *err, size_t errlen);
 
 /* Stops accepting connections, refuses further adds with 503, and waits up to timeout_ms for

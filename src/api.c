@@ -470,7 +470,7 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
 void *api_batch_data(const struct api_job_answer *answers, size_t n)
 {
     json_t *list = json_array();
-    size_t added = 0;
+    size_t added = 0, ok = 0;
 
     for (size_t i = 0; i < n; i++) {
         const struct api_job_answer *a = &answers[i];
@@ -482,10 +482,11 @@ void *api_batch_data(const struct api_job_answer *answers, size_t n)
                                               "job_id", a->job_id[0] ? json_string(a->job_id)
                                                                      : json_null()));
         free(msg);
-        added += a->code == API_OK;
+        ok += a->code == API_OK;
+        added += a->code == API_OK && a->fresh;
     }
-    return json_pack("{s:I, s:I, s:o}", "added", (json_int_t)added, "failed",
-                     (json_int_t)(n - added), "jobs", list);
+    return json_pack("{s:I, s:I, s:I, s:o}", "added", (json_int_t)added, "already",
+                     (json_int_t)(ok - added), "failed", (json_int_t)(n - ok), "jobs", list);
 }
 
 void *api_stats_data(const struct pending_view *v, const struct levels *lv)

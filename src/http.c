@@ -17,6 +17,9 @@
 
 #include <microhttpd.h>
 
+#include <netinet/in.h>
+
+#include "addrs.h"
 #include "api.h"
 #include "http.h"
 #include "clock.h"
@@ -72,7 +75,8 @@ struct http {
     atomic_int draining;      /* set at shutdown: adds are refused */
     atomic_int busy;          /* adds begun and not yet answered */
     atomic_int inside;        /* requests being served (a get or remove waits on Redis there) */
-    volatile sig_atomic_t *reload;   /* set by SIGHUP: load the TLS certificate again */
+    atomic_int *reload;              /* set by SIGHUP: load the TLS certificate again */
+    struct addrs addrs;       /* connections per client address, over all threads */
 };
 
 /* One request, from its first callback to its completion. */
@@ -226,7 +230,7 @@ static int bears(struct MHD_Connection *conn, const char *token)
 {
     const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 
-    return h && strncmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, token);
+    return h && strncasecmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, token);   /* RFC 9110: any case */
 }
 
 /* Who may use a path: http.auth_token every one; http.read_token get, stats and claims;
@@ -653,6 +657,34 @@ static int resolve(const char *listen, struct sockaddr_storage *sa, char *err, s
     return 0;
 }
 
+/* The bytes that tell a client's address apart: 4 for IPv4, 16 for IPv6, 0 for any other
+ * family (not counted). */
+static size_t addr_key(const struct sockaddr *sa, uint8_t key[ADDRS_KEY_MAX])
+{
+    if (sa->sa_family == AF_INET) {
+        memcpy(key, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
+        return 4;
+    }
+    if (sa->sa_family == AF_INET6) {
+        memcpy(key, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
+        return 16;
+    }
+    return 0;
+}
+
+/* libmicrohttpd's accept policy: a connection counts against its address's
+ * http.max_connections_per_ip over every thread's daemon (on_connection gives it back). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    struct http *http = cls;
+    uint8_t key[ADDRS_KEY_MAX];
+    size_t len = addrlen ? addr_key(addr, key) : 0;
+
+    if (!len || addrs_take(&http->addrs, key, len) == 0)
+        return MHD_YES;
+    return MHD_NO;
+}
+
 /* libmicrohttpd 0.9.75 watches connections edge-triggered and takes a read shorter than its
  * buffer for a drained socket: when a client's last bytes and its FIN come in one edge (always
  * so for a connection accepted from the backlog after its client left), it reads the bytes,
@@ -670,8 +702,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLONESHOT };
 
     if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        uint8_t key[ADDRS_KEY_MAX];
+        size_t len;
         s->conns--;   /* closing the socket takes it out of s->fins */
         conn_forget(s, *socket_context);
+        ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && (len = addr_key(ci->client_addr, key)))
+            addrs_give(&s->http->addrs, key, len);
         return;
     }
     s->conns++;
@@ -708,7 +745,7 @@ static void reload_tls(struct http *http)
     const struct config *cfg = http->cfg;
     char err[512];
 
-    *http->reload = 0;
+    atomic_store(http->reload, 0);
     if (!cfg->http.tls_cert_file[0])
         log_info("SIGHUP: nothing to reload (no http.tls_cert_file)");
     else if (tls_load(cfg->http.tls_cert_file, cfg->http.tls_key_file, err, sizeof(err)) < 0)
@@ -761,7 +798,7 @@ static void *serve_loop(void *arg)
         MHD_run(s->d);
         wake_fins(s);
         sweep(s);
-        if (s == s->http->srv && *s->http->reload)
+        if (s == s->http->srv && atomic_load(s->http->reload))
             reload_tls(s->http);
         /* A full daemon takes its listening socket out of its epoll set, and puts it back only
          * at the start of a run: once slots are free, that run must not wait for another event. */
@@ -786,14 +823,12 @@ static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, c
     return fd;
 }
 
-struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_atomic_t *reload,
+struct http *http_new(const struct config *cfg, struct jobs *jobs, atomic_int *reload,
                       char *err, size_t errlen)
 {
     struct http *http = calloc(1, sizeof(*http));
     int n = (int)cfg->http.threads, fd = -1;
     unsigned limit = (unsigned)(cfg->http.max_connections / n);
-    /* Each daemon counts its own connections: an address gets its share in each. */
-    unsigned per_ip = (unsigned)((cfg->http.max_connections_per_ip + n - 1) / n);
     int tls = cfg->http.tls_cert_file[0] != '\0';
     struct MHD_OptionItem tls_opts[] = {
         { MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)(uintptr_t)tls_retrieve },
@@ -801,7 +836,13 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_
     }, no_opts[] = { { MHD_OPTION_END, 0, NULL } };
     struct sockaddr_storage sa;
 
-    if (!http || !(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
+    if (!http || addrs_init(&http->addrs, (unsigned)cfg->http.max_connections,
+                            (unsigned)cfg->http.max_connections_per_ip) < 0) {
+        snprintf(err, errlen, "out of memory");
+        free(http);
+        return NULL;
+    }
+    if (!(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
         resolve(cfg->http.listen, &sa, err, errlen) < 0 ||
         (fd = listen_on(&sa, cfg->http.listen, err, errlen)) < 0)
         goto fail;
@@ -824,12 +865,11 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, volatile sig_
         own = fcntl(fd, F_DUPFD_CLOEXEC, 0);   /* each daemon closes its own copy */
         s->d = own < 0 ? NULL : MHD_start_daemon(
             MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0),
-            0, NULL, NULL,
+            0, on_accept, http,
             on_request, s,
             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
             MHD_OPTION_LISTEN_SOCKET, own,
             MHD_OPTION_CONNECTION_LIMIT, s->limit,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
@@ -890,5 +930,6 @@ void http_free(struct http *http)
         close(http->srv[i].fins);
     }
     free(http->srv);
+    addrs_release(&http->addrs);
     free(http);
 }

@@ -15,6 +15,7 @@
 #include "claims.h"
 #include "clock.h"
 #include "envelope.h"
+#include "health.h"
 #include "jobs.h"
 #include "log.h"
 #include "metrics.h"
@@ -32,15 +33,14 @@
 #define INTAKE_LINGER_MS 2
 #define INTAKE_BATCH_MAX 1024   /* adds written to Redis in one pipeline */
 #define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
-#define READY_TIMEOUT_MS 2000   /* /readyz waits this long for Kafka */
 #define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
-#define TRIAL_INTERVAL_MS 1000  /* while Kafka is unreachable, one add this often tries it */
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
     struct jobs *jobs;
     struct job job;             /* owned */
     int64_t queued_ms;          /* monotonic: when it entered the intake queue */
+    int fresh;                  /* answered 200 as the add that made the job */
     int resent;                 /* its record was there already: not this add's to undo */
     int answered;               /* the status it was answered with at its deadline, else 0: the
                                  * report then only frees it */
@@ -77,10 +77,13 @@ struct jobs {
     /* The intake thread's: adds whose message Kafka has not acknowledged yet, oldest first. */
     struct pending_add *flight_head, *flight_tail;
     int64_t last_ack_ms;        /* monotonic: Kafka's last acknowledgement of an add */
-    int64_t next_trial_ms;      /* monotonic: while unreachable, when an add may try Kafka */
     /* Monotonic ms since which no add was acknowledged although one waited longer than
-     * kafka.produce_timeout_ms, or 0: adds fail at once meanwhile. Read by /readyz too. */
+     * kafka.produce_timeout_ms, or 0: adds fail at once meanwhile, until a probe of the health
+     * thread finds a broker answering after unreachable_at (when it was found out). Read by
+     * /readyz too. */
     _Atomic int64_t unreachable_since;
+    _Atomic int64_t unreachable_at;
+    struct health *health;      /* Redis and Kafka probed in the background */
     struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
 };
 
@@ -126,7 +129,7 @@ struct batch {
 /* Notes the answer of one job of b (job id "" or NULL when none is known); the last one
  * answers the request and frees b. */
 static void batch_note(struct batch *b, size_t slot, int status, int code, const char *msg,
-                       const char *id)
+                       const char *id, int fresh)
 {
     struct api_job_answer *a = &b->answers[slot];
     size_t left;
@@ -134,6 +137,7 @@ static void batch_note(struct batch *b, size_t slot, int status, int code, const
     if (msg) {
         a->status = status;
         a->code = code;
+        a->fresh = fresh;
         snprintf(a->message, sizeof(a->message), "%s", msg);
         snprintf(a->job_id, sizeof(a->job_id), "%s", id ? id : "");
     }
@@ -152,7 +156,7 @@ static void batch_note(struct batch *b, size_t slot, int status, int code, const
 static void reply(struct pending_add *pa, int status, int code, const char *msg)
 {
     if (pa->batch)
-        batch_note(pa->batch, pa->slot, status, code, msg, pa->job.id);
+        batch_note(pa->batch, pa->slot, status, code, msg, pa->job.id, pa->fresh);
     else
         answer(pa->done, pa->opaque, status, code, msg,
                code != API_OK ? NULL
@@ -284,7 +288,8 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
     }
     if (left == JOB_DELIVERING || left == JOB_DELIVERED || left == JOB_FAILED) {
         pa->answered = 200;
-        metrics_inc(M_JOBS_ADDED);
+        if ((pa->fresh = !pa->resent))
+            metrics_inc(M_JOBS_ADDED);
         reply(pa, 200, API_OK, "ok");
         return;
     }
@@ -304,10 +309,11 @@ static void note_unacknowledged(struct jobs *jobs, const struct pending_add *pa,
 {
     if (jobs->last_ack_ms >= pa->sent_ms || atomic_load(&jobs->unreachable_since))
         return;
+    atomic_store(&jobs->unreachable_at, now);
     atomic_store(&jobs->unreachable_since, pa->sent_ms);
-    jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
-    log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until Kafka acknowledges "
-             "one again (one tries every %d ms)", (long long)(now - pa->sent_ms), TRIAL_INTERVAL_MS);
+    health_suspect_kafka(jobs->health);
+    log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until a broker answers "
+             "again (probed every %d ms)", (long long)(now - pa->sent_ms), HEALTH_SUSPECT_MS);
 }
 
 /* Answers the adds past their deadline. When none was acknowledged since the oldest of them
@@ -324,14 +330,19 @@ static void expire_flights(struct jobs *jobs)
     }
 }
 
-/* While Kafka is unreachable: 1 for an add to refuse at once, 0 for the one that may try. */
-static int refuse_at_once(struct jobs *jobs, int64_t now)
+/* 1 while Kafka counts as unreachable: no probe found a broker answering since it was found
+ * out. A probe that did ends that state (who: what noticed, for the log). */
+static int kafka_unreachable(struct jobs *jobs, const char *who)
 {
-    if (!atomic_load(&jobs->unreachable_since) || now >= jobs->next_trial_ms) {
-        jobs->next_trial_ms = now + TRIAL_INTERVAL_MS;
+    int64_t since = atomic_load(&jobs->unreachable_since);
+
+    if (!since)
         return 0;
-    }
-    return 1;
+    if (health_kafka_answered_ms(jobs->health) <= atomic_load(&jobs->unreachable_at))
+        return 1;
+    if (atomic_compare_exchange_strong(&jobs->unreachable_since, &since, 0))
+        log_info("kafka: a broker answers again (%s); adds try Kafka again", who);
+    return 0;
 }
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
@@ -381,7 +392,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
         return;
     }
     log_debug("added job=%s partition=%d offset=%lld", pa->job.id, m->partition, (long long)m->offset);
-    metrics_inc(M_JOBS_ADDED);
+    if ((pa->fresh = !pa->resent))
+        metrics_inc(M_JOBS_ADDED);   /* the same job added again is no new job */
     finish_add(pa, 200, API_OK, pa->resent ? "ok (the same job was already added)" : "ok");
 }
 
@@ -491,7 +503,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
             refuse(jobs, jobs->st, a, 503, API_ADD_FAILED, msg);
             continue;
         }
-        if (refuse_at_once(jobs, now)) {
+        if (kafka_unreachable(jobs, "the intake")) {
             snprintf(msg, sizeof(msg), "%skafka unreachable: no add acknowledged for %lld ms%s",
                      a->moved ? "" : "add failed: ",
                      (long long)(now - atomic_load(&jobs->unreachable_since)),
@@ -593,10 +605,15 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
         rd_kafka_queue_io_event_enable(q, jobs->wake[1], "d", 1);
         rd_kafka_queue_destroy(q);
     }
+    if (jobs->rk && !(jobs->health = health_new(cfg, jobs->rk, err, errlen))) {
+        rd_kafka_destroy(jobs->rk);
+        jobs->rk = NULL;
+    }
     started = jobs->rk && pthread_create(&jobs->thread, NULL, intake_main, jobs) == 0;
     if (jobs->rk && !started)
         snprintf(err, errlen, "cannot start the intake thread");
     if (!started) {
+        health_free(jobs->health);
         if (jobs->rk)
             rd_kafka_destroy(jobs->rk);
         pthread_mutex_destroy(&jobs->pool_mu);
@@ -636,6 +653,7 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
         if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
             log_error("%d adds left unanswered at shutdown", rd_kafka_outq_len(jobs->rk));
     }
+    health_free(jobs->health);
     rd_kafka_destroy(jobs->rk);
     for (int i = 0; i < jobs->npool; i++)
         store_free(jobs->pool[i]);
@@ -761,7 +779,7 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
         if (!pa) {
             batch_note(b, i, p->ok ? 503 : p->e.status, p->ok ? API_ADD_FAILED : p->e.code,
                        p->ok ? "add failed: out of memory" : p->e.message,
-                       p->id_given ? p->job.id : NULL);
+                       p->id_given ? p->job.id : NULL, 0);
             continue;
         }
         *pa = (struct pending_add){ .jobs = jobs, .job = p->job, .batch = b, .slot = i };
@@ -773,7 +791,7 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
     }
     api_batch_free(parsed, n);
     enqueue(jobs, list, tail);
-    batch_note(b, 0, 0, 0, NULL, NULL);   /* every job is on its way: the last answer ends it */
+    batch_note(b, 0, 0, 0, NULL, NULL, 0);   /* every job is on its way: the last answer ends it */
 }
 
 void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
@@ -899,41 +917,14 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
 
 int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
 {
-    struct store *st = pool_get(jobs);
-    const struct rd_kafka_metadata *md;
-    rd_kafka_topic_t *rkt;
-    rd_kafka_resp_err_t e;
     int64_t since = atomic_load(&jobs->unreachable_since);
-    int rc = store_ping(st, err, errlen);
 
-    pool_put(jobs, st);
-    if (rc < 0)
-        return -1;
-    err[0] = '\0';
-    {
-        char policy[64];
-        if (store_evicts(policy, sizeof(policy)))
-            snprintf(err, errlen, "redis maxmemory-policy is %s: at maxmemory Redis drops job "
-                     "records; set it to noeviction", policy);
-    }
-    /* A metadata request for one delay topic: Kafka answers, and knows the topic. */
-    rkt = rd_kafka_topic_new(jobs->rk, jobs->cfg->delay.levels.topic[0], NULL);
-    e = rd_kafka_metadata(jobs->rk, 0, rkt, &md, READY_TIMEOUT_MS);
-    rd_kafka_topic_destroy(rkt);
-    if (e) {
-        if (since)
-            snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms (%s)",
-                     (long long)(clock_mono_ms() - since), rd_kafka_err2str(e));
-        else
-            snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
+    if (kafka_unreachable(jobs, "/readyz")) {
+        snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms",
+                 (long long)(clock_mono_ms() - since));
         return -1;
     }
-    rd_kafka_metadata_destroy(md);
-    /* A broker answers again: adds may try it, also where no add comes to try it (an instance
-     * a load balancer took out of service for its 503s). */
-    if (since && atomic_compare_exchange_strong(&jobs->unreachable_since, &since, 0))
-        log_info("kafka: a broker answers /readyz again; adds try Kafka again");
-    return 0;
+    return health_ready(jobs->health, err, errlen);
 }
 
 char *jobs_claims(struct jobs *jobs, int *status)

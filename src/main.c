@@ -2,6 +2,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,13 @@
 #define LOG_MODULE "main"
 #define DELAYQ_VERSION "0.1.0"
 
-static volatile sig_atomic_t stop_requested, reload_requested;
+static volatile sig_atomic_t stop_requested;   /* read by this thread's loop (holder_run) */
+static atomic_int reload_requested;            /* read by an HTTP thread: lock-free, so a handler may set it */
 
 static void on_signal(int sig)
 {
     if (sig == SIGHUP)
-        reload_requested = 1;
+        atomic_store(&reload_requested, 1);
     else
         stop_requested = 1;
 }

@@ -79,8 +79,8 @@ struct stats *stats_new(const struct config *cfg, char *err, size_t errlen)
         goto fail;
     }
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->wake, NULL);
-    pthread_cond_init(&s->done, NULL);
+    cond_init_monotonic(&s->wake);
+    cond_init_monotonic(&s->done);
     if (pthread_create(&s->thread, NULL, stats_main, s) != 0) {
         snprintf(err, errlen, "stats: cannot start its thread");
         pthread_cond_destroy(&s->wake);
@@ -370,7 +370,7 @@ static int fresh(struct stats *s, int wait_ms)
         return 1;
     s->want = 1;
     pthread_cond_signal(&s->wake);
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += wait_ms / 1000;
     until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) {

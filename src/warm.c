@@ -155,7 +155,7 @@ static void wait_ms(struct warm *w, int ms)
 {
     struct timespec until;
 
-    clock_gettime(CLOCK_REALTIME, &until);
+    clock_gettime(CLOCK_MONOTONIC, &until);
     until.tv_sec += ms / 1000;
     until.tv_nsec += (long)(ms % 1000) * 1000000;
     if (until.tv_nsec >= 1000000000) {
@@ -231,7 +231,7 @@ struct warm *warm_new(rd_kafka_t *rk, char *err, size_t errlen)
     }
     w->rk = rk;
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->wake, NULL);
+    cond_init_monotonic(&w->wake);
     if (pthread_create(&w->thread, NULL, run, w) != 0) {
         snprintf(err, errlen, "cannot start the topic metadata thread");
         hdestroy_r(&w->table);

@@ -38,6 +38,7 @@ def test_batch_answers_each_job_in_order(stack):
     assert [(a["status"], a["code"]) for a in answers] == [
         (200, 0), (400, 400), (200, 0), (400, 10001), (409, 409), (400, 400), (200, 0)], answers
     assert doc["data"]["added"] == 3 and doc["data"]["failed"] == 4, doc["data"]
+    assert doc["data"]["already"] == 0, doc["data"]
     assert "topic" in answers[1]["message"] and "negative" in answers[3]["message"], answers
     assert answers[2]["job_id"] == "b-2" and answers[6]["job_id"] == "b-6", answers
     assert answers[4]["job_id"] == "taken-1" and answers[1]["job_id"] is None, answers
@@ -96,3 +97,19 @@ def test_batch_jobs_kafka_refuses_are_answered_503_and_never_delivered(stack):
     assert all(len(v) == 1 for v in reader.by_id().values())
     assert not any(m["headers"].get("dq-id") in {f"r-{i}" for i in range(1, 10, 2)}
                    for m in reader.all())
+
+
+def test_the_same_job_added_again_is_not_counted_as_added(stack):
+    """A batch of A, B (A's id, another body) and A again: one job made, one conflict, one found
+    added already; the added-jobs counter moves by one however often a job is added again."""
+    d = Delayqd(stack).start()
+    topic = "again-" + uuid.uuid4().hex[:6]
+    before = d.metric("delayq_jobs_added_total")
+    a = {"id": "again-a", "topic": topic, "delay": 60, "body": "a"}
+    status, doc = d.http("POST", BATCH, {"jobs": [a, dict(a, body="b"), a]})
+    assert status == 200, (status, doc)
+    assert [j["status"] for j in doc["data"]["jobs"]] == [200, 409, 200], doc["data"]
+    assert (doc["data"]["added"], doc["data"]["already"], doc["data"]["failed"]) == (1, 1, 1), doc["data"]
+    for _ in range(3):
+        assert d.add_ok(**a) == "again-a"
+    assert d.metric("delayq_jobs_added_total") == before + 1

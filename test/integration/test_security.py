@@ -327,3 +327,41 @@ def test_jobs_go_through_kafka_over_sasl_ssl(stack):
         assert p.returncode != 0 and "uthentication" in out, out[-2000:]
     finally:
         run(["bash", script, "stop", "--dir", kdir], check=False, timeout=120)
+
+
+def test_per_address_limit_is_exact_over_every_http_thread(stack):
+    """http.threads = 4 and max_connections_per_ip = 10: ten connections from one address are
+    all served, whichever threads accept them, and the eleventh is refused; once one closes,
+    another is served."""
+    d = Delayqd(stack, extra={"max_connections_per_ip": 10, "http_threads": 4}).start()
+
+    def held():   # a request whose headers have not ended: the connection stays open
+        s = socket.create_connection(("127.0.0.1", d.port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        return s
+
+    def answer(s):
+        s.settimeout(5)
+        try:
+            s.sendall(b"\r\n")
+            return s.recv(4096)
+        except OSError:
+            return b""
+
+    conns = [held() for _ in range(10)]
+    time.sleep(0.3)
+    extra = held()
+    refused = answer(extra)
+    extra.close()
+    answers = [answer(s) for s in conns]
+    served = sum(a.startswith(b"HTTP/1.1 200") for a in answers)
+    print(f"    {served} of 10 served, the 11th {'refused' if not refused else 'served'}")
+    assert served == 10, answers
+    assert refused == b"", refused
+    conns.pop().close()
+    time.sleep(0.3)
+    again = held()
+    assert answer(again).startswith(b"HTTP/1.1 200")
+    again.close()
+    for s in conns:
+        s.close()

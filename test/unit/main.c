@@ -43,6 +43,7 @@ int main(void)
     unit_sentinel();
     unit_slots();
     unit_rpipe();
+    unit_addrs();
     unit_levels();
     unit_route();
     unit_envelope();

@@ -67,5 +67,6 @@ void unit_metrics(void);
 void unit_sentinel(void);
 void unit_slots(void);
 void unit_rpipe(void);
+void unit_addrs(void);
 
 #endif
