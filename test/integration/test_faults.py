@@ -9,7 +9,7 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from harness import Delayqd, Reader, lateness, now_ms, record, wait_until
+from harness import DELAYQD, Delayqd, Reader, lateness, now_ms, record, run, wait_until
 
 ADD = "/delay-queue/api/jobs/add"
 
@@ -620,3 +620,26 @@ def test_copies_of_a_job_message_deliver_it_once(stack):
     assert len(reader.by_id()[job_id]) == 1, reader.by_id()[job_id]
     assert "another copy" in d.log_text()
     reader.close()
+
+
+def test_an_evicting_redis_is_told_and_refused_when_asked(stack):
+    """A Redis whose maxmemory-policy may evict keys would drop job records at maxmemory: delayqd
+    warns in its log and in /readyz's answer, and with redis.require_noeviction refuses to
+    start, naming the policy."""
+    stack.redis("CONFIG", "SET", "maxmemory-policy", "volatile-lru")
+    try:
+        d = Delayqd(stack).start().wait_groups_owned()
+        st, doc = wait_until(lambda: (lambda r: r if "warning" in r[1].get("message", "") else None)(
+            d.http("GET", "/readyz")), 5, "/readyz to warn")
+        assert st == 200 and "maxmemory-policy is volatile-lru" in doc["message"], doc
+        assert "maxmemory-policy is volatile-lru" in d.log_text()
+        d.stop()
+        strict = Delayqd(stack, extra={"require_noeviction": True})
+        p = run([DELAYQD, "-c", strict.conf_path], check=False, timeout=60)
+        out = p.stdout + p.stderr
+        assert p.returncode == 1 and "redis.require_noeviction" in out and "volatile-lru" in out, out
+    finally:
+        stack.redis("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    d = Delayqd(stack, extra={"require_noeviction": True}).start()
+    assert d.http("GET", "/readyz")[0] in (200, 503)   # started: the policy is right again
+    assert d.alive()
