@@ -3,7 +3,8 @@
  * go, grouped by node, reads every node's answers, and decides for each call: its answer, its
  * failure, or another round (NOSCRIPT, MOVED, ASK, and while a failover or a slot migration
  * runs, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY, MASTERDOWN, NOREPLICAS, a connection the
- * switch closed, a write the replicas did not confirm in the switch). Waiting is bounded by
+ * switch closed, a write the replicas did not confirm in the switch; and once, on a new link,
+ * a call whose link was closed under it without a timeout). Waiting is bounded by
  * redis.failover_wait_ms from the start of the pipeline. No network library. */
 #ifndef DQ_RPIPE_H
 #define DQ_RPIPE_H

@@ -162,12 +162,17 @@ static enum MHD_Result send_text(struct request *req, int status, char *text, co
     struct MHD_Response *r;
     enum MHD_Result ret;
 
-    if (!text) {
-        text = strdup("{\"code\":500,\"message\":\"out of memory\",\"data\":null}");
+    static char no_memory[] = "{\"code\":500,\"message\":\"out of memory\",\"data\":null}";
+
+    if (!text)
         status = 500;
-    }
     req->status = status;
-    r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(strlen(no_memory), no_memory, MHD_RESPMEM_PERSISTENT);
+    if (!r) {   /* out of memory: libmicrohttpd closes the connection */
+        free(text);
+        return MHD_NO;
+    }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     ret = MHD_queue_response(req->conn, (unsigned)status, r);
     MHD_destroy_response(r);

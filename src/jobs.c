@@ -853,6 +853,10 @@ char *jobs_get(struct jobs *jobs, const char *id, int *status)
     int found, rc;
     struct job job;
 
+    if (!st) {
+        *status = 503;
+        return api_response(API_GET_FAILED, "get failed: out of memory", NULL);
+    }
     rc = store_get(st, id, &found, &data, &len, err, sizeof(err));
     pool_put(jobs, st);
     if (rc < 0) {
@@ -884,9 +888,10 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     struct store *st = pool_get(jobs);
     enum store_remove_result res;
     enum job_state state = JOB_PENDING;
-    char err[256], msg[512];
-    int rc = store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res, &state,
-                          err, sizeof(err));
+    char err[256] = "out of memory", msg[512];
+    int rc = st ? store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res,
+                               &state, err, sizeof(err))
+                : -1;
 
     pool_put(jobs, st);
     *status = 200;

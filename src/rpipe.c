@@ -39,6 +39,7 @@ struct pend {
     int ask;            /* an ASK named this node: ASKING first; else -1 */
     int reloaded;       /* answered NOSCRIPT once already */
     int redirects;      /* MOVED and ASK followed */
+    int relinked;       /* sent again once after its link was closed under it */
     int sent;
     void *reply;        /* read this round */
     int short_of;       /* RDB_WAIT_EACH: its WAIT fell short */
@@ -316,6 +317,8 @@ static void decide(struct run *run, struct node_round *nr, struct pend *p, struc
             fail = (struct rdb_fail){ RDB_E_MEMORY, "out of memory queueing a redis call" };
         else if (in_switch && retry(run, p, next, nnext, 1))
             return;   /* the switch closed the link, or the old master refused it */
+        else if (nr->lost && fail.code == RDB_E_CONN && !p->relinked++ && retry(run, p, next, nnext, 0))
+            return;   /* closed under it (a restart, an idle timeout): once more, on a new link */
         deliver(run, p, NULL, &fail);
         return;
     }

@@ -643,3 +643,21 @@ def test_an_evicting_redis_is_told_and_refused_when_asked(stack):
     d = Delayqd(stack, extra={"require_noeviction": True}).start()
     assert d.http("GET", "/readyz")[0] in (200, 503)   # started: the policy is right again
     assert d.alive()
+
+
+def test_first_calls_after_a_redis_restart_are_answered(stack):
+    """Redis restarted between two adds: the connections delayqd kept were closed under it. The
+    first add, get and remove afterwards go once more on a new connection instead of failing
+    with "Server closed the connection"."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_restart"
+    before = d.add_ok(topic=topic, delay=60, body="before")
+    assert d.get(before)["state"] == "pending"
+    stack.stop_redis()
+    stack.start_redis()
+    wait_until(lambda: d.http("GET", "/readyz")[0] == 200, 30, "/readyz to see Redis back")
+    st, doc = d.add(topic=topic, delay=60, body="after")
+    assert st == 200 and doc["code"] == 0, (st, doc)
+    assert d.get(before)["state"] == "pending"
+    st, doc = d.remove(before)
+    assert st == 200 and doc["code"] == 0, (st, doc)

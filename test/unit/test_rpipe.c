@@ -20,6 +20,7 @@ struct fnode {
     int down;               /* connecting fails */
     int wait_short;         /* WAIT answers too few replicas */
     int lose_at;            /* the link fails at this read of the round (0: never) */
+    int lose_times;         /* ... in this many rounds (0: one) */
     int reads;
     struct freply q[FQUEUE];
     int qn, qr;
@@ -153,7 +154,8 @@ static int f_read(void *t, int node, void **reply, struct rdb_fail *why, char *t
     (void)t;
     if (n->qr == n->qn || (n->lose_at && ++n->reads >= n->lose_at)) {
         n->qr = n->qn;
-        n->lose_at = 0;
+        if (n->lose_times-- <= 1)
+            n->lose_at = 0;
         snprintf(text, textlen, "redis: connection reset");
         *why = (struct rdb_fail){ RDB_E_CONN, text };
         return -1;
@@ -466,8 +468,9 @@ static void calls_wait_while_a_failover_runs(void)
     CHECK_EQ_INT(O.answered[1], 1);
 }
 
-/* A link lost in a switch of master: its calls go again; lost at another time: they fail. */
-static void lost_link_retried_only_in_a_switch(void)
+/* A link closed under a call (a restart, an idle timeout): the call goes once more on a new
+ * link; closed again, it fails. In a switch of master it goes again until the wait ends. */
+static void lost_link_retried_once_or_through_a_switch(void)
 {
     int node;
 
@@ -475,9 +478,15 @@ static void lost_link_retried_only_in_a_switch(void)
     fake_adopt();
     node = F.owner[kslot(0)];
     F.n[node].lose_at = 1;
+    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
+    CHECK(O.ok[0]);
+    CHECK_EQ_INT(F.sleeps, 0);
+    F.n[node].lose_at = 1;
+    F.n[node].lose_times = 2;
     CHECK_EQ_INT(run(1, RDB_NO_WAIT), -1);
     CHECK_EQ_INT(O.code[0], RDB_E_CONN);
     F.n[node].lose_at = 1;
+    F.n[node].lose_times = 4;
     F.switched = 1;
     CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
     CHECK(O.ok[0]);
@@ -548,7 +557,7 @@ void unit_rpipe(void)
     RUN(unserved_slots_fail_only_their_calls);
     RUN(dead_master_fails_fast_and_reads_the_map_seldom);
     RUN(calls_wait_while_a_failover_runs);
-    RUN(lost_link_retried_only_in_a_switch);
+    RUN(lost_link_retried_once_or_through_a_switch);
     RUN(redirect_loop_gives_up);
     RUN(noscript_reloads_once);
     slots_topo_release(&F.topo);
