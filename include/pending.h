@@ -2,7 +2,7 @@
  * alone: per partition the group's committed offset, the log's low and end offsets, and the
  * offsets at a few timestamps (offsets_for_times). A message of level L with timestamp t next
  * acts at its hop time t + L (delivered if due, else moved down a level), and hop times rise
- * with offsets (DESIGN.md, "Routing and holding"), so one offset per boundary splits a
+ * with offsets (docs/architecture.md), so one offset per boundary splits a
  * partition. The cost does not grow with the number of jobs. Pure logic: no network library. */
 #ifndef DQ_PENDING_H
 #define DQ_PENDING_H

@@ -19,7 +19,7 @@
  * one look at Kafka (about eight requests), and the counts of a delay queue move over seconds. */
 #define STATS_CACHE_MS 2000
 /* The offsets must all come within this long, else the look fails (503). The first look also
- * finds the group coordinator, about a second (DESIGN.md). */
+ * finds the group coordinator, about a second (librdkafka 2.0.2, measured). */
 #define STATS_TIMEOUT_MS 5000
 /* The search for how late the overdue heads are runs on an HTTP thread: it stops after this
  * long and reports what it has found, a lower bound. */

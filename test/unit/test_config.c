@@ -5,7 +5,7 @@
 #include "config.h"
 #include "unit.h"
 
-/* The sample block of DESIGN.md, "Configuration", as written there. */
+/* A config with every section, in the layout of conf/delayq.conf and the README. */
 static const char design_sample[] =
     "http:  { listen = \"127.0.0.1:9277\"; max_body_bytes = 1048576; auth_token = \"\"; };\n"
     "redis: { host = \"127.0.0.1\"; port = 6379; password = \"\"; db = 0; prefix = \"dq:\"; "
