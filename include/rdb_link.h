@@ -6,7 +6,6 @@
 #define DQ_RDB_LINK_H
 
 #include <stdint.h>
-#include <sys/time.h>
 
 #include "config.h"
 #include "rdb.h"
@@ -20,8 +19,7 @@
 
 struct rdb {
     const struct config *cfg;
-    struct link_conf lc;        /* the scripts every link loads */
-    char (*sha)[41];
+    struct link_conf lc;        /* the scripts every link loads, and their SHA-1s */
     struct link one;            /* the one server, or the master the Sentinels name */
     int order[CONFIG_ADDRS_MAX];   /* the Sentinels, in the order they are asked */
     unsigned seen_gen;          /* the watch's generation one was connected in */

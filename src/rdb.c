@@ -76,12 +76,12 @@ struct rdb *rdb_new(const struct config *cfg, const char *const *scripts, int ns
 {
     struct rdb *db = calloc(1, sizeof(*db));
 
-    if (!db || !(db->sha = calloc(nscripts > 0 ? (size_t)nscripts : 1, sizeof(*db->sha)))) {
+    if (!db || !(db->lc.sha = calloc(nscripts > 0 ? (size_t)nscripts : 1, sizeof(*db->lc.sha)))) {
         free(db);
         return NULL;
     }
     db->cfg = cfg;
-    db->lc = (struct link_conf){ cfg, scripts, nscripts, db->sha };
+    db->lc = (struct link_conf){ cfg, scripts, nscripts, db->lc.sha };
     for (int i = 0; i < cfg->redis.nsentinels; i++)
         db->order[i] = i;
     if (cfg->redis.ncluster > 0 && !(db->topo = shared_topo())) {
@@ -101,7 +101,7 @@ void rdb_free(struct rdb *db)
     for (int i = 0; i < db->nlinks; i++)
         link_drop(&db->links[i]);
     free(db->links);
-    free(db->sha);
+    free(db->lc.sha);
     free(db);
 }
 /* The link to node (-1: db->one); NULL when out of memory. Links are numbered as the nodes of
