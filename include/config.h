@@ -27,7 +27,8 @@ struct config {
         int64_t request_timeout_s;         /* a request must arrive whole within this */
         char tls_cert_file[CONFIG_STR_MAX];   /* PEM chain; empty: plain HTTP */
         char tls_key_file[CONFIG_STR_MAX];    /* PEM private key */
-        int64_t threads;                   /* HTTP worker threads */
+        int64_t threads;                   /* HTTP threads */
+        int64_t workers;                   /* threads that serve get, remove, reschedule, claims */
         int64_t max_connections;
         int64_t connection_timeout_s;      /* idle or slow connection is closed after this */
         int64_t max_batch_jobs;            /* jobs in one add_batch request at most */

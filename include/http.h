@@ -18,12 +18,13 @@ struct http;
 struct http *http_new(const struct config *cfg, struct jobs *jobs, atomic_int *reload,
                       char *err, size_t errlen);
 
-/* Stops accepting connections, refuses further adds with 503, and waits up to timeout_ms for
- * the adds in progress to be answered (an add whose client left counts once its request has
- * ended). */
+/* Stops accepting connections, refuses further requests for the jobs module with 503, waits up
+ * to timeout_ms for those in progress to be answered (one whose client left counts once it has
+ * ended), and then until no HTTP thread is inside the jobs module: it may be freed after. */
 void http_drain(struct http *http, int timeout_ms);
 
-/* Stops the server and frees it. Call http_drain first, so no add waits on Kafka any more. */
+/* Stops the server and frees it. Call http_drain, then jobs_free (which answers every request
+ * still waiting), then this: the answers go out, for up to 2 s, before the daemons stop. */
 void http_free(struct http *http);
 
 #endif

@@ -1,6 +1,9 @@
 /* jobs: the intake. add writes the Redis record, then the delay-topic message, and answers only
- * when Kafka has acknowledged it; get and remove read and change the record.
- * Thread-safe: every call may come from any HTTP worker thread. */
+ * when Kafka has acknowledged it; get and remove read and change the record. Every request is
+ * answered through a jobs_done_fn, from whatever thread has its answer: no call waits on Redis
+ * or Kafka. A request waits at most redis.timeout_ms for one of the http.workers workers, and
+ * is answered 503 when it waited longer.
+ * Thread-safe: every call may come from any HTTP thread. */
 #ifndef DQ_JOBS_H
 #define DQ_JOBS_H
 
@@ -17,12 +20,13 @@ typedef void (*jobs_done_fn)(void *opaque, int status, char *response);
 
 struct warm;
 
-/* Starts the intake producer and its delivery-report thread. warm (may be NULL; not owned,
+/* Starts the intake producer, its delivery-report thread and the workers. warm (may be NULL; not owned,
  * must outlive jobs) is told each added job's topic, so that the deliveries' producer knows it
  * before the job is due. Returns NULL with err set. */
 struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen);
 
-/* Waits up to timeout_ms for adds in flight, then stops. */
+/* Answers every request begun (see jobs_free in jobs.c), waiting up to timeout_ms for Kafka's
+ * answers to the adds in flight, then stops. */
 void jobs_free(struct jobs *jobs, int timeout_ms);
 
 /* Adds a job from a request body. done is called exactly once: before jobs_add returns for a
@@ -45,24 +49,24 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
 void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
                      const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque);
 
-/* Gets or removes the job id (already validated). Return the JSON response (caller frees)
- * and set *status. */
-char *jobs_get(struct jobs *jobs, const char *id, int *status);
-char *jobs_remove(struct jobs *jobs, const char *id, int *status);
+/* Gets or removes the job id (already validated); done is called exactly once, from a worker. */
+void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
+void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
 
-/* 0 when Redis answers a PING and Kafka a metadata request; -1 with the reason in err. On 0,
- * err holds a warning, or "": a Redis that may evict job records (maxmemory-policy). */
+/* From the background probes (health.h), at once: 0 when Redis answers a PING and Kafka a
+ * metadata request; -1 with the reason in err. On 0, err holds a warning, or "": a Redis that
+ * may evict job records (maxmemory-policy). */
 int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
 
-/* The lease view of GET /delay-queue/api/claims (caller frees) and its HTTP status. */
-char *jobs_claims(struct jobs *jobs, int *status);
+/* The lease view of GET /delay-queue/api/claims, read in one pipeline on a worker. */
+void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque);
 
-/* The pending view of GET /delay-queue/api/stats (caller frees) and its HTTP status: 200, or
- * 503 with "stats: kafka: ..." when Kafka did not answer. See stats.h. */
-char *jobs_stats(struct jobs *jobs, int *status);
+/* The pending view of GET /delay-queue/api/stats: 200, or 503 with "stats: kafka: ..." when
+ * Kafka did not answer; done is called at once or by the stats thread (see stats_get). */
+void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque);
 
-/* Brings the pending gauges of /metrics up to date, waiting a quarter of a second at most
- * (see stats_gauges); on failure they keep their last values. */
+/* Keeps the pending gauges of /metrics up to date, never waiting (see stats_gauges); on
+ * failure they keep their last values. */
 void jobs_stats_gauges(struct jobs *jobs);
 
 

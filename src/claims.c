@@ -393,63 +393,102 @@ static json_t *status_json(const struct rdb_reply *h, json_t *out)
     return parts;
 }
 
-static json_t *group_json(struct rdb *db, const struct config *cfg, int g, int64_t now,
-                          char *err, size_t errlen)
-{
-    char key[KEY_MAX], ikey[KEY_MAX];
-    json_t *grp = json_object(), *parts = json_array();
-    struct rdb_reply *owner, *ttl, *alive, *status;
-    const char *who;
+/* The view's reads, in one pipeline: the live set (with scores), then for each group its lease,
+ * the lease's time left and its status hash. The keys share the {ctl} tag: one node. */
+enum { VIEW_LIVE, VIEW_PER_GROUP = 3 };
 
-    for (int p = 0; p < cfg->delay.partitions; p++)
-        if (cfg->delay.group_of[p] == g)
-            json_array_append_new(parts, json_integer(p));
-    json_object_set_new(grp, "group", json_integer(g));
-    json_object_set_new(grp, "partitions", parts);
-    key_of(cfg, "claim", g, key, sizeof(key));
-    key_of(cfg, "instances", -1, ikey, sizeof(ikey));
-    if (!(owner = rdb_command(db, err, errlen, "GET", key, NULL)) ||
-        !(ttl = rdb_command(db, err, errlen, "PTTL", key, NULL))) {
-        rdb_reply_free(owner);
-        json_decref(grp);
-        return NULL;
+struct view_read {
+    const struct config *cfg;
+    json_t *groups;             /* one object per group, filled as the answers come */
+    json_t *live;               /* token -> heartbeat expiry ms */
+    char key[KEY_MAX];          /* the call being built */
+    const char *argv[5];
+};
+
+static void view_build(void *ctx, size_t j, struct rdb_call *call)
+{
+    static const char *const cmd[VIEW_PER_GROUP] = { "GET", "PTTL", "HGETALL" };
+    static const char *const live[] = { "ZRANGE", NULL, "0", "-1", "WITHSCORES" };
+    struct view_read *v = ctx;
+    const char **argv = v->argv;
+
+    if (j == VIEW_LIVE) {
+        key_of(v->cfg, "instances", -1, v->key, sizeof(v->key));
+        memcpy(v->argv, live, sizeof(live));
+        argv[1] = v->key;
+        *call = (struct rdb_call){ .script = -1, .nkeys = 1, .argc = 5, .argv = argv };
+        return;
     }
-    who = rdb_type(owner) == RDB_STR ? rdb_str(owner, NULL) : NULL;
-    json_object_set_new(grp, "owner", who ? json_string(who) : json_null());
-    json_object_set_new(grp, "ttl_ms", rdb_type(ttl) == RDB_INT && rdb_int(ttl) >= 0
-                                           ? json_integer(rdb_int(ttl)) : json_null());
-    if (who && (alive = rdb_command(db, err, errlen, "ZSCORE", ikey, who, NULL))) {
-        json_object_set_new(grp, "owner_alive", json_boolean(rdb_type(alive) == RDB_STR &&
-                                                             atoll(rdb_str(alive, NULL)) > now));
-        rdb_reply_free(alive);
+    key_of(v->cfg, (j - 1) % VIEW_PER_GROUP == 2 ? "status" : "claim",
+           (int)((j - 1) / VIEW_PER_GROUP), v->key, sizeof(v->key));
+    argv[0] = cmd[(j - 1) % VIEW_PER_GROUP];
+    argv[1] = v->key;
+    *call = (struct rdb_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = argv };
+}
+
+static void view_reply(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *fail)
+{
+    struct view_read *v = ctx;
+    json_t *grp;
+
+    if (fail || rdb_type(r) == RDB_ERR)
+        return;   /* rdb_pipeline fails the whole view */
+    if (j == VIEW_LIVE) {
+        for (size_t i = 0; i + 1 < rdb_count(r); i += 2) {
+            const char *t = rdb_str(rdb_at(r, i), NULL), *score = rdb_str(rdb_at(r, i + 1), NULL);
+            if (t && score)
+                json_object_set_new(v->live, t, json_integer(atoll(score)));
+        }
+        return;
     }
-    key_of(cfg, "status", g, key, sizeof(key));
-    if ((status = rdb_command(db, err, errlen, "HGETALL", key, NULL))) {
-        json_object_set_new(grp, "status", status_json(status, grp));
-        rdb_reply_free(status);
+    grp = json_array_get(v->groups, (j - 1) / VIEW_PER_GROUP);
+    switch ((j - 1) % VIEW_PER_GROUP) {
+    case 0:
+        json_object_set_new(grp, "owner", rdb_type(r) == RDB_STR
+                                              ? json_string(rdb_str(r, NULL)) : json_null());
+        break;
+    case 1:
+        json_object_set_new(grp, "ttl_ms", rdb_type(r) == RDB_INT && rdb_int(r) >= 0
+                                               ? json_integer(rdb_int(r)) : json_null());
+        break;
+    default:
+        json_object_set_new(grp, "status", status_json(r, grp));
+        break;
     }
-    rdb_reply_free(owner);
-    rdb_reply_free(ttl);
-    return grp;
 }
 
 char *claims_view(struct claims *c, int *status)
 {
     const struct config *cfg = c->cfg;
-    json_t *groups = json_array();
+    struct view_read v = { .cfg = cfg, .groups = json_array(), .live = json_object() };
     int64_t now = clock_now_ms();
     char err[256], msg[320];
+    size_t g;
+    json_t *grp;
 
-    for (int g = 0; g < cfg->delay.ngroups; g++) {
-        json_t *grp = group_json(c->db, cfg, g, now, err, sizeof(err));
-        if (!grp) {
-            json_decref(groups);
-            snprintf(msg, sizeof(msg), "claims: %s", err);
-            *status = 503;
-            return api_response(API_UNAVAILABLE, msg, NULL);
-        }
-        json_array_append_new(groups, grp);
+    for (int i = 0; i < cfg->delay.ngroups; i++) {
+        json_t *parts = json_array();
+        for (int p = 0; p < cfg->delay.partitions; p++)
+            if (cfg->delay.group_of[p] == i)
+                json_array_append_new(parts, json_integer(p));
+        json_array_append_new(v.groups, json_pack("{s:i,s:o,s:n,s:n}", "group", i, "partitions", parts,
+                                                       "owner", "ttl_ms"));
     }
+    if (rdb_pipeline(c->db, 1 + VIEW_PER_GROUP * (size_t)cfg->delay.ngroups, view_build,
+                     view_reply, &v, RDB_NO_WAIT, err, sizeof(err)) < 0) {
+        json_decref(v.groups);
+        json_decref(v.live);
+        snprintf(msg, sizeof(msg), "claims: %s", err);
+        *status = 503;
+        return api_response(API_UNAVAILABLE, msg, NULL);
+    }
+    json_array_foreach(v.groups, g, grp) {
+        const char *who = json_string_value(json_object_get(grp, "owner"));
+        json_t *until = who ? json_object_get(v.live, who) : NULL;
+        if (who)
+            json_object_set_new(grp, "owner_alive", json_boolean(until && json_integer_value(until) > now));
+    }
+    json_decref(v.live);
     *status = 200;
-    return api_response(API_OK, "ok", json_pack("{s:o}", "groups", groups));
+    return api_response(API_OK, "ok", json_pack("{s:o}", "groups", v.groups));
 }

@@ -70,6 +70,7 @@ static const struct key keys[] = {
     STR(http, tls_cert_file, http.tls_cert_file),
     STR(http, tls_key_file, http.tls_key_file),
     INT(http, threads, http.threads, 1, 64),
+    INT(http, workers, http.workers, 1, 256),
     INT(http, max_connections, http.max_connections, 1, 100000),
     INT(http, connection_timeout_s, http.connection_timeout_s, 1, 3600),
     INT(http, max_batch_jobs, http.max_batch_jobs, 1, 100000),
@@ -121,6 +122,7 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->http.listen, sizeof(cfg->http.listen), "127.0.0.1:9277");
     cfg->http.max_body_bytes = 1048576;
     cfg->http.threads = 2;
+    cfg->http.workers = 8;
     cfg->http.max_connections = 1024;
     cfg->http.connection_timeout_s = 30;
     cfg->http.max_batch_jobs = 1000;

@@ -33,16 +33,20 @@
  * clears it for every request: its default 32 KiB cost about 5 us of memset per add. 16 KiB
  * still takes 14 KB of request headers. */
 #define CONN_MEMORY_BYTES 16384
-/* At shutdown, how long a request already being served (a get, a reschedule: a few Redis calls
- * of up to redis.timeout_ms each) may take before the intake is freed under it. */
-#define INSIDE_WAIT_MS 30000
+/* At shutdown, how long HTTP threads may stay inside the jobs module (they only parse and queue
+ * there) before the wait for them is logged; it goes on until they are out. */
+#define INSIDE_WAIT_MS 1000
+/* At shutdown, after every request was answered, how long their answers get to be sent before
+ * the daemons stop. */
+#define ANSWERS_WAIT_MS 2000
 #define SWEEP_MS 250           /* connections are checked against their deadline this often */
 #define LOOP_IDLE_MS 250        /* longest sleep of an HTTP thread (resumes, drain and stop wake it) */
 /* Clients' FINs taken per turn of an HTTP thread; more wait for the next turn, which the wakes
  * of this one bring at once. */
 #define FIN_BATCH 64
 
-enum add_state { ADD_NEW, ADD_SUSPENDED, ADD_DONE };
+/* A request answered by the jobs module: from queued, to suspended, to answered. */
+enum async_state { ASYNC_NEW, ASYNC_SUSPENDED, ASYNC_DONE };
 
 /* A connection of a daemon, from accept to close, and by when its next request must have
  * arrived whole. */
@@ -72,9 +76,9 @@ struct http {
     int nsrv;
     atomic_int quiesce;       /* set at drain: the threads stop accepting connections */
     atomic_int stop;          /* set at free: the threads return */
-    atomic_int draining;      /* set at shutdown: adds are refused */
-    atomic_int busy;          /* adds begun and not yet answered */
-    atomic_int inside;        /* requests being served (a get or remove waits on Redis there) */
+    atomic_int draining;      /* set at shutdown: requests for the jobs module are refused */
+    atomic_int busy;          /* requests handed to the jobs module and not yet answered */
+    atomic_int inside;        /* requests being served on an HTTP thread */
     atomic_int *reload;              /* set by SIGHUP: load the TLS certificate again */
     struct addrs addrs;       /* connections per client address, over all threads */
 };
@@ -92,11 +96,11 @@ struct request {
     char *body;             /* read so far, at most max_body_bytes */
     size_t len, cap;
     int too_large;
-    pthread_mutex_t mu;     /* guards the add answer, which arrives on another thread */
-    enum add_state state;
-    int add_status;
+    pthread_mutex_t mu;     /* guards the answer, which arrives on another thread */
+    enum async_state state;
+    int async_status;
     char *response;
-    int counted;            /* the add is in http->busy */
+    int counted;            /* the request is in http->busy */
 };
 
 /* Starts tracking a new connection of s: its first request must arrive whole within
@@ -363,7 +367,8 @@ static void wake_once(struct server *s)
         wake(s);
 }
 
-static void add_done(void *opaque, int status, char *response)
+/* The answer of the jobs module to req, from any thread. */
+static void async_done(void *opaque, int status, char *response)
 {
     struct request *req = opaque;
     struct MHD_Connection *conn = req->conn;
@@ -371,10 +376,10 @@ static void add_done(void *opaque, int status, char *response)
     int suspended;
 
     pthread_mutex_lock(&req->mu);
-    req->add_status = status;
+    req->async_status = status;
     req->response = response;
-    suspended = req->state == ADD_SUSPENDED;
-    req->state = ADD_DONE;
+    suspended = req->state == ASYNC_SUSPENDED;
+    req->state = ASYNC_DONE;
     pthread_mutex_unlock(&req->mu);
     /* Last, and without req: once resumed, the request may end (its client gone) and req be
      * freed before this thread would have left req->mu. */
@@ -384,10 +389,10 @@ static void add_done(void *opaque, int status, char *response)
     }
 }
 
-/* Takes the add of req out of http->busy, once: when its answer is queued, or when its
- * request ends without (its client left, and libmicrohttpd read the end of the connection
- * before asking for the answer). */
-static void add_uncount(struct request *req)
+/* Takes req out of http->busy, once: when its answer is queued, or when it ends without (its
+ * client left, and libmicrohttpd read the end of the connection before asking for the
+ * answer). */
+static void async_uncount(struct request *req)
 {
     if (req->counted) {
         req->counted = 0;
@@ -419,54 +424,11 @@ static void start_reschedule(struct request *req)
     for (int i = 0; i < API_RESCHEDULE_ARGS && req->len == 0; i++) {
         if (query_value(req->conn, keys[i], &query[i]) < 0) {
             snprintf(msg, sizeof(msg), "%s: holds a NUL byte", keys[i]);
-            add_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
+            async_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
             return;
         }
     }
-    jobs_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, add_done, req);
-}
-
-/* Hands the request to the intake, which answers it through add_done. */
-static void start(struct request *req)
-{
-    const char *body = req->body ? req->body : "";
-
-    if (req->route == R_ADD_BATCH)
-        jobs_add_batch(req->http->jobs, body, req->len, add_done, req);
-    else if (req->route == R_RESCHEDULE)
-        start_reschedule(req);
-    else
-        jobs_add(req->http->jobs, body, req->len, add_done, req);
-}
-
-/* An add, add_batch or reschedule: answered at once, or suspended until add_done. */
-static enum MHD_Result serve_add(struct request *req)
-{
-    struct http *http = req->http;
-    enum MHD_Result ret = MHD_YES;
-
-    if (req->state == ADD_NEW) {
-        /* busy first, then the flag: http_drain waits for every add that saw it clear. */
-        atomic_fetch_add(&http->busy, 1);
-        req->counted = 1;
-        if (atomic_load(&http->draining)) {
-            add_uncount(req);
-            return send_error(req, 503, API_UNAVAILABLE, "shutting down");
-        }
-        start(req);
-    }
-    pthread_mutex_lock(&req->mu);
-    if (req->state == ADD_DONE) {
-        ret = send_json(req, req->add_status, req->response);
-        req->response = NULL;
-        add_uncount(req);
-    } else if (req->state == ADD_NEW) {
-        /* Answered later by add_done, which resumes the connection. */
-        req->state = ADD_SUSPENDED;
-        MHD_suspend_connection(req->conn);
-    }
-    pthread_mutex_unlock(&req->mu);
-    return ret;
+    jobs_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, async_done, req);
 }
 
 /* The job_id of the query string into id. libmicrohttpd decodes %00 into the value, which a
@@ -480,22 +442,77 @@ static int query_job_id(struct MHD_Connection *conn, char id[JOB_ID_MAX + 1], st
     return api_check_job_id(v, id, e);
 }
 
-static enum MHD_Result serve_id(struct request *req)
+/* A get or remove: the job id from the body, else from the query string. */
+static void start_id(struct request *req)
 {
     struct api_error e;
     char id[JOB_ID_MAX + 1];
-    int status;
-    char *resp;
 
-    if (req->len > 0) {
-        if (api_parse_job_id(req->body, req->len, id, &e) < 0)
-            return send_error(req, e.status, e.code, e.message);
-    } else if (query_job_id(req->conn, id, &e) < 0) {
-        return send_error(req, e.status, e.code, e.message);
+    if (req->len > 0 ? api_parse_job_id(req->body, req->len, id, &e) < 0
+                     : query_job_id(req->conn, id, &e) < 0)
+        async_done(req, e.status, api_response(e.code, e.message, NULL));
+    else if (req->route == R_GET)
+        jobs_get(req->http->jobs, id, async_done, req);
+    else
+        jobs_remove(req->http->jobs, id, async_done, req);
+}
+
+/* Hands the request to the jobs module, which answers it through async_done. */
+static void start(struct request *req)
+{
+    const char *body = req->body ? req->body : "";
+
+    switch (req->route) {
+    case R_ADD_BATCH:
+        jobs_add_batch(req->http->jobs, body, req->len, async_done, req);
+        break;
+    case R_RESCHEDULE:
+        start_reschedule(req);
+        break;
+    case R_GET:
+    case R_REMOVE:
+        start_id(req);
+        break;
+    case R_CLAIMS:
+        jobs_claims(req->http->jobs, async_done, req);
+        break;
+    case R_STATS:
+        jobs_stats(req->http->jobs, async_done, req);
+        break;
+    default:
+        jobs_add(req->http->jobs, body, req->len, async_done, req);
+        break;
     }
-    resp = req->route == R_GET ? jobs_get(req->http->jobs, id, &status)
-                               : jobs_remove(req->http->jobs, id, &status);
-    return send_json(req, status, resp);
+}
+
+/* A request for the jobs module: answered at once, or suspended until async_done. */
+static enum MHD_Result serve_async(struct request *req)
+{
+    struct http *http = req->http;
+    enum MHD_Result ret = MHD_YES;
+
+    if (req->state == ASYNC_NEW) {
+        /* busy first, then the flag: http_drain waits for every request that saw it clear. */
+        atomic_fetch_add(&http->busy, 1);
+        req->counted = 1;
+        if (atomic_load(&http->draining)) {
+            async_uncount(req);
+            return send_error(req, 503, API_UNAVAILABLE, "shutting down");
+        }
+        start(req);
+    }
+    pthread_mutex_lock(&req->mu);
+    if (req->state == ASYNC_DONE) {
+        ret = send_json(req, req->async_status, req->response);
+        req->response = NULL;
+        async_uncount(req);
+    } else if (req->state == ASYNC_NEW) {
+        /* Answered later by async_done, which resumes the connection. */
+        req->state = ASYNC_SUSPENDED;
+        MHD_suspend_connection(req->conn);
+    }
+    pthread_mutex_unlock(&req->mu);
+    return ret;
 }
 
 static enum MHD_Result serve_ready(struct request *req)
@@ -523,10 +540,11 @@ static enum MHD_Result route(struct request *req)
     case R_ADD:
     case R_ADD_BATCH:
     case R_RESCHEDULE:
-        return serve_add(req);
     case R_GET:
     case R_REMOVE:
-        return serve_id(req);
+    case R_CLAIMS:
+    case R_STATS:
+        return serve_async(req);
     case R_HEALTH:
         return send_json(req, 200, api_response(API_OK, "ok", NULL));
     case R_READY:
@@ -534,16 +552,6 @@ static enum MHD_Result route(struct request *req)
     case R_METRICS:
         jobs_stats_gauges(req->http->jobs);
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
-    case R_CLAIMS: {
-        int status;
-        char *text = jobs_claims(req->http->jobs, &status);
-        return send_json(req, status, text);
-    }
-    case R_STATS: {
-        int status;
-        char *text = jobs_stats(req->http->jobs, &status);
-        return send_json(req, status, text);
-    }
     case R_OTHER:
     case HTTP_ROUTES:
         break;
@@ -551,12 +559,15 @@ static enum MHD_Result route(struct request *req)
     return send_error(req, 404, API_NOT_FOUND, "no such path");
 }
 
-/* Serves req. Once draining, a request that would call into the intake is refused (adds see
- * to that themselves, and their answers still go out), so that none does once it is freed. */
+/* Serves req. Once draining, a request that would call into the jobs module is refused
+ * (serve_async sees to that itself, and the answers of those begun still go out), so that none
+ * does once it is freed. */
 static enum MHD_Result serve(struct request *req)
 {
     struct http *http = req->http;
-    int async = req->route == R_ADD || req->route == R_ADD_BATCH || req->route == R_RESCHEDULE;
+    int async = req->route == R_ADD || req->route == R_ADD_BATCH || req->route == R_RESCHEDULE ||
+                req->route == R_GET || req->route == R_REMOVE || req->route == R_CLAIMS ||
+                req->route == R_STATS;
     enum MHD_Result ret;
 
     /* inside first, then the flag: http_drain waits for every request that saw it clear */
@@ -615,7 +626,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!req)
         return;
     conn_idle(req->http, req->cn);
-    add_uncount(req);
+    async_uncount(req);
     if (req->status)
         metrics_http(req->route, req->status, (double)(clock_mono_us() - req->start_us) / 1e6);
     pthread_mutex_destroy(&req->mu);
@@ -914,18 +925,24 @@ void http_drain(struct http *http, int timeout_ms)
     for (int waited = 0; atomic_load(&http->busy) > 0 && waited < timeout_ms; waited += 10)
         usleep(10 * 1000);
     if (atomic_load(&http->busy) > 0)
-        log_warn("%d adds unanswered at shutdown", atomic_load(&http->busy));
-    /* Requests already inside finish their Redis calls, which time out by themselves. */
-    for (int waited = 0; atomic_load(&http->inside) > 0 && waited < INSIDE_WAIT_MS; waited += 10)
+        log_warn("%d requests unanswered at shutdown; the jobs module answers them as it stops",
+                 atomic_load(&http->busy));
+    /* An HTTP thread inside the jobs module only parses and queues: it is out at once. Once
+     * none is, none goes in again (serve checks the flag after counting itself in). */
+    for (int waited = 0; atomic_load(&http->inside) > 0; waited += 10) {
+        if (waited == INSIDE_WAIT_MS)
+            log_warn("%d requests still being served at shutdown", atomic_load(&http->inside));
         usleep(10 * 1000);
-    if (atomic_load(&http->inside) > 0)
-        log_error("%d requests still being served at shutdown", atomic_load(&http->inside));
+    }
 }
 
 void http_free(struct http *http)
 {
     if (!http)
         return;
+    /* The answers given as the jobs module stopped are sent before the daemons stop. */
+    for (int waited = 0; atomic_load(&http->busy) > 0 && waited < ANSWERS_WAIT_MS; waited += 10)
+        usleep(10 * 1000);
     atomic_store(&http->stop, 1);
     for (int i = 0; i < http->nsrv; i++) {
         wake(&http->srv[i]);

@@ -1,7 +1,8 @@
 /* jobs: the intake. HTTP threads queue parsed adds; one intake thread writes them to Redis in
  * pipelines and produces their delay-topic references, answering each add from Kafka's delivery
- * report. get, remove, readiness and the claims view run on the caller's thread with a pooled
- * Redis connection. The contract is in include/jobs.h. */
+ * report. get, remove, reschedule and the claims view run on the workers (workers.c), each
+ * with its own Redis connection; the pending view is the stats thread's. No call made by an
+ * HTTP thread waits on the network. The contract is in include/jobs.h. */
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,10 +25,10 @@
 #include "stats.h"
 #include "store.h"
 #include "warm.h"
+#include "workers.h"
 
 #define LOG_MODULE "jobs"
 #define WARM_TIMEOUT_MS 5000    /* start-up metadata fetch; Kafka down only delays start */
-#define POOL_MAX 64             /* Redis connections: one per HTTP thread, at most */
 /* Adds wait this long to travel to Kafka in batches: under load the broker handles one request
  * per batch, not per add; an add is answered this much later at most. */
 #define INTAKE_LINGER_MS 2
@@ -51,7 +52,35 @@ struct pending_add {
     struct move *moved;         /* a reschedule's message, not an add's; else NULL */
     size_t slot;                /* its index in the batch */
     struct pending_add *next;   /* in the intake queue */
-    struct pending_add *fprev, *fnext;   /* in the list of adds awaiting Kafka, oldest first */
+    struct pending_add *fprev, *fnext;   /* in the list of adds awaiting Kafka, oldest first, or
+                                          * in the list of those answered before Kafka did */
+};
+
+/* A list of adds linked by fprev and fnext. */
+struct flights {
+    struct pending_add *head, *tail;
+};
+
+/* A request served by a worker. */
+enum task_kind { T_GET, T_REMOVE, T_RESCHEDULE, T_CLAIMS };
+
+struct task {
+    enum task_kind kind;
+    char id[JOB_ID_MAX + 1];
+    int64_t due_ms;             /* a reschedule's new due time */
+    jobs_done_fn done;
+    void *opaque;
+};
+
+/* Each kind's error code and the start of its failure message. */
+static const struct {
+    int code;
+    const char *failed;
+} task_kinds[] = {
+    [T_GET] = { API_GET_FAILED, "get failed" },
+    [T_REMOVE] = { API_REMOVE_FAILED, "remove failed" },
+    [T_RESCHEDULE] = { API_RESCHEDULE_FAILED, "reschedule failed" },
+    [T_CLAIMS] = { API_UNAVAILABLE, "claims" },
 };
 
 struct jobs {
@@ -62,12 +91,12 @@ struct jobs {
     struct warm *warm;          /* the deliveries' producer: each added job's topic is noted */
     pthread_t thread;
     atomic_int stop;
-    pthread_mutex_t pool_mu;
-    struct store *pool[POOL_MAX];
-    int npool;
-    pthread_mutex_t view_mu;
-    struct claims *view;        /* the claims view's connection, made at its first use */
-    struct stats *stats;        /* the pending view's Kafka handle, made at its first use (view_mu) */
+    struct workers *workers;
+    int nworkers;
+    struct store **wstore;      /* each worker's connection, made at its first use */
+    struct claims **wview;      /* each worker's claims view, made at its first use */
+    pthread_mutex_t stats_mu;
+    struct stats *stats;        /* the pending view's Kafka handle, made at its first use */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;
@@ -75,7 +104,9 @@ struct jobs {
     int wake[2];                /* the queue and librdkafka's delivery reports write here */
     struct store *st;           /* the intake thread's own connection */
     /* The intake thread's: adds whose message Kafka has not acknowledged yet, oldest first. */
-    struct pending_add *flight_head, *flight_tail;
+    struct flights flight;
+    /* The intake thread's: adds answered at their deadline, whose report is still to come. */
+    struct flights late;
     int64_t last_ack_ms;        /* monotonic: Kafka's last acknowledgement of an add */
     /* Monotonic ms since which no add was acknowledged although one waited longer than
      * kafka.produce_timeout_ms, or 0: adds fail at once meanwhile, until a probe of the health
@@ -86,30 +117,6 @@ struct jobs {
     struct health *health;      /* Redis and Kafka probed in the background */
     struct store_add_answer answers[INTAKE_BATCH_MAX];   /* the intake thread's, per batch */
 };
-
-static struct store *pool_get(struct jobs *jobs)
-{
-    struct store *st = NULL;
-
-    pthread_mutex_lock(&jobs->pool_mu);
-    if (jobs->npool > 0)
-        st = jobs->pool[--jobs->npool];
-    pthread_mutex_unlock(&jobs->pool_mu);
-    return st ? st : store_new(jobs->cfg);
-}
-
-static void pool_put(struct jobs *jobs, struct store *st)
-{
-    if (!st)
-        return;
-    pthread_mutex_lock(&jobs->pool_mu);
-    if (jobs->npool < POOL_MAX) {
-        jobs->pool[jobs->npool++] = st;
-        st = NULL;
-    }
-    pthread_mutex_unlock(&jobs->pool_mu);
-    store_free(st);
-}
 
 static void answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg, void *data)
 {
@@ -235,30 +242,30 @@ static void undo(struct jobs *jobs, const char *id)
         log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s", id, err);
 }
 
-/* The list of adds awaiting Kafka, oldest first: they all wait the same time, so the head is
- * the first to reach its deadline. Intake thread only. */
-static void flight_push(struct jobs *jobs, struct pending_add *pa)
+/* The lists of adds awaiting Kafka: in the order sent (they all wait the same time, so the head
+ * is the first to reach its deadline), and those answered before Kafka's report. Intake thread
+ * only (and jobs_free once it has stopped). */
+static void flight_push(struct flights *l, struct pending_add *pa)
 {
-    pa->sent_ms = clock_mono_ms();
     pa->fnext = NULL;
-    pa->fprev = jobs->flight_tail;
-    if (jobs->flight_tail)
-        jobs->flight_tail->fnext = pa;
+    pa->fprev = l->tail;
+    if (l->tail)
+        l->tail->fnext = pa;
     else
-        jobs->flight_head = pa;
-    jobs->flight_tail = pa;
+        l->head = pa;
+    l->tail = pa;
 }
 
-static void flight_remove(struct jobs *jobs, struct pending_add *pa)
+static void flight_remove(struct flights *l, struct pending_add *pa)
 {
     if (pa->fprev)
         pa->fprev->fnext = pa->fnext;
     else
-        jobs->flight_head = pa->fnext;
+        l->head = pa->fnext;
     if (pa->fnext)
         pa->fnext->fprev = pa->fprev;
     else
-        jobs->flight_tail = pa->fprev;
+        l->tail = pa->fprev;
     pa->fprev = pa->fnext = NULL;
 }
 
@@ -323,10 +330,11 @@ static void expire_flights(struct jobs *jobs)
     int64_t now = clock_mono_ms(), timeout = jobs->cfg->kafka.produce_timeout_ms;
     struct pending_add *pa;
 
-    while ((pa = jobs->flight_head) && now - pa->sent_ms >= timeout) {
-        flight_remove(jobs, pa);
+    while ((pa = jobs->flight.head) && now - pa->sent_ms >= timeout) {
+        flight_remove(&jobs->flight, pa);
         note_unacknowledged(jobs, pa, now);
         give_up(jobs, pa);
+        flight_push(&jobs->late, pa);
     }
 }
 
@@ -359,6 +367,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
             log_info("kafka: adds are acknowledged again");
     }
     if (pa->answered) {
+        flight_remove(&jobs->late, pa);
         if (!m->err && pa->answered != 200)
             log_info("job=%s: Kafka acknowledged its message after the %s was answered %d; the "
                      "message %s", pa->job.id, pa->moved ? "reschedule" : "add", pa->answered,
@@ -366,7 +375,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
         free_add(pa);
         return;
     }
-    flight_remove(jobs, pa);
+    flight_remove(&jobs->flight, pa);
     if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
         note_unacknowledged(jobs, pa, clock_mono_ms());
     if (m->err && pa->moved) {
@@ -426,7 +435,8 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
         snprintf(err, errlen, "kafka: %s", rd_kafka_err2str(e));
         return -1;
     }
-    flight_push(jobs, pa);
+    pa->sent_ms = clock_mono_ms();
+    flight_push(&jobs->flight, pa);
     return 0;
 }
 
@@ -574,6 +584,45 @@ static void wake(struct jobs *jobs)
     (void)n;   /* a full pipe already wakes the thread */
 }
 
+static workers_run_fn run_task;
+static workers_drop_fn drop_task;
+
+/* The workers and their per-worker state: 0, or -1 with err set. */
+static int workers_start(struct jobs *jobs, char *err, size_t errlen)
+{
+    const struct config *cfg = jobs->cfg;
+
+    jobs->nworkers = (int)cfg->http.workers;
+    if (!(jobs->wstore = calloc((size_t)jobs->nworkers, sizeof(*jobs->wstore))) ||
+        !(jobs->wview = calloc((size_t)jobs->nworkers, sizeof(*jobs->wview)))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    /* A request waits for a worker no longer than a Redis call may take; there is at most one
+     * per connection. */
+    if (!(jobs->workers = workers_new(jobs->nworkers, cfg->redis.timeout_ms,
+                                      (size_t)cfg->http.max_connections, run_task, drop_task, jobs))) {
+        snprintf(err, errlen, "cannot start the workers");
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops the workers: the requests still queued are answered 503, the running ones end. */
+static void workers_stop(struct jobs *jobs)
+{
+    workers_free(jobs->workers);
+    jobs->workers = NULL;
+    for (int i = 0; jobs->wstore && i < jobs->nworkers; i++) {
+        store_free(jobs->wstore[i]);
+        claims_free(jobs->wview[i]);
+    }
+    free(jobs->wstore);
+    free(jobs->wview);
+    jobs->wstore = NULL;
+    jobs->wview = NULL;
+}
+
 struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen)
 {
     struct jobs *jobs = calloc(1, sizeof(*jobs));
@@ -593,8 +642,7 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
     jobs->limits.dlq_topic = cfg->delay.dlq_topic;
     jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
     jobs->q_tail = &jobs->q_head;
-    pthread_mutex_init(&jobs->pool_mu, NULL);
-    pthread_mutex_init(&jobs->view_mu, NULL);
+    pthread_mutex_init(&jobs->stats_mu, NULL);
     pthread_mutex_init(&jobs->q_mu, NULL);
     jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, dr_cb,
                             jobs, err, errlen);
@@ -612,12 +660,18 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
     started = jobs->rk && pthread_create(&jobs->thread, NULL, intake_main, jobs) == 0;
     if (jobs->rk && !started)
         snprintf(err, errlen, "cannot start the intake thread");
+    if (started && workers_start(jobs, err, errlen) < 0) {
+        workers_stop(jobs);
+        atomic_store(&jobs->stop, 1);
+        wake(jobs);
+        pthread_join(jobs->thread, NULL);
+        started = 0;
+    }
     if (!started) {
         health_free(jobs->health);
         if (jobs->rk)
             rd_kafka_destroy(jobs->rk);
-        pthread_mutex_destroy(&jobs->pool_mu);
-        pthread_mutex_destroy(&jobs->view_mu);
+        pthread_mutex_destroy(&jobs->stats_mu);
         pthread_mutex_destroy(&jobs->q_mu);
         close(jobs->wake[0]);
         close(jobs->wake[1]);
@@ -628,15 +682,19 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
     return jobs;
 }
 
-/* Answers every add begun: the HTTP server must not stop while one waits (libmicrohttpd aborts
- * when stopped with a request suspended). The intake finishes the batch it is on, the adds it
- * had not taken get 503, and those sent to Kafka get Kafka's answer, or 503 at timeout_ms. */
+/* Answers every request begun: the HTTP server must not stop while one waits (libmicrohttpd
+ * aborts when stopped with a request suspended). The workers finish the requests they are on
+ * and the queued ones get 503; the intake finishes the batch it is on, the adds it had not
+ * taken get 503, and those sent to Kafka get Kafka's answer, or 503 at timeout_ms (then, if
+ * Kafka still has not answered for some once they are purged, they are given up as at their
+ * deadline); /stats requests get the answer of the look under way. */
 void jobs_free(struct jobs *jobs, int timeout_ms)
 {
     struct pending_add *left;
 
     if (!jobs)
         return;
+    workers_stop(jobs);   /* first: a reschedule they run may still queue its message */
     atomic_store(&jobs->stop, 1);   /* before the last take below: jobs_add queues no more */
     wake(jobs);
     pthread_join(jobs->thread, NULL);
@@ -650,20 +708,24 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
                  "fail", rd_kafka_outq_len(jobs->rk));
         rd_kafka_purge(jobs->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         /* the purged messages' reports, served here: their adds are undone and answered */
-        if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            log_error("%d adds left unanswered at shutdown", rd_kafka_outq_len(jobs->rk));
+        if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            log_error("%d adds without a report from Kafka at shutdown; they are answered as at "
+                      "their deadline", rd_kafka_outq_len(jobs->rk));
+            for (struct pending_add *pa = jobs->flight.head; pa; pa = pa->fnext)
+                give_up(jobs, pa);
+        }
     }
     health_free(jobs->health);
-    rd_kafka_destroy(jobs->rk);
-    for (int i = 0; i < jobs->npool; i++)
-        store_free(jobs->pool[i]);
+    rd_kafka_destroy(jobs->rk);   /* serves no more reports: the adds left are freed here */
+    while ((left = jobs->flight.head) || (left = jobs->late.head)) {
+        flight_remove(left == jobs->flight.head ? &jobs->flight : &jobs->late, left);
+        free_add(left);
+    }
     store_free(jobs->st);
-    claims_free(jobs->view);
     stats_free(jobs->stats);
     close(jobs->wake[0]);
     close(jobs->wake[1]);
-    pthread_mutex_destroy(&jobs->pool_mu);
-    pthread_mutex_destroy(&jobs->view_mu);
+    pthread_mutex_destroy(&jobs->stats_mu);
     pthread_mutex_destroy(&jobs->q_mu);
     free(jobs);
 }
@@ -699,14 +761,14 @@ static void enqueue(struct jobs *jobs, struct pending_add *list, struct pending_
         return;
     pthread_mutex_lock(&jobs->q_mu);
     if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
-        struct store *st = pool_get(jobs);   /* NULL (out of memory): moved_failed says so */
+        struct store *st = store_new(jobs->cfg);   /* NULL: moved_failed says so */
         pthread_mutex_unlock(&jobs->q_mu);
         while (list) {
             struct pending_add *next = list->next;
             refuse(jobs, st, list, 503, API_UNAVAILABLE, "shutting down");
             list = next;
         }
-        pool_put(jobs, st);
+        store_free(st);
         return;
     }
     first = jobs->q_head == NULL;
@@ -794,14 +856,39 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
     batch_note(b, 0, 0, 0, NULL, NULL, 0);   /* every job is on its way: the last answer ends it */
 }
 
+/* Queues a request for the workers; it is answered through done. */
+static void queue_task(struct jobs *jobs, enum task_kind kind, const char *id, int64_t due_ms,
+                       jobs_done_fn done, void *opaque)
+{
+    struct task *t = calloc(1, sizeof(*t));
+    char msg[64];
+
+    if (!t) {
+        snprintf(msg, sizeof(msg), "%s: out of memory", task_kinds[kind].failed);
+        answer(done, opaque, 503, task_kinds[kind].code, msg, NULL);
+        return;
+    }
+    *t = (struct task){ .kind = kind, .due_ms = due_ms, .done = done, .opaque = opaque };
+    if (id)
+        snprintf(t->id, sizeof(t->id), "%s", id);
+    workers_queue(jobs->workers, t);
+}
+
+static void drop_task(void *ctx, void *task, const char *why)
+{
+    struct task *t = task;
+    char msg[256];
+
+    (void)ctx;
+    snprintf(msg, sizeof(msg), "%s: %s", task_kinds[t->kind].failed, why);
+    answer(t->done, t->opaque, 503, task_kinds[t->kind].code, msg, NULL);
+    free(t);
+}
+
 void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
                      const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque)
 {
-    struct pending_add *pa;
     struct api_error e;
-    struct store *st;
-    struct move *mv;
-    struct job job;
     char id[JOB_ID_MAX + 1];
     int64_t now = clock_now_ms(), due_ms;
 
@@ -810,56 +897,57 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
         answer(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
-    if (!(st = pool_get(jobs))) {
-        answer(done, opaque, 503, API_RESCHEDULE_FAILED, "reschedule failed: out of memory", NULL);
+    queue_task(jobs, T_RESCHEDULE, id, due_ms, done, opaque);
+}
+
+/* A reschedule, on a worker: moves the record, and for an earlier time hands the message for
+ * the new time to the intake. */
+static void reschedule(struct jobs *jobs, struct store *st, const struct task *t)
+{
+    struct pending_add *pa;
+    struct api_error e;
+    struct move *mv;
+    struct job job;
+    int64_t now;
+
+    mv = move_job(st, jobs->cfg, t->id, t->due_ms, &job, &e);
+    if (!mv) {
+        answer(t->done, t->opaque, e.status, e.code, e.message, NULL);
         return;
     }
-    mv = move_job(st, jobs->cfg, id, due_ms, &job, &e);
-    if (!mv) {
-        answer(done, opaque, e.status, e.code, e.message, NULL);
-    } else if (!mv->earlier) {
+    if (!mv->earlier) {
         /* Its messages move on to the new due time when they reach the old one. */
-        log_info("rescheduled job=%s due=%lld", id, (long long)due_ms);
+        log_info("rescheduled job=%s due=%lld", t->id, (long long)t->due_ms);
         metrics_inc(M_JOBS_RESCHEDULED);
-        answer(done, opaque, 200, API_OK, "ok", api_rescheduled_data(id, due_ms));
+        answer(t->done, t->opaque, 200, API_OK, "ok", api_rescheduled_data(t->id, t->due_ms));
     } else if (!(pa = calloc(1, sizeof(*pa)))) {
-        struct pending_add tmp = { .jobs = jobs, .job = job, .moved = mv, .done = done,
-                                   .opaque = opaque };
+        struct pending_add tmp = { .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+                                   .opaque = t->opaque };
         moved_failed(jobs, st, &tmp, "out of memory");
     } else {
         /* A message for the new due time, answered once Kafka has it. */
-        *pa = (struct pending_add){ .jobs = jobs, .job = job, .moved = mv, .done = done,
-                                    .opaque = opaque, .queued_ms = clock_mono_ms() };
+        *pa = (struct pending_add){ .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+                                    .opaque = t->opaque, .queued_ms = clock_mono_ms() };
         now = clock_now_ms();
         pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
-        pa->job.delay_ms = due_ms > now ? due_ms - now : 0;
-        pool_put(jobs, st);
+        pa->job.delay_ms = t->due_ms > now ? t->due_ms - now : 0;
         enqueue(jobs, pa, &pa->next);
         return;
     }
-    pool_put(jobs, st);
-    if (mv) {
-        job_release(&job);
-        move_free(mv);
-    }
+    job_release(&job);
+    move_free(mv);
 }
 
-char *jobs_get(struct jobs *jobs, const char *id, int *status)
+/* A get, on a worker: the JSON answer (caller frees) and its status. */
+static char *get_job(struct store *st, const char *id, int *status)
 {
-    struct store *st = pool_get(jobs);
     struct job_record rec;
     char err[256], msg[512], *data = NULL, *resp;
     size_t len = 0;
-    int found, rc;
+    int found;
     struct job job;
 
-    if (!st) {
-        *status = 503;
-        return api_response(API_GET_FAILED, "get failed: out of memory", NULL);
-    }
-    rc = store_get(st, id, &found, &data, &len, err, sizeof(err));
-    pool_put(jobs, st);
-    if (rc < 0) {
+    if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "get failed: %s", err);
         *status = 503;
@@ -883,19 +971,16 @@ char *jobs_get(struct jobs *jobs, const char *id, int *status)
     return resp;
 }
 
-char *jobs_remove(struct jobs *jobs, const char *id, int *status)
+/* A remove, on a worker: the JSON answer (caller frees) and its status. */
+static char *remove_job(struct jobs *jobs, struct store *st, const char *id, int *status)
 {
-    struct store *st = pool_get(jobs);
     enum store_remove_result res;
     enum job_state state = JOB_PENDING;
-    char err[256] = "out of memory", msg[512];
-    int rc = st ? store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res,
-                               &state, err, sizeof(err))
-                : -1;
+    char err[256], msg[512];
 
-    pool_put(jobs, st);
     *status = 200;
-    if (rc < 0) {
+    if (store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res, &state,
+                     err, sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "remove failed: %s", err);
         *status = 503;
@@ -920,6 +1005,50 @@ char *jobs_remove(struct jobs *jobs, const char *id, int *status)
     return api_response(API_CONFLICT, msg, NULL);
 }
 
+static void run_task(void *ctx, int worker, void *task)
+{
+    struct jobs *jobs = ctx;
+    struct task *t = task;
+    struct store **st = &jobs->wstore[worker];
+    struct claims **view = &jobs->wview[worker];
+    int status = 503;
+    char *resp;
+
+    if (t->kind == T_CLAIMS ? !*view && !(*view = claims_new(jobs->cfg))
+                            : !*st && !(*st = store_new(jobs->cfg))) {
+        drop_task(jobs, t, "out of memory");
+        return;
+    }
+    switch (t->kind) {
+    case T_RESCHEDULE:
+        reschedule(jobs, *st, t);
+        free(t);
+        return;
+    case T_GET:
+        resp = get_job(*st, t->id, &status);
+        break;
+    case T_REMOVE:
+        resp = remove_job(jobs, *st, t->id, &status);
+        break;
+    case T_CLAIMS:
+    default:
+        resp = claims_view(*view, &status);
+        break;
+    }
+    t->done(t->opaque, status, resp);
+    free(t);
+}
+
+void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+{
+    queue_task(jobs, T_GET, id, 0, done, opaque);
+}
+
+void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+{
+    queue_task(jobs, T_REMOVE, id, 0, done, opaque);
+}
+
 int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
 {
     int64_t since = atomic_load(&jobs->unreachable_since);
@@ -932,48 +1061,56 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
     return health_ready(jobs->health, err, errlen);
 }
 
-char *jobs_claims(struct jobs *jobs, int *status)
+void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque)
 {
-    char *resp;
-
-    pthread_mutex_lock(&jobs->view_mu);
-    if (!jobs->view)
-        jobs->view = claims_new(jobs->cfg);
-    if (jobs->view) {
-        resp = claims_view(jobs->view, status);
-    } else {
-        *status = 503;
-        resp = api_response(API_UNAVAILABLE, "claims: out of memory", NULL);
-    }
-    pthread_mutex_unlock(&jobs->view_mu);
-    return resp;
+    queue_task(jobs, T_CLAIMS, NULL, 0, done, opaque);
 }
 
-/* The stats handle, made at the first look (under view_mu, but not held while it looks). */
+/* The stats handle, made at the first look. */
 static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
 {
     struct stats *s;
 
-    pthread_mutex_lock(&jobs->view_mu);
+    pthread_mutex_lock(&jobs->stats_mu);
     if (!jobs->stats)
         jobs->stats = stats_new(jobs->cfg, err, errlen);
     s = jobs->stats;
-    pthread_mutex_unlock(&jobs->view_mu);
+    pthread_mutex_unlock(&jobs->stats_mu);
     return s;
 }
 
-char *jobs_stats(struct jobs *jobs, int *status)
+/* A /stats request waiting for a look. */
+struct stats_wait {
+    const struct levels *levels;
+    jobs_done_fn done;
+    void *opaque;
+};
+
+static void stats_answered(void *opaque, const struct pending_view *v, const char *err)
 {
+    struct stats_wait *w = opaque;
+
+    if (v)
+        answer(w->done, w->opaque, 200, API_OK, "ok", api_stats_data(v, w->levels));
+    else
+        answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);
+    free(w);
+}
+
+void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque)
+{
+    struct stats_wait *w = malloc(sizeof(*w));
     struct stats *s;
-    struct pending_view v;
     char err[512];
 
-    if (!(s = stats_of(jobs, err, sizeof(err))) || stats_get(s, &v, err, sizeof(err)) < 0) {
-        *status = 503;
-        return api_response(API_UNAVAILABLE, err, NULL);
+    snprintf(err, sizeof(err), "stats: out of memory");
+    if (!w || !(s = stats_of(jobs, err, sizeof(err)))) {
+        free(w);
+        answer(done, opaque, 503, API_UNAVAILABLE, err, NULL);
+        return;
     }
-    *status = 200;
-    return api_response(API_OK, "ok", api_stats_data(&v, &jobs->cfg->delay.levels));
+    *w = (struct stats_wait){ .levels = &jobs->cfg->delay.levels, .done = done, .opaque = opaque };
+    stats_get(s, stats_answered, w);
 }
 
 void jobs_stats_gauges(struct jobs *jobs)
@@ -984,4 +1121,3 @@ void jobs_stats_gauges(struct jobs *jobs)
     if ((s = stats_of(jobs, err, sizeof(err))))
         stats_gauges(s);
 }
-

@@ -24,14 +24,19 @@
 /* The search for how late the overdue heads are runs on an HTTP thread: it stops after this
  * long and reports what it has found, a lower bound. */
 #define OVERDUE_BUDGET_MS 2000
-/* A /stats caller waits this long for a look: enough for one that fails at both limits above. */
-#define STATS_WAIT_MS (STATS_TIMEOUT_MS + OVERDUE_BUDGET_MS + 1000)
-/* A /metrics scrape waits this long for a look, then renders the last one: monitoring stays
- * quick while Kafka is slow or down. A look at a healthy local broker takes a few ms. */
-#define GAUGES_WAIT_MS 250
+/* While /metrics is scraped (this long after the last scrape), the stats thread looks again
+ * every STATS_CACHE_MS by itself: a scrape never waits, and shows gauges this fresh. */
+#define GAUGES_KEEP_MS 60000
 
-/* Looks at Kafka happen on the stats thread alone, when a caller wants one; callers wait for
- * it with a time limit of their own. */
+/* A /stats request waiting for the look under way or the next one. */
+struct waiter {
+    stats_done_fn *fn;
+    void *opaque;
+    struct waiter *next;
+};
+
+/* Looks at Kafka happen on the stats thread alone, when a caller wants one, or on a timer
+ * while /metrics is scraped; the callers waiting are answered when the look ends. */
 struct stats {
     const struct config *cfg;
     rd_kafka_t *rk;
@@ -39,9 +44,10 @@ struct stats {
     size_t nparts;
     pthread_t thread;
     pthread_mutex_t mu;               /* guards the fields below */
-    pthread_cond_t wake, done;        /* a look is wanted; a look ended */
+    pthread_cond_t wake;              /* a look is wanted, or the stop */
     int want, stop;
-    uint64_t looks;                   /* looks ended */
+    struct waiter *waiters;           /* answered when the look under way (or the next) ends */
+    int64_t gauges_until_ms;          /* monotonic: keep the gauges fresh until then */
     int64_t looked_ms;                /* monotonic: when the last look ended, 0 never */
     int rc;                           /* its outcome, with err when it failed */
     char err[256];
@@ -80,11 +86,9 @@ struct stats *stats_new(const struct config *cfg, char *err, size_t errlen)
     }
     pthread_mutex_init(&s->mu, NULL);
     cond_init_monotonic(&s->wake);
-    cond_init_monotonic(&s->done);
     if (pthread_create(&s->thread, NULL, stats_main, s) != 0) {
         snprintf(err, errlen, "stats: cannot start its thread");
         pthread_cond_destroy(&s->wake);
-        pthread_cond_destroy(&s->done);
         pthread_mutex_destroy(&s->mu);
         rd_kafka_destroy(s->rk);
         goto fail;
@@ -105,10 +109,10 @@ void stats_free(struct stats *s)
     s->stop = 1;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->thread, NULL);   /* a look in progress ends within its limits */
+    pthread_join(s->thread, NULL);   /* a look in progress ends within its limits; the thread
+                                      * answers every waiter before it returns */
     rd_kafka_destroy_flags(s->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);   /* it joined nothing */
     pthread_cond_destroy(&s->wake);
-    pthread_cond_destroy(&s->done);
     pthread_mutex_destroy(&s->mu);
     free(s->parts);
     free(s);
@@ -327,19 +331,56 @@ static int look(struct stats *s, struct pending_view *v, char *err, size_t errle
     return 0;
 }
 
+/* Answers the waiters of list with the outcome of a look: v, or NULL and err. */
+static void answer(struct waiter *list, const struct pending_view *v, const char *err)
+{
+    while (list) {
+        struct waiter *next = list->next;
+        list->fn(list->opaque, v, err);
+        free(list);
+        list = next;
+    }
+}
+
+/* With s->mu held: waits on s->wake until the monotonic time until_ms at most. */
+static void wait_until(struct stats *s, int64_t until_ms)
+{
+    struct timespec ts;
+    int64_t ms = until_ms - clock_mono_ms();
+
+    if (ms <= 0)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+}
+
 static void *stats_main(void *arg)
 {
     struct stats *s = arg;
     struct pending_view v;
+    struct waiter *done;
     char err[256];
     int rc;
 
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        if (!s->want) {
+        int64_t now = clock_mono_ms();
+        if (!s->want && s->gauges_until_ms > now) {
+            if (now - s->looked_ms >= STATS_CACHE_MS)
+                s->want = 1;
+            else
+                wait_until(s, s->looked_ms + STATS_CACHE_MS);
+        } else if (!s->want) {
             pthread_cond_wait(&s->wake, &s->mu);
-            continue;
         }
+        if (!s->want || s->stop)
+            continue;
         s->want = 0;
         pthread_mutex_unlock(&s->mu);
         rc = look(s, &v, err, sizeof(err));
@@ -350,57 +391,60 @@ static void *stats_main(void *arg)
         } else {
             snprintf(s->err, sizeof(s->err), "%s", err);
         }
-        s->looks++;
         s->looked_ms = clock_mono_ms();
-        pthread_cond_broadcast(&s->done);
+        done = s->waiters;
+        s->waiters = NULL;
+        pthread_mutex_unlock(&s->mu);
+        answer(done, rc == 0 ? &v : NULL, err);
+        pthread_mutex_lock(&s->mu);
     }
+    done = s->waiters;
+    s->waiters = NULL;
     pthread_mutex_unlock(&s->mu);
+    answer(done, NULL, "stats: shutting down");
     return NULL;
 }
 
-/* With s->mu held: 1 once a look no older than STATS_CACHE_MS has ended, asking for one and
- * waiting up to wait_ms for it; 0 when none ended in time. A look already under way counts:
- * every caller that comes meanwhile waits for that one. */
-static int fresh(struct stats *s, int wait_ms)
+void stats_get(struct stats *s, stats_done_fn *fn, void *opaque)
 {
-    uint64_t target = s->looks + 1;
-    struct timespec until;
-
-    if (s->looked_ms && clock_mono_ms() - s->looked_ms < STATS_CACHE_MS)
-        return 1;
-    s->want = 1;
-    pthread_cond_signal(&s->wake);
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += wait_ms / 1000;
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    while (s->looks < target)
-        if (pthread_cond_timedwait(&s->done, &s->mu, &until) != 0)
-            break;
-    return s->looks >= target;
-}
-
-int stats_get(struct stats *s, struct pending_view *out, char *err, size_t errlen)
-{
+    struct waiter *w = malloc(sizeof(*w));
+    struct pending_view v;
+    char err[sizeof(s->err)];
     int rc = -1;
 
     pthread_mutex_lock(&s->mu);
-    if (!fresh(s, STATS_WAIT_MS))
-        snprintf(err, errlen, "stats: kafka: no answer within %d ms", STATS_WAIT_MS);
-    else if ((rc = s->rc) == 0)
-        *out = s->view;
-    else
-        snprintf(err, errlen, "%s", s->err);
+    if (s->looked_ms && clock_mono_ms() - s->looked_ms < STATS_CACHE_MS) {
+        /* the last look is recent enough: its outcome, at once */
+        if ((rc = s->rc) == 0)
+            v = s->view;
+        else
+            snprintf(err, sizeof(err), "%s", s->err);
+    } else if (!w) {
+        snprintf(err, sizeof(err), "stats: out of memory");
+    } else if (s->stop) {
+        snprintf(err, sizeof(err), "stats: shutting down");
+    } else {
+        *w = (struct waiter){ .fn = fn, .opaque = opaque, .next = s->waiters };
+        s->waiters = w;
+        s->want = 1;
+        pthread_cond_signal(&s->wake);
+        w = NULL;
+        rc = 1;
+    }
     pthread_mutex_unlock(&s->mu);
-    return rc;
+    if (rc != 1) {
+        free(w);
+        fn(opaque, rc == 0 ? &v : NULL, err);
+    }
 }
 
 void stats_gauges(struct stats *s)
 {
     pthread_mutex_lock(&s->mu);
-    (void)fresh(s, GAUGES_WAIT_MS);   /* the look publishes them when it ends */
+    s->gauges_until_ms = clock_mono_ms() + GAUGES_KEEP_MS;
+    if (!s->looked_ms || clock_mono_ms() - s->looked_ms >= STATS_CACHE_MS) {
+        s->want = 1;
+    }
+    pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
 }

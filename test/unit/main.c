@@ -44,6 +44,7 @@ int main(void)
     unit_slots();
     unit_rpipe();
     unit_addrs();
+    unit_workers();
     unit_levels();
     unit_route();
     unit_envelope();

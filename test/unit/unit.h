@@ -68,5 +68,6 @@ void unit_sentinel(void);
 void unit_slots(void);
 void unit_rpipe(void);
 void unit_addrs(void);
+void unit_workers(void);
 
 #endif
