@@ -96,6 +96,7 @@ struct request {
     char *body;             /* read so far, at most max_body_bytes */
     size_t len, cap;
     int too_large;
+    int must_close;         /* the body cannot be framed: the connection ends with the answer */
     pthread_mutex_t mu;     /* guards the answer, which arrives on another thread */
     enum async_state state;
     int async_status;
@@ -178,6 +179,8 @@ static enum MHD_Result send_text(struct request *req, int status, char *text, co
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (req->must_close)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(req->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -295,16 +298,40 @@ static int lengths_differ(struct MHD_Connection *conn)
     return l.differ;
 }
 
+/* A Transfer-Encoding other than chunked alone: libmicrohttpd reads only chunked bodies, and
+ * would wait for a body it cannot frame. NULL when there is none or it is "chunked". */
+static const char *foreign_coding(struct MHD_Connection *conn)
+{
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    size_t n;
+
+    if (!te)
+        return NULL;
+    te += strspn(te, " \t");
+    n = strlen(te);
+    while (n > 0 && (te[n - 1] == ' ' || te[n - 1] == '\t'))
+        n--;
+    return n == 7 && strncasecmp(te, "chunked", 7) == 0 ? NULL : te;
+}
+
 /* Checks made before any body is read. Returns 0 to go on, or -1 when an answer was queued
  * (libmicrohttpd then reads no body and closes the connection after the answer). */
 static int admit(struct request *req, const char *method, enum MHD_Result *ret)
 {
     struct MHD_Connection *conn = req->conn;
-    const char *cl;
+    const char *cl, *te;
+    char msg[128];
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
 
     if (lengths_differ(conn)) {
         *ret = send_error(req, 400, API_BAD_REQUEST, "Content-Length headers disagree");
+        return -1;
+    }
+    if ((te = foreign_coding(conn))) {
+        snprintf(msg, sizeof(msg), "Transfer-Encoding '%.64s' is not supported: only chunked", te);
+        req->must_close = 1;
+        *ret = send_error(req, 501, API_NOT_IMPLEMENTED, msg);
         return -1;
     }
     if (req->route == R_OTHER) {

@@ -79,6 +79,7 @@ static void bounds_and_shutdown(void)
     usleep(120 * 1000);                      /* the 5 are now stale */
     atomic_store(&t.hold, 0);
     wait_for(&t.stale, 5);
+    wait_for(&t.ran, 2);
     CHECK_EQ_INT(atomic_load(&t.stale), 5);
     CHECK_EQ_INT(atomic_load(&t.ran), 2);
     atomic_store(&t.hold, 1);
