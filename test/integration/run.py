@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 MODULES = ["test_config", "test_install", "test_api", "test_batch", "test_reschedule", "test_readme", "test_http_hardening",
-           "test_delivery", "test_faults", "test_security", "test_instances", "test_redis_ha",
+           "test_delivery", "test_faults", "test_http_waits", "test_security", "test_instances", "test_redis_ha",
            "test_redis_cluster", "test_stats"]
 
 
