@@ -1,6 +1,6 @@
 /* moves: a reschedule's work on a job's Redis record: read it, check that the job may move,
  * and write the moved record in its place only if the record is still the one read
- * (store_replace); later, for a move to an earlier time, lift its hold on the job's older
+ * (store_replace_many, many jobs at once); later, for a move to an earlier time, lift its hold on the job's older
  * messages once Kafka has the message for the new time, or put the old record back when that
  * message failed. The intake (jobs.c) answers the client and sends that message. Every call
  * runs on the caller's store connection. */
@@ -30,14 +30,23 @@ struct move {
                                  * messages of both due times find it */
 };
 
-/* Moves the pending job id to due_ms (epoch ms): its tag is kept, so that its messages still
- * claim it, and its delay counts from its creation. Returns the move (caller frees with
- * move_free) and the job at its new due time in *job (caller releases), or NULL with the
- * answer in e: 404 no such job or removed, 409 being delivered, delivered or failed (or added by
- * an older delayqd), 503 Redis failed or another move to an earlier time is on its way, 500 the
- * record does not decode. */
-struct move *move_job(struct store *st, const struct config *cfg, const char *id, int64_t due_ms,
-                      struct job *job, struct api_error *e);
+/* One job of move_jobs: id and due_ms (epoch ms) in. Out: the move (caller frees with
+ * move_free) and the job at its new due time (caller releases); or mv NULL and the answer in e:
+ * 404 no such job or removed, 409 being delivered, delivered or failed (or added by an older
+ * delayqd), 503 Redis failed or another move to an earlier time is on its way, 500 the record
+ * does not decode. */
+struct move_ask {
+    const char *id;
+    int64_t due_ms;
+    struct move *mv;
+    struct job job;
+    struct api_error e;
+};
+
+/* Moves n pending jobs to their due times: each keeps its tag, so that its messages still
+ * claim it, and its delay counts from its creation. Their reads and their writes each go in
+ * one pipeline; a record that changed between its read and its write is read again. */
+void move_jobs(struct store *st, const struct config *cfg, size_t n, struct move_ask *asks);
 
 /* Kafka has the message of an earlier move: the job's older messages need not wait any more.
  * 0, or -1 (err set; they wait till the time the record names, then claim the job). */

@@ -85,10 +85,20 @@ int store_add_batch(struct store *st, size_t n, const struct job *const *jobs, i
 int store_drop_pending(struct store *st, const char *id, enum job_state *left, char *err,
                        size_t errlen);
 
-/* Reads a record. *found = 0 when there is none; otherwise its value (caller frees; empty when
- * the key holds another type), for job_record_read. */
-int store_get(struct store *st, const char *id, int *found, char **data, size_t *len, char *err,
-              size_t errlen);
+/* One record of store_read_many: id in; out, found (0: there is none) and its value in data
+ * (caller frees; empty when the key holds another type) and len, for job_record_read; or
+ * failed, with err. */
+struct store_read {
+    const char *id;
+    int found;
+    char *data;
+    size_t len;
+    int failed;
+    char err[256];
+};
+
+/* Reads n records in one pipeline (each as store_get). 0, or -1 when some failed. */
+int store_read_many(struct store *st, size_t n, struct store_read *reads);
 
 /* Cancels a pending job; the record stays queryable for retention_ms. */
 int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
@@ -133,6 +143,23 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
 int store_replace(struct store *st, const char *id, const char *head, size_t head_len,
                   const char *value, size_t len, int64_t ttl_ms, int *replaced, char *err,
                   size_t errlen);
+
+/* One replacement of store_replace_many: the arguments of store_replace in; replaced out, or
+ * failed with err. */
+struct store_swap {
+    const char *id;
+    const char *head;
+    size_t head_len;
+    const char *value;
+    size_t len;
+    int64_t ttl_ms;
+    int replaced;
+    int failed;
+    char err[256];
+};
+
+/* n replacements (each as store_replace) in one pipeline. 0, or -1 when some failed. */
+int store_replace_many(struct store *st, size_t n, struct store_swap *swaps);
 
 /* 1 when Redis may evict job records (its maxmemory-policy, into policy, is not noeviction). */
 int store_evicts(char *policy, size_t len);

@@ -10,6 +10,7 @@ on free ports in a temp dir. Phases:
   backlog    ~200,000 jobs all due at one instant: from that instant to the last delivered
   precision  2,000 jobs/s for 60 s, delays spread over 1-30 s: lateness of each delivery
   memory     delayqd RSS idle and with 1,000,000 pending jobs; Redis bytes per pending job
+  claims     adds' latency alone, then beside a client reading /claims of 500 groups in a loop
 Prints a table and writes the figures as JSON (--json FILE, default run/bench.json).
   scripts/bench.py [--quick] [--json FILE] [--phases add,batch,reschedule,profile,backlog,...]"""
 
@@ -187,6 +188,50 @@ def phase_reschedule(d, stack, seconds, per_thread):
     return {"reschedules_per_s": r["adds_per_s"], "errors": r["errors"], "p50_ms": r["p50_ms"],
             "p99_ms": r["p99_ms"], "max_ms": r["max_ms"], "connections": 32, "jobs": len(ids),
             "seconds": seconds}
+
+
+def phase_claims(stack, seconds, ngroups=500):
+    """Adds' latency alone, then while a client reads GET /delay-queue/api/claims of ngroups
+    partition groups (one partition each) in a loop: what a slow view costs the adds beside it."""
+    import http.client
+    d = Delayqd(stack, name="claims", levels=["1s", "1m"], partitions=ngroups,
+                extra={"groups": [[p] for p in range(ngroups)], "log_level": "warn",
+                       "max_connections_per_ip": 256}).start()
+    try:
+        wait_owned = time.time() + 120
+        while time.time() < wait_owned and sum(1 for o in d.claims().values() if o) < ngroups:
+            time.sleep(1)
+        due = now_ms() + FAR_MS
+        wrk_adds(d, "bench_claims", due, 5, conns=32)   # unmeasured
+        alone = wrk_adds(d, "bench_claims", due, seconds, conns=32)
+        stop, views = threading.Event(), []
+
+        def reader():
+            c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+            while not stop.is_set():
+                t0 = time.time()
+                c.request("GET", "/delay-queue/api/claims")
+                r = c.getresponse()
+                body = r.read()
+                views.append((r.status, time.time() - t0, len(body)))
+            c.close()
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            beside = wrk_adds(d, "bench_claims", due, seconds, conns=32)
+        finally:
+            stop.set()
+            t.join(60)
+    finally:
+        d.stop()
+    took = sorted(v[1] for v in views)
+    return {"groups": ngroups, "alone": alone, "beside": beside,
+            "views": len(views), "views_ok": sum(1 for v in views if v[0] == 200),
+            "view_p50_ms": round(1000 * took[len(took) // 2], 1) if took else None,
+            "view_bytes": views[-1][2] if views else 0,
+            "p99_delta_ms": round(beside["p99_ms"] - alone["p99_ms"], 1),
+            "target": "adds' p99 at most 5 ms more beside a /claims of 500 groups"}
 
 
 def phase_fairness(d, stack, seconds, n_idle=2000):
@@ -624,6 +669,12 @@ def table(res):
                                  + f" (machine idle {v['add_machine_idle_pct']}%); per delivered job: "
                                  + ", ".join(f"{n} {u} us" for n, u in v["backlog_cpu_us_per_job"].items()))
         lines.append(f"  target {r['target']}")
+    if "claims" in res:
+        r = res["claims"]
+        lines.append(f"claims        adds p99 {r['alone']['p99_ms']:.1f} ms alone ({r['alone']['adds_per_s']}/s), "
+                     f"{r['beside']['p99_ms']:.1f} ms ({r['beside']['adds_per_s']}/s) beside {r['views']} views "
+                     f"of {r['groups']} groups ({r['views_ok']} ok, p50 {r['view_p50_ms']} ms, "
+                     f"{r['view_bytes']} B): +{r['p99_delta_ms']} ms   target {r['target']}")
     if "cluster" in res:
         r = res["cluster"]
         for k, _ in CLUSTER_MODES:
@@ -676,7 +727,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,replicated,cluster")
+                                        "memory,claims,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -691,7 +742,8 @@ def main():
                                                         "2h", "6h", "12h", "1d"], partitions=8,
                            extra={"max_delay_s": 86400, "log_level": "warn", "prefix": "dq:", "max_body_bytes": 1048576,
                                   "max_connections_per_ip": 256,   # the default, which fairness measures
-                                  "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2"))}).start()
+                                  "http_threads": int(os.environ.get("BENCH_HTTP_THREADS", "2")),
+                                  "http_workers": int(os.environ.get("BENCH_HTTP_WORKERS", "4"))}).start()
         d = delayqd()
         time.sleep(3)
         idle = rss_mib(d.proc.pid)
@@ -739,6 +791,9 @@ def main():
             res["memory"] = measured(d, stack, phase_memory, idle, rate, 20000 if q else 1000000)
             res["memory"]["rss_after_earlier_phases_mib"] = after
             print(table({"memory": res["memory"]}), flush=True)
+        if "claims" in phases:
+            res["claims"] = phase_claims(stack, 5 if q else 15)
+            print(table({"claims": res["claims"]}), flush=True)
         if "replicated" in phases:
             d.stop()
             res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)

@@ -122,7 +122,7 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->http.listen, sizeof(cfg->http.listen), "127.0.0.1:9277");
     cfg->http.max_body_bytes = 1048576;
     cfg->http.threads = 2;
-    cfg->http.workers = 8;
+    cfg->http.workers = 4;
     cfg->http.max_connections = 1024;
     cfg->http.connection_timeout_s = 30;
     cfg->http.max_batch_jobs = 1000;

@@ -35,6 +35,7 @@
 #define INTAKE_BATCH_MAX 1024   /* adds written to Redis in one pipeline */
 #define INTAKE_IDLE_MS 100      /* longest sleep of the intake thread: how soon it sees a stop */
 #define PURGE_WAIT_MS 1000      /* at shutdown, for the reports of purged messages */
+#define WORKER_BATCH 64         /* requests a worker takes at once, to share round trips */
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
@@ -584,7 +585,7 @@ static void wake(struct jobs *jobs)
     (void)n;   /* a full pipe already wakes the thread */
 }
 
-static workers_run_fn run_task;
+static workers_run_fn run_tasks;
 static workers_drop_fn drop_task;
 
 /* The workers and their per-worker state: 0, or -1 with err set. */
@@ -600,8 +601,8 @@ static int workers_start(struct jobs *jobs, char *err, size_t errlen)
     }
     /* A request waits for a worker no longer than a Redis call may take; there is at most one
      * per connection. */
-    if (!(jobs->workers = workers_new(jobs->nworkers, cfg->redis.timeout_ms,
-                                      (size_t)cfg->http.max_connections, run_task, drop_task, jobs))) {
+    if (!(jobs->workers = workers_new(jobs->nworkers, WORKER_BATCH, cfg->redis.timeout_ms,
+                                      (size_t)cfg->http.max_connections, run_tasks, drop_task, jobs))) {
         snprintf(err, errlen, "cannot start the workers");
         return -1;
     }
@@ -900,19 +901,18 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
     queue_task(jobs, T_RESCHEDULE, id, due_ms, done, opaque);
 }
 
-/* A reschedule, on a worker: moves the record, and for an earlier time hands the message for
- * the new time to the intake. */
-static void reschedule(struct jobs *jobs, struct store *st, const struct task *t)
+/* A reschedule whose record was moved (a->mv) or not (a->e says why), on a worker: answered, or
+ * for an earlier time the message for the new time handed to the intake. */
+static void rescheduled(struct jobs *jobs, struct store *st, const struct task *t,
+                        struct move_ask *a)
 {
     struct pending_add *pa;
-    struct api_error e;
-    struct move *mv;
-    struct job job;
+    struct move *mv = a->mv;
+    struct job job = a->job;
     int64_t now;
 
-    mv = move_job(st, jobs->cfg, t->id, t->due_ms, &job, &e);
     if (!mv) {
-        answer(t->done, t->opaque, e.status, e.code, e.message, NULL);
+        answer(t->done, t->opaque, a->e.status, a->e.code, a->e.message, NULL);
         return;
     }
     if (!mv->earlier) {
@@ -938,23 +938,23 @@ static void reschedule(struct jobs *jobs, struct store *st, const struct task *t
     move_free(mv);
 }
 
-/* A get, on a worker: the JSON answer (caller frees) and its status. */
-static char *get_job(struct store *st, const char *id, int *status)
+/* The answer of a get whose record rd read (its data freed here): the JSON text (caller frees)
+ * and its status. */
+static char *got(const char *id, struct store_read *rd, int *status)
 {
     struct job_record rec;
-    char err[256], msg[512], *data = NULL, *resp;
-    size_t len = 0;
-    int found;
+    char err[256], msg[512], *data = rd->data, *resp;
+    size_t len = rd->len;
     struct job job;
 
-    if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
+    if (rd->failed) {
         metrics_inc(M_REDIS_ERRORS);
-        snprintf(msg, sizeof(msg), "get failed: %s", err);
+        snprintf(msg, sizeof(msg), "get failed: %s", rd->err);
         *status = 503;
         return api_response(API_GET_FAILED, msg, NULL);
     }
     *status = 200;
-    if (!found)
+    if (!rd->found)
         return api_response(API_OK, "no such job", NULL);
     if (job_record_read(id, data, len, &job, &rec, err, sizeof(err)) < 0) {
         log_error("job=%s has an unreadable record: %s", id, err);
@@ -1005,38 +1005,90 @@ static char *remove_job(struct jobs *jobs, struct store *st, const char *id, int
     return api_response(API_CONFLICT, msg, NULL);
 }
 
-static void run_task(void *ctx, int worker, void *task)
+/* The tasks of a batch of one kind, for one pipeline. */
+struct kind_batch {
+    struct task **t;
+    size_t n;
+};
+
+/* The gets of a batch: their records read in one pipeline. */
+static void run_gets(struct store *st, struct kind_batch *b)
+{
+    struct store_read *reads = calloc(b->n, sizeof(*reads));
+    int status;
+    char *resp;
+
+    for (size_t i = 0; reads && i < b->n; i++)
+        reads[i].id = b->t[i]->id;
+    if (reads)
+        store_read_many(st, b->n, reads);
+    for (size_t i = 0; i < b->n; i++) {
+        struct task *t = b->t[i];
+        if (!reads) {
+            drop_task(NULL, t, "out of memory");
+            continue;
+        }
+        resp = got(t->id, &reads[i], &status);
+        t->done(t->opaque, status, resp);
+        free(t);
+    }
+    free(reads);
+}
+
+/* The reschedules of a batch: their reads and their writes each in one pipeline. */
+static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_batch *b)
+{
+    struct move_ask *asks = calloc(b->n, sizeof(*asks));
+
+    for (size_t i = 0; asks && i < b->n; i++)
+        asks[i] = (struct move_ask){ .id = b->t[i]->id, .due_ms = b->t[i]->due_ms };
+    if (asks)
+        move_jobs(st, jobs->cfg, b->n, asks);
+    for (size_t i = 0; i < b->n; i++) {
+        if (asks)
+            rescheduled(jobs, st, b->t[i], &asks[i]);
+        else
+            drop_task(NULL, b->t[i], "out of memory");
+        free(asks ? b->t[i] : NULL);
+    }
+    free(asks);
+}
+
+/* Runs the n tasks a worker took together: the gets in one pipeline, the reschedules in two,
+ * the others one by one. */
+static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
 {
     struct jobs *jobs = ctx;
-    struct task *t = task;
     struct store **st = &jobs->wstore[worker];
     struct claims **view = &jobs->wview[worker];
+    struct task *by_kind[4][WORKER_BATCH];
+    struct kind_batch b[4] = { { by_kind[0], 0 }, { by_kind[1], 0 }, { by_kind[2], 0 },
+                               { by_kind[3], 0 } };
     int status = 503;
     char *resp;
 
-    if (t->kind == T_CLAIMS ? !*view && !(*view = claims_new(jobs->cfg))
-                            : !*st && !(*st = store_new(jobs->cfg))) {
-        drop_task(jobs, t, "out of memory");
-        return;
+    for (size_t i = 0; i < n; i++) {
+        struct task *t = tasks[i];
+        if (t->kind == T_CLAIMS ? !*view && !(*view = claims_new(jobs->cfg))
+                                : !*st && !(*st = store_new(jobs->cfg)))
+            drop_task(jobs, t, "out of memory");
+        else
+            b[t->kind].t[b[t->kind].n++] = t;
     }
-    switch (t->kind) {
-    case T_RESCHEDULE:
-        reschedule(jobs, *st, t);
-        free(t);
-        return;
-    case T_GET:
-        resp = get_job(*st, t->id, &status);
-        break;
-    case T_REMOVE:
+    run_gets(*st, &b[T_GET]);
+    run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
+    for (size_t i = 0; i < b[T_REMOVE].n; i++) {
+        struct task *t = b[T_REMOVE].t[i];
         resp = remove_job(jobs, *st, t->id, &status);
-        break;
-    case T_CLAIMS:
-    default:
-        resp = claims_view(*view, &status);
-        break;
+        t->done(t->opaque, status, resp);
+        free(t);
     }
-    t->done(t->opaque, status, resp);
-    free(t);
+    for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
+        struct task *t = b[T_CLAIMS].t[i];
+        resp = claims_view(*view, &status);
+        t->done(t->opaque, status, resp);
+        free(t);
+    }
 }
 
 void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)

@@ -92,71 +92,106 @@ static struct move *plan(const struct config *cfg, struct job *job, char *data, 
 
 /* One try. 0: moved (*out set); 1: the record changed between the read and the write; -1:
  * answered in e. *job is the caller's to release in every case. */
-static int try_move(struct store *st, const struct config *cfg, const char *id, int64_t due_ms,
-                    struct job *job, struct move **out, struct api_error *e)
+/* One round for ask a, whose record rd read: the move planned and its replacement in sw (the
+ * record written lives in buf), 0; or -1 when a is answered (a->e set). */
+static int plan_one(const struct config *cfg, struct move_ask *a, struct store_read *rd,
+                    int64_t now, msgpack_sbuffer *buf, struct store_swap *sw)
 {
-    char err[256], *data = NULL;
-    size_t len = 0, head;
-    msgpack_sbuffer buf;
     struct job_record rec;
-    struct move *mv = NULL;
-    int found, replaced = 0, rc = -1;
-    int64_t now = clock_now_ms();
+    char err[256];
+    size_t head;
 
-    if (store_get(st, id, &found, &data, &len, err, sizeof(err)) < 0) {
+    memset(&a->job, 0, sizeof(a->job));
+    if (rd->failed) {
         metrics_inc(M_REDIS_ERRORS);
-        return api_fail(e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
+        return api_fail(&a->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", rd->err);
     }
-    if (!found)
-        return api_fail(e, 404, API_NOT_FOUND, "no such job");
-    msgpack_sbuffer_init(&buf);
-    if (job_record_read(id, data, len, job, &rec, err, sizeof(err)) < 0 ||
-        !(head = job_record_head_len(data, len))) {
-        api_fail(e, 500, API_RESCHEDULE_FAILED, "job %s has an unreadable record: %s", id, err);
-        goto out;
+    if (!rd->found)
+        return api_fail(&a->e, 404, API_NOT_FOUND, "no such job");
+    if (job_record_read(a->id, rd->data, rd->len, &a->job, &rec, err, sizeof(err)) < 0 ||
+        !(head = job_record_head_len(rd->data, rd->len))) {
+        job_release(&a->job);
+        return api_fail(&a->e, 500, API_RESCHEDULE_FAILED, "job %s has an unreadable record: %s",
+                        a->id, err);
     }
-    if (movable(id, &rec, now, e) < 0)
-        goto out;
-    memcpy(job->tag, rec.tag, sizeof(job->tag));
-    if (!(mv = plan(cfg, job, data, len, due_ms, now, &buf))) {
-        api_fail(e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
-        goto out;
+    if (movable(a->id, &rec, now, &a->e) < 0) {
+        job_release(&a->job);
+        return -1;
     }
-    data = NULL;   /* mv has it */
-    if (store_replace(st, id, mv->old, head, buf.data, buf.size, mv->expires_ms - now, &replaced,
-                      err, sizeof(err)) < 0) {
-        metrics_inc(M_REDIS_ERRORS);
-        api_fail(e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", err);
-        goto out;
+    memcpy(a->job.tag, rec.tag, sizeof(a->job.tag));
+    if (!(a->mv = plan(cfg, &a->job, rd->data, rd->len, a->due_ms, now, buf))) {
+        job_release(&a->job);
+        return api_fail(&a->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
     }
-    rc = replaced ? 0 : 1;
-out:
-    msgpack_sbuffer_destroy(&buf);
-    free(data);
-    if (rc == 0)
-        *out = mv;
-    else
-        move_free(mv);
-    return rc;
+    rd->data = NULL;   /* a->mv has it */
+    *sw = (struct store_swap){ .id = a->id, .head = a->mv->old, .head_len = head, .value = buf->data,
+                               .len = buf->size, .ttl_ms = a->mv->expires_ms - now };
+    return 0;
 }
 
-struct move *move_job(struct store *st, const struct config *cfg, const char *id, int64_t due_ms,
-                      struct job *job, struct api_error *e)
+/* Drops the move a planned in a round that did not write it. */
+static void unplan(struct move_ask *a)
 {
-    struct move *mv = NULL;
-    int rc = 1;
+    move_free(a->mv);
+    a->mv = NULL;
+    job_release(&a->job);
+}
 
-    memset(job, 0, sizeof(*job));
-    for (int i = 0; rc == 1 && i < MOVE_TRIES; i++) {
-        job_release(job);
-        rc = try_move(st, cfg, id, due_ms, job, &mv, e);
+void move_jobs(struct store *st, const struct config *cfg, size_t n, struct move_ask *asks)
+{
+    size_t *left = malloc(n * sizeof(*left)), *planned = malloc(n * sizeof(*planned)), nleft = n;
+    struct store_read *reads = calloc(n, sizeof(*reads));
+    struct store_swap *swaps = calloc(n, sizeof(*swaps));
+    msgpack_sbuffer *bufs = calloc(n, sizeof(*bufs));
+
+    for (size_t i = 0; i < n; i++)
+        asks[i].mv = NULL;
+    if (!left || !planned || !reads || !swaps || !bufs) {
+        for (size_t i = 0; i < n; i++)
+            api_fail(&asks[i].e, 503, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
+        nleft = 0;
     }
-    if (rc == 1)
-        api_fail(e, 503, API_RESCHEDULE_FAILED, "reschedule failed: the job changed %d times "
-                 "while being rescheduled; try again", MOVE_TRIES);
-    if (rc != 0)
-        job_release(job);
-    return rc == 0 ? mv : NULL;
+    for (size_t i = 0; i < nleft; i++)
+        left[i] = i;
+    /* Each round reads the records still to move, then replaces those that may move, each
+     * only if it is still the one read; one that changed meanwhile goes round again. */
+    for (int round = 0; nleft > 0 && round < MOVE_TRIES; round++) {
+        int64_t now = clock_now_ms();
+        size_t np = 0, again = 0;
+        for (size_t k = 0; k < nleft; k++)
+            reads[k] = (struct store_read){ .id = asks[left[k]].id };
+        store_read_many(st, nleft, reads);
+        for (size_t k = 0; k < nleft; k++) {
+            msgpack_sbuffer_init(&bufs[np]);
+            if (plan_one(cfg, &asks[left[k]], &reads[k], now, &bufs[np], &swaps[np]) == 0)
+                planned[np++] = left[k];
+            else
+                msgpack_sbuffer_destroy(&bufs[np]);
+            free(reads[k].data);
+        }
+        store_replace_many(st, np, swaps);
+        for (size_t k = 0; k < np; k++) {
+            struct move_ask *a = &asks[planned[k]];
+            if (swaps[k].failed) {
+                metrics_inc(M_REDIS_ERRORS);
+                api_fail(&a->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: %s", swaps[k].err);
+                unplan(a);
+            } else if (!swaps[k].replaced) {
+                unplan(a);
+                left[again++] = planned[k];
+            }
+            msgpack_sbuffer_destroy(&bufs[k]);
+        }
+        nleft = again;
+    }
+    for (size_t k = 0; k < nleft; k++)
+        api_fail(&asks[left[k]].e, 503, API_RESCHEDULE_FAILED, "reschedule failed: the job changed "
+                 "%d times while being rescheduled; try again", MOVE_TRIES);
+    free(left);
+    free(planned);
+    free(reads);
+    free(swaps);
+    free(bufs);
 }
 
 int move_arrived(struct store *st, const char *id, const struct move *mv, char *err,

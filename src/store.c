@@ -699,35 +699,72 @@ int store_drop_pending(struct store *st, const char *id, enum job_state *left, c
     return r ? 0 : -1;
 }
 
-int store_get(struct store *st, const char *id, int *found, char **data, size_t *len, char *err,
-              size_t errlen)
-{
-    char key[KEY_MAX];
-    const char *v = "";
-    struct rdb_reply *r;
+/* Reads and replacements, one call per record, all in one pipeline. */
+struct many {
+    struct store *st;
+    struct store_read *reads;       /* or */
+    struct store_swap *swaps;
+    char key[KEY_MAX], ttl[32];     /* the call being built */
+    const char *argv[4];
+    size_t lens[4];
+};
 
-    *found = 0;
-    *len = 0;
-    job_key(st, id, key, sizeof(key));
-    if (!(r = rdb_command(st->db, err, errlen, "GET", key, NULL))) {
-        if (strncmp(err, "redis: WRONGTYPE", 16) != 0)
-            return -1;
-    } else if (rdb_type(r) == RDB_STR) {
-        v = rdb_str(r, len);
-    } else {
-        rdb_reply_free(r);
-        return 0;
+static void build_read(void *ctx, size_t j, struct rdb_call *call)
+{
+    struct many *m = ctx;
+
+    job_key(m->st, m->reads[j].id, m->key, sizeof(m->key));
+    m->argv[0] = "GET";
+    m->argv[1] = m->key;
+    *call = (struct rdb_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = m->argv };
+}
+
+static void note_failure(int *failed, char *err, size_t errlen, const char *why)
+{
+    *failed = 1;
+    redis_says(err, errlen, why);
+}
+
+static void on_read(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *fail)
+{
+    struct store_read *rd = &((struct many *)ctx)->reads[j];
+    const char *v = "";
+
+    if (fail) {
+        note_failure(&rd->failed, rd->err, sizeof(rd->err), fail->text);
+        return;
     }
-    if (!(*data = malloc(*len + 1))) {
-        snprintf(err, errlen, "out of memory");
-        rdb_reply_free(r);
-        return -1;
+    if (rdb_type(r) == RDB_ERR && strncmp(rdb_str(r, NULL), "WRONGTYPE", 9) != 0) {
+        note_failure(&rd->failed, rd->err, sizeof(rd->err), rdb_str(r, NULL));
+        return;
     }
-    memcpy(*data, v, *len);
-    (*data)[*len] = '\0';
-    *found = 1;
-    rdb_reply_free(r);
-    return 0;
+    if (rdb_type(r) == RDB_STR)
+        v = rdb_str(r, &rd->len);
+    else if (rdb_type(r) != RDB_ERR)   /* nil: no record; WRONGTYPE: one that is no record */
+        return;
+    if (!(rd->data = malloc(rd->len + 1))) {
+        rd->len = 0;
+        note_failure(&rd->failed, rd->err, sizeof(rd->err), "out of memory");
+        return;
+    }
+    memcpy(rd->data, v, rd->len);
+    rd->data[rd->len] = '\0';
+    rd->found = 1;
+}
+
+int store_read_many(struct store *st, size_t n, struct store_read *reads)
+{
+    struct many m = { .st = st, .reads = reads };
+    char err[256];
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++)
+        reads[i] = (struct store_read){ .id = reads[i].id };
+    if (n > 0)
+        (void)rdb_pipeline(st->db, n, build_read, on_read, &m, RDB_NO_WAIT, err, sizeof(err));
+    for (size_t i = 0; i < n; i++)
+        rc |= reads[i].failed ? -1 : 0;
+    return rc;
 }
 
 int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
@@ -758,28 +795,70 @@ int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t reten
     return rc;
 }
 
+static void build_swap(void *ctx, size_t j, struct rdb_call *call)
+{
+    struct many *m = ctx;
+    const struct store_swap *sw = &m->swaps[j];
+
+    job_key(m->st, sw->id, m->key, sizeof(m->key));
+    snprintf(m->ttl, sizeof(m->ttl), "%lld", (long long)(sw->ttl_ms > 1 ? sw->ttl_ms : 1));
+    m->argv[0] = m->key, m->argv[1] = sw->head, m->argv[2] = sw->value, m->argv[3] = m->ttl;
+    m->lens[0] = strlen(m->key), m->lens[1] = sw->head_len, m->lens[2] = sw->len;
+    m->lens[3] = strlen(m->ttl);
+    *call = (struct rdb_call){ .script = S_REPLACE, .nkeys = 1, .argc = 4, .argv = m->argv,
+                               .lens = m->lens };
+}
+
+static void on_swap(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *fail)
+{
+    struct store_swap *sw = &((struct many *)ctx)->swaps[j];
+
+    if (fail && fail->code != RDB_E_UNCONFIRMED) {
+        note_failure(&sw->failed, sw->err, sizeof(sw->err), fail->text);
+        return;
+    }
+    if (rdb_type(r) == RDB_ERR) {
+        note_failure(&sw->failed, sw->err, sizeof(sw->err), rdb_str(r, NULL));
+        return;
+    }
+    sw->replaced = rdb_type(r) == RDB_INT && rdb_int(r) == 1;
+    if (sw->replaced && fail) {   /* too few replicas have it: a failover could undo it */
+        sw->failed = 1;
+        snprintf(sw->err, sizeof(sw->err), "%s, so whether the record was changed is not known",
+                 fail->text);
+    }
+}
+
+int store_replace_many(struct store *st, size_t n, struct store_swap *swaps)
+{
+    struct many m = { .st = st, .swaps = swaps };
+    char err[256];
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        swaps[i].replaced = swaps[i].failed = 0;
+        swaps[i].err[0] = '\0';
+    }
+    if (n > 0)
+        (void)rdb_pipeline(st->db, n, build_swap, on_swap, &m, RDB_WAIT_END, err, sizeof(err));
+    for (size_t i = 0; i < n; i++)
+        rc |= swaps[i].failed ? -1 : 0;
+    return rc;
+}
+
 int store_replace(struct store *st, const char *id, const char *head, size_t head_len,
                   const char *value, size_t len, int64_t ttl_ms, int *replaced, char *err,
                   size_t errlen)
 {
-    char key[KEY_MAX], ttl[32];
-    const char *argv[4] = { key, head, value, ttl };
-    size_t lens[4];
-    struct rdb_call call = { .script = S_REPLACE, .nkeys = 1, .argc = 4, .argv = argv, .lens = lens };
-    struct rdb_reply *r;
+    struct store_swap sw = { .id = id, .head = head, .head_len = head_len, .value = value,
+                             .len = len, .ttl_ms = ttl_ms };
 
-    job_key(st, id, key, sizeof(key));
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 1 ? ttl_ms : 1));
-    lens[0] = strlen(key), lens[1] = head_len, lens[2] = len, lens[3] = strlen(ttl);
-    if (!(r = rdb_call(st->db, &call, RDB_WAIT_END, err, errlen)))
-        return -1;
-    *replaced = rdb_type(r) == RDB_INT && rdb_int(r) == 1;
-    rdb_reply_free(r);
-    if (*replaced && rdb_unconfirmed(st->db)) {
-        snprintf(err, errlen, "%s, so whether the record was changed is not known",
-                 rdb_unconfirmed(st->db));
+    *replaced = 0;
+    if (store_replace_many(st, 1, &sw) < 0) {
+        snprintf(err, errlen, "%s", sw.err);
         return -1;
     }
+    *replaced = sw.replaced;
     return 0;
 }
 

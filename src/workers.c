@@ -24,6 +24,7 @@ struct workers {
     workers_drop_fn *drop;
     void *ctx;
     int64_t wait_ms;
+    size_t batch;
     size_t max_queued;
     pthread_mutex_t mu;
     pthread_cond_t more;        /* a task was queued, or the pool is stopping */
@@ -34,28 +35,33 @@ struct workers {
     struct worker *ws;
 };
 
-/* The next task for a worker, NULL once stopping. Tasks that waited too long are handed back
- * in *stale (to be dropped outside the lock). */
-static struct item *take(struct workers *w, struct item **stale)
+/* The next tasks for a worker, up to w->batch of them into tasks: how many, 0 once stopping.
+ * Tasks that waited too long are handed back in *stale (to be dropped outside the lock). */
+static size_t take(struct workers *w, void **tasks, struct item **stale)
 {
-    struct item *it = NULL;
+    int64_t now = clock_mono_ms();
+    size_t n = 0;
 
     pthread_mutex_lock(&w->mu);
     while (!w->stop && !w->head)
         pthread_cond_wait(&w->more, &w->mu);
-    while (!w->stop && w->head) {
-        it = w->head;
+    while (!w->stop && w->head && n < w->batch) {
+        struct item *it = w->head;
         if (!(w->head = it->next))
             w->tail = &w->head;
         w->queued--;
-        if (clock_mono_ms() - it->queued_ms <= w->wait_ms)
-            break;
-        it->next = *stale;
-        *stale = it;
-        it = NULL;
+        if (now - it->queued_ms <= w->wait_ms) {
+            tasks[n++] = it->task;
+            free(it);
+        } else {
+            it->next = *stale;
+            *stale = it;
+        }
     }
+    if (w->head)   /* more than this worker takes: another one may */
+        pthread_cond_signal(&w->more);
     pthread_mutex_unlock(&w->mu);
-    return it;
+    return n;
 }
 
 static void drop_list(struct workers *w, struct item *list, const char *why)
@@ -72,22 +78,26 @@ static void *worker_main(void *arg)
 {
     struct worker *me = arg;
     struct workers *w = me->pool;
+    void **tasks = malloc(w->batch * sizeof(*tasks));
     char why[96];
+    size_t n;
 
     snprintf(why, sizeof(why), "not started within %lld ms (the workers are busy)",
              (long long)w->wait_ms);
     for (;;) {
-        struct item *stale = NULL, *it = take(w, &stale);
+        struct item *stale = NULL;
+        n = tasks ? take(w, tasks, &stale) : 0;
         drop_list(w, stale, why);
-        if (!it)
-            return NULL;
-        w->run(w->ctx, me->index, it->task);
-        free(it);
+        if (n == 0)
+            break;
+        w->run(w->ctx, me->index, tasks, n);
     }
+    free(tasks);
+    return NULL;
 }
 
-struct workers *workers_new(int n, int64_t wait_ms, size_t max_queued, workers_run_fn *run,
-                            workers_drop_fn *drop, void *ctx)
+struct workers *workers_new(int n, size_t batch, int64_t wait_ms, size_t max_queued,
+                            workers_run_fn *run, workers_drop_fn *drop, void *ctx)
 {
     struct workers *w = calloc(1, sizeof(*w));
 
@@ -96,7 +106,7 @@ struct workers *workers_new(int n, int64_t wait_ms, size_t max_queued, workers_r
         return NULL;
     }
     *w = (struct workers){ .run = run, .drop = drop, .ctx = ctx, .wait_ms = wait_ms,
-                           .max_queued = max_queued, .ws = w->ws };
+                           .batch = batch > 0 ? batch : 1, .max_queued = max_queued, .ws = w->ws };
     w->tail = &w->head;
     pthread_mutex_init(&w->mu, NULL);
     cond_init_monotonic(&w->more);

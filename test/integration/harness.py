@@ -299,6 +299,7 @@ http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_by
          request_timeout_s = {x.get('request_timeout_s', 10)};
          tls_cert_file = "{x.get('tls', ('', ''))[0]}"; tls_key_file = "{x.get('tls', ('', ''))[1]}";
          connection_timeout_s = {x.get('connection_timeout_s', 30)}; threads = {x.get('http_threads', 2)};
+         workers = {x.get('http_workers', 4)};
          max_connections = {x.get('max_connections', 1024)};
          max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
 redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};

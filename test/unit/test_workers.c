@@ -10,19 +10,22 @@ struct tally {
     atomic_int ran, dropped, stale, full, stopping, running;
     atomic_int hold;               /* tasks spin while set */
     atomic_int seen[4];            /* runs per worker index */
+    atomic_int widest;             /* the most tasks run together */
 };
 
-static void run(void *ctx, int worker, void *task)
+static void run(void *ctx, int worker, void **tasks, size_t n)
 {
     struct tally *t = ctx;
 
-    (void)task;
-    atomic_fetch_add(&t->running, 1);
-    atomic_fetch_add(&t->seen[worker], 1);
+    (void)tasks;
+    if ((int)n > atomic_load(&t->widest))
+        atomic_store(&t->widest, (int)n);
+    atomic_fetch_add(&t->running, (int)n);
+    atomic_fetch_add(&t->seen[worker], (int)n);
     while (atomic_load(&t->hold))
         usleep(1000);
-    atomic_fetch_add(&t->ran, 1);
-    atomic_fetch_sub(&t->running, 1);
+    atomic_fetch_add(&t->ran, (int)n);
+    atomic_fetch_sub(&t->running, (int)n);
 }
 
 static void drop(void *ctx, void *task, const char *why)
@@ -45,19 +48,28 @@ static void wait_for(atomic_int *v, int want)
         usleep(1000);
 }
 
-/* Every task is run once, spread over the workers, each with its own index. */
+/* Every task is run once, spread over the workers, each with its own index; tasks queued
+ * while the workers are busy are taken together, a batch at most at a time. */
 static void runs_every_task(void)
 {
     struct tally t = { 0 };
-    struct workers *w = workers_new(4, 10000, 1000, run, drop, &t);
+    struct workers *w = workers_new(4, 5, 10000, 1000, run, drop, &t);
 
     CHECK(w != NULL);
     for (int i = 0; i < 200; i++)
         workers_queue(w, &t);
     wait_for(&t.ran, 200);
+    atomic_store(&t.hold, 1);
+    workers_queue(w, &t);
+    wait_for(&t.running, 1);
+    for (int i = 0; i < 12; i++)     /* the three others take 5, 5 and 2, or so */
+        workers_queue(w, &t);
+    atomic_store(&t.hold, 0);
+    wait_for(&t.ran, 213);
     workers_free(w);
-    CHECK_EQ_INT(atomic_load(&t.ran), 200);
+    CHECK_EQ_INT(atomic_load(&t.ran), 213);
     CHECK_EQ_INT(atomic_load(&t.dropped), 0);
+    CHECK(atomic_load(&t.widest) > 1 && atomic_load(&t.widest) <= 5);
 }
 
 /* While every worker is held: tasks past the queue bound are dropped at once; those that
@@ -66,7 +78,7 @@ static void runs_every_task(void)
 static void bounds_and_shutdown(void)
 {
     struct tally t = { 0 };
-    struct workers *w = workers_new(2, 50, 5, run, drop, &t);
+    struct workers *w = workers_new(2, 1, 50, 5, run, drop, &t);
 
     CHECK(w != NULL);
     atomic_store(&t.hold, 1);
