@@ -100,9 +100,20 @@ struct store_read {
 /* Reads n records in one pipeline (each as store_get). 0, or -1 when some failed. */
 int store_read_many(struct store *st, size_t n, struct store_read *reads);
 
-/* Cancels a pending job; the record stays queryable for retention_ms. */
-int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
-                 enum store_remove_result *res, enum job_state *state, char *err, size_t errlen);
+/* One removal of store_remove_many: id in; out, res (and for STORE_TOO_LATE, state), or
+ * failed with err. */
+struct store_removal {
+    const char *id;
+    enum store_remove_result res;
+    enum job_state state;
+    int failed;
+    char err[256];
+};
+
+/* Cancels n pending jobs in one pipeline; each record stays queryable for retention_ms. 0, or
+ * -1 when some failed. */
+int store_remove_many(struct store *st, size_t n, struct store_removal *removals, int64_t now_ms,
+                      int64_t retention_ms);
 
 /* Claims n records for delivery in one pipeline: pending or delivering -> delivering.
  * instance is this process's "<instance>:"; args holds four strings per record: the due time

@@ -971,18 +971,17 @@ static char *got(const char *id, struct store_read *rd, int *status)
     return resp;
 }
 
-/* A remove, on a worker: the JSON answer (caller frees) and its status. */
-static char *remove_job(struct jobs *jobs, struct store *st, const char *id, int *status)
+/* The answer of a remove whose outcome is rm: the JSON text (caller frees) and its status. */
+static char *removed(const char *id, const struct store_removal *rm, int *status)
 {
-    enum store_remove_result res;
-    enum job_state state = JOB_PENDING;
-    char err[256], msg[512];
+    enum store_remove_result res = rm->res;
+    enum job_state state = rm->state;
+    char msg[512];
 
     *status = 200;
-    if (store_remove(st, id, clock_now_ms(), jobs->cfg->job.retention_s * 1000, &res, &state,
-                     err, sizeof(err)) < 0) {
+    if (rm->failed) {
         metrics_inc(M_REDIS_ERRORS);
-        snprintf(msg, sizeof(msg), "remove failed: %s", err);
+        snprintf(msg, sizeof(msg), "remove failed: %s", rm->err);
         *status = 503;
         return api_response(API_REMOVE_FAILED, msg, NULL);
     }
@@ -1010,6 +1009,30 @@ struct kind_batch {
     struct task **t;
     size_t n;
 };
+
+/* The removes of a batch, in one pipeline. */
+static void run_removes(struct jobs *jobs, struct store *st, struct kind_batch *b)
+{
+    struct store_removal *rms = calloc(b->n, sizeof(*rms));
+    int status;
+    char *resp;
+
+    for (size_t i = 0; rms && i < b->n; i++)
+        rms[i].id = b->t[i]->id;
+    if (rms)
+        store_remove_many(st, b->n, rms, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+    for (size_t i = 0; i < b->n; i++) {
+        struct task *t = b->t[i];
+        if (!rms) {
+            drop_task(NULL, t, "out of memory");
+            continue;
+        }
+        resp = removed(t->id, &rms[i], &status);
+        t->done(t->opaque, status, resp);
+        free(t);
+    }
+    free(rms);
+}
 
 /* The gets of a batch: their records read in one pipeline. */
 static void run_gets(struct store *st, struct kind_batch *b)
@@ -1054,8 +1077,8 @@ static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_bat
     free(asks);
 }
 
-/* Runs the n tasks a worker took together: the gets in one pipeline, the reschedules in two,
- * the others one by one. */
+/* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
+ * the reschedules in two, the claims views one by one. */
 static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
 {
     struct jobs *jobs = ctx;
@@ -1076,13 +1099,8 @@ static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
             b[t->kind].t[b[t->kind].n++] = t;
     }
     run_gets(*st, &b[T_GET]);
+    run_removes(jobs, *st, &b[T_REMOVE]);
     run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
-    for (size_t i = 0; i < b[T_REMOVE].n; i++) {
-        struct task *t = b[T_REMOVE].t[i];
-        resp = remove_job(jobs, *st, t->id, &status);
-        t->done(t->opaque, status, resp);
-        free(t);
-    }
     for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
         struct task *t = b[T_CLAIMS].t[i];
         resp = claims_view(*view, &status);

@@ -703,8 +703,10 @@ int store_drop_pending(struct store *st, const char *id, enum job_state *left, c
 struct many {
     struct store *st;
     struct store_read *reads;       /* or */
-    struct store_swap *swaps;
-    char key[KEY_MAX], ttl[32];     /* the call being built */
+    struct store_swap *swaps;       /* or */
+    struct store_removal *removals;
+    char now[32];                   /* the removals' time */
+    char key[KEY_MAX], ttl[32];     /* the call being built (ttl: the removals' retention) */
     const char *argv[4];
     size_t lens[4];
 };
@@ -767,31 +769,50 @@ int store_read_many(struct store *st, size_t n, struct store_read *reads)
     return rc;
 }
 
-int store_remove(struct store *st, const char *id, int64_t now_ms, int64_t retention_ms,
-                 enum store_remove_result *res, enum job_state *state, char *err, size_t errlen)
+static void build_removal(void *ctx, size_t j, struct rdb_call *call)
 {
-    char now[32], ttl[32];
-    const char *argv[2] = { now, ttl };
-    struct rdb_reply *r;
-    int rc = -1, result;
+    struct many *m = ctx;
 
-    snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
-    if (!(r = eval1(st, S_REMOVE, id, 2, argv, RDB_WAIT_END, err, errlen)))
-        return -1;
-    if (rdb_unconfirmed(st->db)) {
-        snprintf(err, errlen, "%s, so whether the job was removed is not known; removing it again "
-                 "is safe", rdb_unconfirmed(st->db));
-        rdb_reply_free(r);
-        return -1;
+    job_key(m->st, m->removals[j].id, m->key, sizeof(m->key));
+    m->argv[0] = m->key, m->argv[1] = m->now, m->argv[2] = m->ttl;
+    *call = (struct rdb_call){ .script = S_REMOVE, .nkeys = 1, .argc = 3, .argv = m->argv };
+}
+
+static void on_removal(void *ctx, size_t j, const struct rdb_reply *r, const struct rdb_fail *fail)
+{
+    struct store_removal *rm = &((struct many *)ctx)->removals[j];
+    int result;
+
+    if (fail && fail->code == RDB_E_UNCONFIRMED) {
+        rm->failed = 1;
+        snprintf(rm->err, sizeof(rm->err), "%s, so whether the job was removed is not known; "
+                 "removing it again is safe", fail->text);
+    } else if (fail) {
+        note_failure(&rm->failed, rm->err, sizeof(rm->err), fail->text);
+    } else if (rdb_type(r) == RDB_ERR) {
+        note_failure(&rm->failed, rm->err, sizeof(rm->err), rdb_str(r, NULL));
+    } else if (read_result(r, &result, &rm->state) < 0) {
+        note_failure(&rm->failed, rm->err, sizeof(rm->err), "unexpected reply to remove");
+    } else {
+        rm->res = (enum store_remove_result)result;
     }
-    if (read_result(r, &result, state) == 0) {
-        *res = (enum store_remove_result)result;
-        rc = 0;
-    }
-    if (rc < 0)
-        snprintf(err, errlen, "redis: unexpected reply to remove");
-    rdb_reply_free(r);
+}
+
+int store_remove_many(struct store *st, size_t n, struct store_removal *removals, int64_t now_ms,
+                      int64_t retention_ms)
+{
+    struct many m = { .st = st, .removals = removals };
+    char err[256];
+    int rc = 0;
+
+    snprintf(m.now, sizeof(m.now), "%lld", (long long)now_ms);
+    snprintf(m.ttl, sizeof(m.ttl), "%lld", (long long)retention_ms);
+    for (size_t i = 0; i < n; i++)
+        removals[i] = (struct store_removal){ .id = removals[i].id, .state = JOB_PENDING };
+    if (n > 0)
+        (void)rdb_pipeline(st->db, n, build_removal, on_removal, &m, RDB_WAIT_END, err, sizeof(err));
+    for (size_t i = 0; i < n; i++)
+        rc |= removals[i].failed ? -1 : 0;
     return rc;
 }
 
