@@ -403,6 +403,7 @@ struct view_read {
     json_t *live;               /* token -> heartbeat expiry ms */
     char key[KEY_MAX];          /* the call being built */
     const char *argv[5];
+    char error[200];            /* the first error Redis answered, or "" */
 };
 
 static void view_build(void *ctx, size_t j, struct rdb_call *call)
@@ -431,8 +432,13 @@ static void view_reply(void *ctx, size_t j, const struct rdb_reply *r, const str
     struct view_read *v = ctx;
     json_t *grp;
 
-    if (fail || rdb_type(r) == RDB_ERR)
+    if (fail)
         return;   /* rdb_pipeline fails the whole view */
+    if (rdb_type(r) == RDB_ERR) {   /* an answer all the same: the view fails here */
+        if (!v->error[0])
+            snprintf(v->error, sizeof(v->error), "redis: %s", rdb_str(r, NULL));
+        return;
+    }
     if (j == VIEW_LIVE) {
         for (size_t i = 0; i + 1 < rdb_count(r); i += 2) {
             const char *t = rdb_str(rdb_at(r, i), NULL), *score = rdb_str(rdb_at(r, i + 1), NULL);
@@ -465,6 +471,7 @@ char *claims_view(struct claims *c, int *status)
     char err[256], msg[320];
     size_t g;
     json_t *grp;
+    int rc;
 
     for (int i = 0; i < cfg->delay.ngroups; i++) {
         json_t *parts = json_array();
@@ -474,8 +481,13 @@ char *claims_view(struct claims *c, int *status)
         json_array_append_new(v.groups, json_pack("{s:i,s:o,s:n,s:n}", "group", i, "partitions", parts,
                                                        "owner", "ttl_ms"));
     }
-    if (rdb_pipeline(c->db, 1 + VIEW_PER_GROUP * (size_t)cfg->delay.ngroups, view_build,
-                     view_reply, &v, RDB_NO_WAIT, err, sizeof(err)) < 0) {
+    rc = rdb_pipeline(c->db, 1 + VIEW_PER_GROUP * (size_t)cfg->delay.ngroups, view_build,
+                      view_reply, &v, RDB_NO_WAIT, err, sizeof(err));
+    if (rc == 0 && v.error[0]) {
+        snprintf(err, sizeof(err), "%s", v.error);
+        rc = -1;
+    }
+    if (rc < 0) {
         json_decref(v.groups);
         json_decref(v.live);
         snprintf(msg, sizeof(msg), "claims: %s", err);

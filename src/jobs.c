@@ -614,9 +614,11 @@ static void workers_stop(struct jobs *jobs)
 {
     workers_free(jobs->workers);
     jobs->workers = NULL;
-    for (int i = 0; jobs->wstore && i < jobs->nworkers; i++) {
-        store_free(jobs->wstore[i]);
-        claims_free(jobs->wview[i]);
+    for (int i = 0; i < jobs->nworkers; i++) {
+        if (jobs->wstore)
+            store_free(jobs->wstore[i]);
+        if (jobs->wview)
+            claims_free(jobs->wview[i]);
     }
     free(jobs->wstore);
     free(jobs->wview);
@@ -712,8 +714,11 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
         if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
             log_error("%d adds without a report from Kafka at shutdown; they are answered as at "
                       "their deadline", rd_kafka_outq_len(jobs->rk));
-            for (struct pending_add *pa = jobs->flight.head; pa; pa = pa->fnext)
-                give_up(jobs, pa);
+            while ((left = jobs->flight.head)) {   /* as at their deadline (expire_flights) */
+                flight_remove(&jobs->flight, left);
+                give_up(jobs, left);
+                flight_push(&jobs->late, left);
+            }
         }
     }
     health_free(jobs->health);
@@ -1078,7 +1083,7 @@ static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_bat
 }
 
 /* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
- * the reschedules in two, the claims views one by one. */
+ * the reschedules in two, and one claims view for all the /claims requests. */
 static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
 {
     struct jobs *jobs = ctx;
@@ -1101,10 +1106,11 @@ static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
     run_gets(*st, &b[T_GET]);
     run_removes(jobs, *st, &b[T_REMOVE]);
     run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
+    /* One view for all the /claims requests of the batch: they would read the same. */
+    resp = b[T_CLAIMS].n ? claims_view(*view, &status) : NULL;
     for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
         struct task *t = b[T_CLAIMS].t[i];
-        resp = claims_view(*view, &status);
-        t->done(t->opaque, status, resp);
+        t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);
         free(t);
     }
 }

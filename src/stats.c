@@ -46,6 +46,7 @@ struct stats {
     pthread_mutex_t mu;               /* guards the fields below */
     pthread_cond_t wake;              /* a look is wanted, or the stop */
     int want, stop;
+    int looking;                      /* a look is under way: its end answers the waiters */
     struct waiter *waiters;           /* answered when the look under way (or the next) ends */
     int64_t gauges_until_ms;          /* monotonic: keep the gauges fresh until then */
     int64_t looked_ms;                /* monotonic: when the last look ended, 0 never */
@@ -382,9 +383,11 @@ static void *stats_main(void *arg)
         if (!s->want || s->stop)
             continue;
         s->want = 0;
+        s->looking = 1;
         pthread_mutex_unlock(&s->mu);
         rc = look(s, &v, err, sizeof(err));
         pthread_mutex_lock(&s->mu);
+        s->looking = 0;
         if ((s->rc = rc) == 0) {
             s->view = v;
             publish(s);
@@ -426,8 +429,10 @@ void stats_get(struct stats *s, stats_done_fn *fn, void *opaque)
     } else {
         *w = (struct waiter){ .fn = fn, .opaque = opaque, .next = s->waiters };
         s->waiters = w;
-        s->want = 1;
-        pthread_cond_signal(&s->wake);
+        if (!s->looking) {   /* else the look under way answers it */
+            s->want = 1;
+            pthread_cond_signal(&s->wake);
+        }
         w = NULL;
         rc = 1;
     }
@@ -442,9 +447,8 @@ void stats_gauges(struct stats *s)
 {
     pthread_mutex_lock(&s->mu);
     s->gauges_until_ms = clock_mono_ms() + GAUGES_KEEP_MS;
-    if (!s->looked_ms || clock_mono_ms() - s->looked_ms >= STATS_CACHE_MS) {
+    if (!s->looking && (!s->looked_ms || clock_mono_ms() - s->looked_ms >= STATS_CACHE_MS))
         s->want = 1;
-    }
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
 }

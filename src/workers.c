@@ -16,6 +16,7 @@ struct item {
 struct worker {
     struct workers *pool;
     int index;
+    void **tasks;               /* the batch it runs: pool->batch places */
     pthread_t thread;
 };
 
@@ -35,17 +36,23 @@ struct workers {
     struct worker *ws;
 };
 
-/* The next tasks for a worker, up to w->batch of them into tasks: how many, 0 once stopping.
- * Tasks that waited too long are handed back in *stale (to be dropped outside the lock). */
-static size_t take(struct workers *w, void **tasks, struct item **stale)
+/* The next tasks for a worker, up to w->batch of them into tasks: how many (0 when all it
+ * found had waited too long), or -1 once stopping. Those that waited too long are handed back
+ * in *stale, to be dropped outside the lock. */
+static long take(struct workers *w, void **tasks, struct item **stale)
 {
-    int64_t now = clock_mono_ms();
-    size_t n = 0;
+    int64_t now;
+    long n = 0;
 
     pthread_mutex_lock(&w->mu);
     while (!w->stop && !w->head)
         pthread_cond_wait(&w->more, &w->mu);
-    while (!w->stop && w->head && n < w->batch) {
+    if (w->stop) {
+        pthread_mutex_unlock(&w->mu);
+        return -1;
+    }
+    now = clock_mono_ms();
+    while (w->head && (size_t)n < w->batch) {
         struct item *it = w->head;
         if (!(w->head = it->next))
             w->tail = &w->head;
@@ -78,22 +85,20 @@ static void *worker_main(void *arg)
 {
     struct worker *me = arg;
     struct workers *w = me->pool;
-    void **tasks = malloc(w->batch * sizeof(*tasks));
     char why[96];
-    size_t n;
+    long n;
 
     snprintf(why, sizeof(why), "not started within %lld ms (the workers are busy)",
              (long long)w->wait_ms);
     for (;;) {
         struct item *stale = NULL;
-        n = tasks ? take(w, tasks, &stale) : 0;
+        n = take(w, me->tasks, &stale);
         drop_list(w, stale, why);
-        if (n == 0)
-            break;
-        w->run(w->ctx, me->index, tasks, n);
+        if (n < 0)
+            return NULL;
+        if (n > 0)
+            w->run(w->ctx, me->index, me->tasks, (size_t)n);
     }
-    free(tasks);
-    return NULL;
 }
 
 struct workers *workers_new(int n, size_t batch, int64_t wait_ms, size_t max_queued,
@@ -111,8 +116,11 @@ struct workers *workers_new(int n, size_t batch, int64_t wait_ms, size_t max_que
     pthread_mutex_init(&w->mu, NULL);
     cond_init_monotonic(&w->more);
     for (; w->n < n; w->n++) {
-        w->ws[w->n] = (struct worker){ .pool = w, .index = w->n };
-        if (pthread_create(&w->ws[w->n].thread, NULL, worker_main, &w->ws[w->n]) != 0) {
+        w->ws[w->n] = (struct worker){ .pool = w, .index = w->n,
+                                       .tasks = malloc(w->batch * sizeof(void *)) };
+        if (!w->ws[w->n].tasks ||
+            pthread_create(&w->ws[w->n].thread, NULL, worker_main, &w->ws[w->n]) != 0) {
+            free(w->ws[w->n].tasks);
             workers_free(w);
             return NULL;
         }
@@ -161,8 +169,10 @@ void workers_free(struct workers *w)
     pthread_cond_broadcast(&w->more);
     pthread_mutex_unlock(&w->mu);
     drop_list(w, left, "shutting down");
-    for (int i = 0; i < w->n; i++)
+    for (int i = 0; i < w->n; i++) {
         pthread_join(w->ws[i].thread, NULL);
+        free(w->ws[i].tasks);
+    }
     pthread_cond_destroy(&w->more);
     pthread_mutex_destroy(&w->mu);
     free(w->ws);

@@ -383,3 +383,18 @@ def test_status_with_more_rows_than_one_call_takes_is_published(stack):
     p = claims_sh(d, "list", "-v")
     assert p.returncode == 0 and p.stdout.count("committed=") == 180 * len(d.levels), p.stdout[-500:]
     assert "publish status" not in d.log_text()
+
+
+def test_claims_view_names_a_redis_error_instead_of_empty_fields(stack):
+    """A key of the view that Redis cannot read as what it should be (here a group's status
+    hash overwritten by a string) makes GET /claims 503 naming Redis's error, not a 200 whose
+    owner and status are silently missing; once the key is gone the view is whole again."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    key = f"{d.prefix}{{ctl}}:status:0"
+    stack.redis("DEL", key)
+    stack.redis("SET", key, "not a hash")
+    st, doc = d.http("GET", "/delay-queue/api/claims")
+    assert st == 503 and "WRONGTYPE" in doc["message"] and doc["message"].startswith("claims: redis"), (st, doc)
+    stack.redis("DEL", key)
+    st, doc = d.http("GET", "/delay-queue/api/claims")
+    assert st == 200 and doc["data"]["groups"][0]["owner"], (st, doc)

@@ -105,8 +105,32 @@ static void bounds_and_shutdown(void)
     CHECK_EQ_INT(atomic_load(&t.ran) + atomic_load(&t.stopping), 5);
 }
 
+/* A worker that finds only stale tasks drops them and goes on: the next task still runs. */
+static void only_stale_tasks_leave_the_worker_running(void)
+{
+    struct tally t = { 0 };
+    struct workers *w = workers_new(1, 1, 50, 100, run, drop, &t);
+
+    CHECK(w != NULL);
+    atomic_store(&t.hold, 1);
+    workers_queue(w, &t);
+    wait_for(&t.running, 1);
+    workers_queue(w, &t);             /* waits past the bound behind the held one */
+    usleep(120 * 1000);
+    atomic_store(&t.hold, 0);
+    wait_for(&t.stale, 1);
+    wait_for(&t.ran, 1);
+    workers_queue(w, &t);             /* the worker found only a stale one last time */
+    wait_for(&t.ran, 2);
+    CHECK_EQ_INT(atomic_load(&t.stale), 1);
+    CHECK_EQ_INT(atomic_load(&t.ran), 2);
+    workers_free(w);
+    CHECK_EQ_INT(atomic_load(&t.stopping), 0);
+}
+
 void unit_workers(void)
 {
     RUN(runs_every_task);
     RUN(bounds_and_shutdown);
+    RUN(only_stale_tasks_leave_the_worker_running);
 }
