@@ -34,8 +34,8 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots rpipe addrs \
             pending workers
 # Adapters and wings.
-ADAPT    := watch rlink rdb_where rdb store moves claims producer warm topics tls health http jobs holder groups \
-            forwarder stats
+ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
+            forwarder stats pull compat
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

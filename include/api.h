@@ -101,6 +101,66 @@ void *api_rescheduled_data(const char *id, int64_t due_ms);
 /* Validates a job id that came in a query string. Returns 0, or -1 with e set. */
 int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error *e);
 
+#define API_POP_WAIT_MAX_MS 180000   /* a pop waits 3 minutes at most (ouqiang's hold is 180 s) */
+#define API_RECEIPT_MAX 300          /* longer receipts are none of delayqd's */
+#define API_REASON_MAX 400           /* a bury's reason, as kept and sent in dq-error */
+
+#define API_POP_TOPICS_MAX 16        /* topics one pop may name (the first with a job serves it) */
+
+/* A pop request {"topic", "wait_ms" (0..API_POP_WAIT_MAX_MS, default 0), "ttr" | "ttr_ms"
+ * (default 0: the job's own or the config's), "max" (1..100, default 1)}. The compatibility
+ * routes may name several topics, tried in their order. */
+struct api_pop {
+    char topics[API_POP_TOPICS_MAX][TOPIC_NAME_MAX + 1];
+    int ntopics;
+    int64_t wait_ms;
+    int64_t ttr_ms;
+    int max;
+};
+int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
+                  struct api_error *e);
+
+/* What a worker does with a job it popped. */
+enum api_verb { API_FINISH, API_RELEASE, API_TOUCH, API_BURY };
+
+/* A finish, release, touch or bury request {"job_id", "receipt"}, with release's "delay" |
+ * "delay_ms" (default 0: ready now), touch's "ttr" | "ttr_ms" (default 0: the config's) and
+ * bury's "reason" (optional). */
+struct api_pull_op {
+    char id[JOB_ID_MAX + 1];
+    char receipt[API_RECEIPT_MAX + 1];
+    int64_t delay_ms;
+    int64_t ttr_ms;
+    char reason[API_REASON_MAX + 1];
+};
+int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
+                      const struct api_limits *lim, struct api_pull_op *out, struct api_error *e);
+
+/* One job a pop hands out. */
+struct api_popped {
+    const struct job *job;
+    int64_t attempt;
+    const char *receipt;
+    int64_t until_ms;           /* epoch ms: reserved until then */
+};
+
+/* data of a pop answer: {"jobs": [{"id", "topic", "body", "key", "headers", "due_ms",
+ * "attempt", "receipt", "reserved_until_ms"}, ...]}. */
+void *api_pop_data(const struct api_popped *jobs, size_t n);
+
+/* data of a finish, release, touch or bury answer: {"job_id", "state"[, "reserved_until_ms"]}
+ * (until_ms < 0: left out). */
+void *api_pull_op_data(const char *id, const char *state, int64_t until_ms);
+
+/* Adds a pull job's "pull": {"state", "attempt", "reserved_until_ms"} to the data of a get
+ * answer (data: api_job_data's; until_ms < 0: null), whose "state" becomes the pull state:
+ * ready, reserved, finished, dead-letter (on its way there), dead or removed. */
+void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t until_ms);
+
+/* Adds topic's counts to the "pull" object of a stats answer's data (made at the first):
+ * "pull": {topic: {"ready": n, "reserved": n}, ...}. */
+void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved);
+
 /* Builds {"code":..,"message":..,"data":..}; takes ownership of data (may be NULL for null).
  * Returns a malloc'd NUL-terminated string (caller frees), or NULL when out of memory. */
 char *api_response(int code, const char *message, void *data);

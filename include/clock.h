@@ -3,6 +3,7 @@
 #ifndef DQ_CLOCK_H
 #define DQ_CLOCK_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -38,6 +39,25 @@ static inline void cond_init_monotonic(pthread_cond_t *c)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(c, &ca);
     pthread_condattr_destroy(&ca);
+}
+
+/* With mu held: waits on c (cond_init_monotonic's) until the monotonic time until_ms at most.
+ * Returns pthread_cond_timedwait's answer, or ETIMEDOUT at once when until_ms has passed. */
+static inline int cond_wait_until(pthread_cond_t *c, pthread_mutex_t *mu, int64_t until_ms)
+{
+    struct timespec ts;
+    int64_t ms = until_ms - clock_mono_ms();
+
+    if (ms <= 0)
+        return ETIMEDOUT;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(c, mu, &ts);
 }
 
 #endif

@@ -15,6 +15,8 @@
 #define CONFIG_GROUPS_MAX 1024
 #define CONFIG_ADDRS_MAX 16       /* Sentinels asked for the master, or cluster seed nodes */
 #define CONFIG_SENTINELS_MAX CONFIG_ADDRS_MAX
+#define CONFIG_PULL_TOPICS_MAX 64 /* names or patterns of pull topics */
+#define CONFIG_TTR_MAX_S 86400    /* a reservation lasts a day at most, as in the queues it serves */
 
 struct config {
     struct {
@@ -84,7 +86,17 @@ struct config {
         enum log_level level;
     } log;
     struct {
+        char topics[CONFIG_PULL_TOPICS_MAX][CONFIG_STR_MAX];   /* names, or fnmatch patterns */
+        int ntopics;
+        int64_t ttr_s;                     /* a popped job is reserved this long by default */
+        int64_t max_attempts;              /* pops whose time ran out before the dead letters;
+                                            * 0: no limit */
+        int also_kafka;                    /* 1: a due pull job goes to its Kafka topic too */
+    } pull;
+    struct {
         int go_delayqueue;                 /* 1: a delivered message's value is the job id */
+        int ouqiang;                       /* 1: ouqiang/delay-queue's routes (compat.h) */
+        int changsongl;                    /* 1: changsongl/delay-queue's routes (compat.h) */
     } compat;
 };
 

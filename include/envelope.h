@@ -15,6 +15,9 @@
 #define HDR_HOPS    "dq-hops"     /* levels this message was moved down by delayqd */
 #define HDR_SENT    "dq-sent-ms"  /* set on delivery: when it was sent */
 #define HDR_ERROR   "dq-error"    /* set on dead letters: why */
+#define HDR_DELIVER "dq-deliver"  /* "pull": the job waits in Redis for poppers, "kafka": it
+                                   * goes to its topic even when that is a pull topic */
+#define HDR_TTR     "dq-ttr-ms"   /* a pull job's reservation time, ms */
 #define HDR_PREFIX  "dq-"         /* every control header; none is copied onto a delivery */
 #define ENVELOPE_TAG_MAX 64       /* longer dq-tag values are refused (delayqd writes 13) */
 
@@ -36,6 +39,8 @@ struct envelope {
     int has_due;
     int64_t due_ms;           /* epoch ms, valid when has_due */
     int hops;                 /* 0 unless moved down the levels by delayqd */
+    enum job_deliver deliver; /* dq-deliver; JOB_DELIVER_AUTO when absent */
+    int64_t ttr_ms;           /* dq-ttr-ms; 0 when absent */
 };
 
 /* Parses the control headers. Returns 0, or -1 with the reason (naming the header) in err:

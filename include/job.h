@@ -15,6 +15,17 @@
 #define JOB_TAG_LEN 13          /* a job's tag: as long as a stamp and a claim token */
 #define JOB_ERROR_MAX 511       /* why a failed job failed, as kept in its record */
 
+#define JOB_TTR_MAX_MS (86400LL * 1000)   /* a pull job is reserved a day at most */
+#define JOB_TTR_ONCE_MS 1   /* a pull job's ttr_ms that means: finished as its first pop hands
+                             * it out, never handed out again (changsongl's ttr 0) */
+
+/* Where a due job goes: its topic in Kafka, or ready in Redis for poppers (pull). AUTO: as the
+ * config's pull.topics say of its topic. */
+enum job_deliver { JOB_DELIVER_AUTO = 0, JOB_DELIVER_KAFKA, JOB_DELIVER_PULL };
+
+/* Reads "pull" or "kafka" (len bytes) into *out. 0, or -1 when it is neither. */
+int job_deliver_of(const char *s, size_t len, enum job_deliver *out);
+
 /* pending -> delivering -> delivered; pending -> cancelled (remove);
  * delivering -> failed (the business topic refused it; the job went to the dead-letter topic). */
 enum job_state { JOB_PENDING = 0, JOB_DELIVERING, JOB_DELIVERED, JOB_CANCELLED, JOB_FAILED };
@@ -35,6 +46,8 @@ struct job {
     int64_t delay_ms;            /* as asked, milliseconds */
     int64_t due_ms;              /* epoch ms */
     int64_t created_ms;          /* epoch ms */
+    enum job_deliver deliver;    /* as asked at add */
+    int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
 
@@ -63,8 +76,9 @@ void job_new_tag(char out[JOB_TAG_LEN + 1]);
  * messages carry as dq-tag, so that a message naming only its id cannot claim it), a
  * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
  * stamp where they were, so the head keeps its length and store.c writes heads in place.
- * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}], written once at
- * add, with the key and headers left off when there are none and any later elements ignored.
+ * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}, deliver, ttr_ms],
+ * written once at add, with what follows delay_ms left off when it says nothing (no key, no
+ * headers, deliver AUTO) and any later elements ignored.
  * A failed record may carry a msgpack string after the tail: why it failed. The id is the
  * key's, created_ms is due_ms - delay_ms. Records written before tags hold JOB_CLAIM_ROOM in
  * a pending record's claim field, and no tag is asked of their messages; records written

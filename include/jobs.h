@@ -53,6 +53,22 @@ void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
 void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
 void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
 
+/* Pops jobs of a pull topic as a pop request body asks (see pull.h); done is called exactly
+ * once: at once for a bad request (400), else from the pull thread. */
+void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
+
+/* The same for a pop already parsed (its topics checked). */
+void jobs_pop_request(struct jobs *jobs, const struct api_pop *pop, jobs_done_fn done,
+                      void *opaque);
+
+/* Finishes, releases, touches or buries a popped job as the request body asks (see pull_op);
+ * done is called exactly once. */
+void jobs_pull_op(struct jobs *jobs, enum api_verb verb, const char *body, size_t len,
+                  jobs_done_fn done, void *opaque);
+
+/* Pops waiting for a job are answered now, with none; pops to come do not wait (shutdown). */
+void jobs_stop_waiting(struct jobs *jobs);
+
 /* From the background probes (health.h), at once: 0 when Redis answers a PING and Kafka a
  * metadata request; -1 with the reason in err. On 0, err holds a warning, or "": a Redis that
  * may evict job records (maxmemory-policy). */

@@ -22,6 +22,14 @@ enum metric_counter {
     M_REDIS_ROUND_TRIPS,    /* a pipeline's calls to one node, sent and answered together */
     M_REDIS_CALLS,          /* calls (commands, script calls) in those */
     M_KAFKA_ERRORS,
+    M_PULL_READY,           /* due jobs made ready for poppers */
+    M_PULL_POPS,            /* pops answered with jobs */
+    M_PULL_EMPTY_POPS,      /* pops answered with none (their wait ran out) */
+    M_PULL_POPPED,          /* jobs handed out by pops */
+    M_PULL_FINISHES,
+    M_PULL_RELEASES,
+    M_PULL_EXPIRIES,        /* reservations that ran out: the job is ready again */
+    M_PULL_DEAD,            /* pull jobs sent to the dead-letter topic (buried, or out of attempts) */
     M_COUNTERS
 };
 
@@ -53,7 +61,8 @@ enum skip_reason {
 };
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
-                  R_RESCHEDULE, R_STATS, R_OTHER, HTTP_ROUTES };
+                  R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_OTHER,
+                  HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);
@@ -65,16 +74,21 @@ void metrics_http(enum http_route r, int status, double seconds);
 /* A delivery's lateness: Kafka's acknowledgement of the delivered message minus its due time,
  * milliseconds. */
 void metrics_lateness(int64_t ms);
+/* A pull job's first pop: when it was handed out minus its due time, milliseconds. */
+void metrics_pop_lateness(int64_t ms);
 
 /* Labelled gauges of what waits in the delay topics, set whole from one view (see stats.h). */
 enum metric_family {
     MF_PENDING,             /* delayq_pending_jobs{level=...} */
     MF_PENDING_BY_DUE,      /* delayq_pending_jobs_by_due{due=...} */
+    MF_PULL_READY,          /* delayq_pull_ready_jobs{topic=...} */
+    MF_PULL_RESERVED,       /* delayq_pull_reserved_jobs{topic=...} */
     M_FAMILIES
 };
-#define METRICS_FAMILY_MAX 32   /* labels of one family: the levels (LEVELS_MAX) at most */
+#define METRICS_FAMILY_MAX 32   /* labels of one family: the levels (LEVELS_MAX), or the first
+                                 * 32 pull topics */
 
-/* Sets the n gauges of family f: labels[i] (copied; at most 15 characters) and values[i].
+/* Sets the n gauges of family f: labels[i] (copied; at most 249 characters, a topic name) and values[i].
  * n above METRICS_FAMILY_MAX is cut to it. Rendered once set. */
 void metrics_set_family(enum metric_family f, const char *const *labels, const int64_t *values,
                         int n);

@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "config.h"
+#include "job.h"
 #include "levels.h"
 #include "metrics.h"
 
@@ -29,6 +31,11 @@ struct route_facts {
     int64_t max_delay_ms;       /* job.max_delay_s */
     int64_t smallest_level_ms;
 };
+
+/* 1 when a due job of topic (len bytes) waits in Redis for poppers instead of going to Kafka:
+ * it asked for that (deliver), or it did not ask for Kafka and its topic is one of
+ * pull.topics (names or fnmatch patterns). */
+int route_pulls(const struct config *cfg, const char *topic, size_t len, enum job_deliver deliver);
 
 /* The action for f; for ROUTE_DEAD also the reason in *why. */
 enum route_action route_decide(const struct route_facts *f, enum dlq_reason *why);

@@ -238,6 +238,131 @@ def phase_claims(stack, seconds, ngroups=500):
     return out
 
 
+def pull_fill(d, topic, n, due_ms):
+    """Adds n pull jobs of topic due at due_ms, 1000 per request."""
+    for k in range(0, n, 1000):
+        (status, doc), = d.bulk([("POST", "/delay-queue/api/jobs/add_batch",
+                                  {"jobs": [{"topic": topic, "deliver_at_ms": due_ms, "body": "x" * 64}
+                                            for _ in range(min(1000, n - k))]})])
+        if status != 200 or doc["data"]["failed"]:
+            raise RuntimeError(f"pull phase: adding its jobs failed: {status} {str(doc)[:300]}")
+
+
+def pull_threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("Threads:")))
+
+
+def pull_lateness(a, b, n=10000, spread_ms=10000, poppers=16):
+    """n jobs due over spread_ms on one pull topic, poppers waiting (wait_ms 5000) on both
+    instances: when each was handed out minus its due time, as the popper saw it."""
+    import http.client
+    topic, late, done = "bench_pull_late", [], threading.Event()
+    t0 = now_ms() + 3000
+    jobs = [{"topic": topic, "deliver_at_ms": t0 + i * spread_ms // n} for i in range(n)]
+    for k in range(0, n, 1000):
+        a.bulk([("POST", "/delay-queue/api/jobs/add_batch", {"jobs": jobs[k:k + 1000]})])
+
+    def popper(d):
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        while not done.is_set():
+            c.request("POST", "/delay-queue/api/jobs/pop",
+                      json.dumps({"topic": topic, "wait_ms": 5000}), {"Content-Type": "application/json"})
+            got = json.loads(c.getresponse().read())["data"]["jobs"]
+            at = now_ms()
+            for j in got:
+                late.append(at - j["due_ms"])
+                c.request("POST", "/delay-queue/api/jobs/finish",
+                          json.dumps({"job_id": j["id"], "receipt": j["receipt"]}),
+                          {"Content-Type": "application/json"})
+                c.getresponse().read()
+        c.close()
+
+    ts = [threading.Thread(target=popper, args=(a if i % 2 else b,)) for i in range(poppers)]
+    for t in ts:
+        t.start()
+    end = time.time() + spread_ms / 1000 + 60
+    while len(late) < n and time.time() < end:
+        time.sleep(0.2)
+    done.set()
+    for t in ts:
+        t.join(30)
+    return {"jobs": n, "popped": len(late), "early": sum(1 for x in late if x < 0),
+            "p50_ms": pct(late, 50), "p99_ms": pct(late, 99), "max_ms": max(late) if late else None,
+            "poppers": poppers, "instances": 2, "target": "p50 <= 10 ms, p99 <= 50 ms"}
+
+
+def pull_waiting(d, seconds, n_waiting=2000):
+    """Adds' latency while n_waiting pops (from 127.0.0.2) wait on an empty topic, and the
+    threads delayqd runs meanwhile."""
+    before = pull_threads(d.proc.pid)
+    alone = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds, conns=32)
+    body = json.dumps({"topic": "bench_pull_idle", "wait_ms": 120000}).encode()
+    socks = []
+    for _ in range(n_waiting):
+        s = socket.socket()
+        s.bind(("127.0.0.2", 0))
+        s.connect(("127.0.0.1", d.port))
+        s.sendall(b"POST /delay-queue/api/jobs/pop HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                  b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        socks.append(s)
+    try:
+        time.sleep(2)
+        during = wrk_adds(d, "bench_pending", now_ms() + FAR_MS, seconds, conns=32)
+        threads = pull_threads(d.proc.pid)
+        answered = 0
+        for s in socks:
+            s.setblocking(False)
+            try:
+                answered += bool(s.recv(1))
+            except BlockingIOError:
+                pass
+    finally:
+        for s in socks:
+            s.close()
+    return {"waiting": n_waiting, "answered_early": answered, "threads_before": before,
+            "threads_while_waiting": threads, "adds_alone": alone, "adds_while_waiting": during,
+            "target": "no thread per waiting pop; adds keep their p99"}
+
+
+def phase_pull(stack, seconds):
+    """Pop+finish pairs per second with 32 poppers taking 10 and 1 job a pop; pop lateness with
+    16 poppers on two instances; adds while 2,000 pops wait."""
+    extra = {"log_level": "warn", "max_connections": 4096, "max_connections_per_ip": 4096,
+             "max_body_bytes": 1048576, "pull_topics": ["bench_pull*"]}
+    a = Delayqd(stack, name="pull", partitions=8, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                extra=extra).start()
+    b = Delayqd(stack, cluster=a).start()
+    out = {"target": "pairs >= 10000/s with max 10 and >= 2000/s with max 1 (32 poppers)"}
+    try:
+        a.wait_groups_owned()
+        for mx, rate in ((10, 16000), (1, 5000)):
+            topic = f"bench_pull_{mx}"
+
+            def readied():
+                return a.metric("delayq_pull_ready_total") + b.metric("delayq_pull_ready_total")
+            want = readied() + rate * seconds
+            pull_fill(a, topic, rate * seconds, now_ms() + 1000)
+            end = time.time() + 120
+            while readied() < want and time.time() < end:   # all ready before the poppers start
+                time.sleep(0.5)
+            before = a.metric("delayq_pull_finishes_total")
+            r = wrk(a, "pull.lua", seconds, 32, 2, {"BENCH_TOPIC": topic, "BENCH_MAX": str(mx)},
+                    path="pop")
+            pairs = a.metric("delayq_pull_finishes_total") - before
+            out[f"max_{mx}"] = {"pairs_per_s": round(pairs / seconds), "requests_per_s": r["adds_per_s"],
+                                "p50_ms": r["p50_ms"], "p99_ms": r["p99_ms"], "max_ms": r["max_ms"],
+                                "errors": r["errors"], "connections": 32, "seconds": seconds}
+        out["lateness"] = pull_lateness(a, b)
+        b.stop()
+        out["waiting"] = pull_waiting(a, seconds)
+    finally:
+        a.stop()
+        if b.alive():
+            b.stop()
+    return out
+
+
 def phase_fairness(d, stack, seconds, n_idle=2000):
     """Adds from 127.0.0.1 while 127.0.0.2 holds n_idle half-open connections (a request line
     and one header, then nothing): what one client's idle connections cost the others."""
@@ -735,7 +860,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,replicated,cluster")
+                                        "memory,claims,pull,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -802,6 +927,9 @@ def main():
         if "claims" in phases:
             res["claims"] = phase_claims(stack, 5 if q else 15)
             print(table({"claims": res["claims"]}), flush=True)
+        if "pull" in phases:
+            res["pull"] = phase_pull(stack, 5 if q else 15)
+            print(json.dumps({"pull": res["pull"]}, indent=1), flush=True)
         if "replicated" in phases:
             d.stop()
             res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)

@@ -235,6 +235,50 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
     return 0;
 }
 
+/* A time to run in seconds (ttr) or milliseconds (ttr_ms) of root into *out: 0 when neither
+ * is given. The same bounds for an add and a pop: a second to a day. */
+static int parse_ttr(json_t *root, int64_t *out, struct api_error *e)
+{
+    json_t *s = json_object_get(root, "ttr"), *ms = json_object_get(root, "ttr_ms");
+    json_int_t v;
+
+    *out = 0;
+    if (s && ms)
+        return api_fail(e, 400, API_BAD_REQUEST, "give only one of ttr, ttr_ms");
+    if (!s && !ms)
+        return 0;
+    if (!json_is_integer(s ? s : ms))
+        return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer", s ? "ttr" : "ttr_ms");
+    v = json_integer_value(s ? s : ms);
+    if (s ? (v < 1 || v > JOB_TTR_MAX_MS / 1000) : (v < 1000 || v > JOB_TTR_MAX_MS))
+        return api_fail(e, 400, API_BAD_REQUEST, s ? "ttr must be from 1 to %lld seconds"
+                                                   : "ttr_ms must be from 1000 to %lld",
+                        s ? (long long)(JOB_TTR_MAX_MS / 1000) : (long long)JOB_TTR_MAX_MS);
+    *out = s ? v * 1000 : v;
+    return 0;
+}
+
+/* "deliver": "pull" | "kafka", and the time to run of a pull job, or "once": true (a pull job
+ * handed out by one pop and finished then, never handed out again). */
+static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
+{
+    json_t *d = json_object_get(root, "deliver"), *once = json_object_get(root, "once");
+
+    if (d && !json_is_null(d) &&
+        (!json_is_string(d) ||
+         job_deliver_of(json_string_value(d), json_string_length(d), &out->deliver) < 0))
+        return api_fail(e, 400, API_BAD_REQUEST, "deliver must be \"pull\" or \"kafka\"");
+    if (parse_ttr(root, &out->ttr_ms, e) < 0)
+        return -1;
+    if (once && !json_is_boolean(once))
+        return api_fail(e, 400, API_BAD_REQUEST, "once must be true or false");
+    if (json_is_true(once) && out->ttr_ms)
+        return api_fail(e, 400, API_BAD_REQUEST, "give either once or a ttr");
+    if (json_is_true(once))
+        out->ttr_ms = JOB_TTR_ONCE_MS;
+    return 0;
+}
+
 /* One add from its JSON object (out zeroed by the caller). */
 static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t now_ms,
                             struct job *out, int *id_given, struct api_error *e)
@@ -246,7 +290,8 @@ static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t 
         parse_when(root, lim, now_ms, out, e) == 0 &&
         parse_body(json_object_get(root, "body"), out, e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
-        parse_headers(json_object_get(root, "headers"), out, e) == 0)
+        parse_headers(json_object_get(root, "headers"), out, e) == 0 &&
+        parse_deliver(root, out, e) == 0)
         return 0;
     return -1;
 }
@@ -444,13 +489,12 @@ static json_t *text_value(const char *text)
     return v ? v : json_null();
 }
 
+static json_t *headers_object(const struct job *job);
+
 void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
                    const char *error)
 {
-    json_t *d = json_object(), *h = json_object();
-
-    for (size_t i = 0; i < job->nheaders; i++)
-        json_object_set_new(h, job->headers[i].name, json_string(job->headers[i].value));
+    json_t *d = json_object(), *h = headers_object(job);
     json_object_set_new(d, "id", json_string(job->id));
     json_object_set_new(d, "topic", json_string(job->topic));
     json_object_set_new(d, "delay", json_integer(job->delay_ms / 1000));
@@ -464,6 +508,13 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
     json_object_set_new(d, "created_ms", json_integer(job->created_ms));
     json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
     json_object_set_new(d, "error", error && error[0] ? text_value(error) : json_null());
+    if (job->deliver != JOB_DELIVER_AUTO)
+        json_object_set_new(d, "deliver", json_string(job->deliver == JOB_DELIVER_PULL ? "pull"
+                                                                                        : "kafka"));
+    if (job->ttr_ms == JOB_TTR_ONCE_MS)
+        json_object_set_new(d, "once", json_true());
+    else if (job->ttr_ms > 0)
+        json_object_set_new(d, "ttr_ms", json_integer(job->ttr_ms));
     return d;
 }
 
@@ -502,4 +553,173 @@ void *api_stats_data(const struct pending_view *v, const struct levels *lv)
     json_object_set_new(d, "by_due", due);
     json_object_set_new(d, "overdue_ms", json_integer(v->overdue_ms));
     return d;
+}
+
+int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
+                  struct api_error *e)
+{
+    json_t *root = load_object(body, len, e), *w, *m;
+    struct job topic = { .id = "" };
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    out->max = 1;
+    if (!root)
+        return -1;
+    if (parse_topic(json_object_get(root, "topic"), lim, &topic, e) < 0 ||
+        parse_ttr(root, &out->ttr_ms, e) < 0)
+        goto out;
+    snprintf(out->topics[0], sizeof(out->topics[0]), "%s", topic.topic);
+    out->ntopics = 1;
+    if ((w = json_object_get(root, "wait_ms"))) {
+        if (!json_is_integer(w) || json_integer_value(w) < 0 ||
+            json_integer_value(w) > API_POP_WAIT_MAX_MS) {
+            api_fail(e, 400, API_BAD_REQUEST, "wait_ms must be an integer from 0 to %d",
+                     API_POP_WAIT_MAX_MS);
+            goto out;
+        }
+        out->wait_ms = json_integer_value(w);
+    }
+    if ((m = json_object_get(root, "max"))) {
+        if (!json_is_integer(m) || json_integer_value(m) < 1 || json_integer_value(m) > 100) {
+            api_fail(e, 400, API_BAD_REQUEST, "max must be an integer from 1 to 100");
+            goto out;
+        }
+        out->max = (int)json_integer_value(m);
+    }
+    rc = 0;
+out:
+    free(topic.topic);
+    json_decref(root);
+    return rc;
+}
+
+/* A release's delay: "delay" (s) or "delay_ms", up to job.max_delay_s; 0 when neither. */
+static int parse_release_delay(json_t *root, const struct api_limits *lim, int64_t *out,
+                               struct api_error *e)
+{
+    json_t *s = json_object_get(root, "delay"), *ms = json_object_get(root, "delay_ms");
+    json_int_t v;
+
+    *out = 0;
+    if (s && ms)
+        return api_fail(e, 400, API_BAD_REQUEST, "give only one of delay, delay_ms");
+    if (!s && !ms)
+        return 0;
+    v = json_is_integer(s ? s : ms) ? json_integer_value(s ? s : ms) : -1;
+    if (v < 0 || (s ? v > lim->max_delay_ms / 1000 : v > lim->max_delay_ms))
+        return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer from 0 to %lld",
+                        s ? "delay" : "delay_ms",
+                        (long long)(s ? lim->max_delay_ms / 1000 : lim->max_delay_ms));
+    *out = s ? v * 1000 : v;
+    return 0;
+}
+
+static int parse_receipt(json_t *v, char out[API_RECEIPT_MAX + 1], struct api_error *e)
+{
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) > API_RECEIPT_MAX || !strchr(json_string_value(v), ':'))
+        return api_fail(e, 400, API_BAD_REQUEST,
+                        "receipt is required: the receipt the pop handed out with the job");
+    snprintf(out, API_RECEIPT_MAX + 1, "%s", json_string_value(v));
+    return 0;
+}
+
+static int parse_reason(json_t *v, char out[API_REASON_MAX + 1], struct api_error *e)
+{
+    out[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) > API_REASON_MAX ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "reason must be a string of at most %d bytes",
+                        API_REASON_MAX);
+    snprintf(out, API_REASON_MAX + 1, "%s", json_string_value(v));
+    return 0;
+}
+
+int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
+                      const struct api_limits *lim, struct api_pull_op *out, struct api_error *e)
+{
+    json_t *root = load_object(body, len, e);
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (!root)
+        return -1;
+    if (job_id_of(root, out->id, e) < 0 ||
+        parse_receipt(json_object_get(root, "receipt"), out->receipt, e) < 0)
+        goto out;
+    if (verb == API_RELEASE && parse_release_delay(root, lim, &out->delay_ms, e) < 0)
+        goto out;
+    if (verb == API_TOUCH && parse_ttr(root, &out->ttr_ms, e) < 0)
+        goto out;
+    if (verb == API_BURY && parse_reason(json_object_get(root, "reason"), out->reason, e) < 0)
+        goto out;
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static json_t *headers_object(const struct job *job)
+{
+    json_t *h = json_object();
+
+    for (size_t i = 0; i < job->nheaders; i++)
+        json_object_set_new(h, job->headers[i].name, json_string(job->headers[i].value));
+    return h;
+}
+
+void *api_pop_data(const struct api_popped *jobs, size_t n)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; i < n; i++) {
+        const struct job *job = jobs[i].job;
+        json_t *j = json_object();
+        json_object_set_new(j, "id", json_string(job->id));
+        json_object_set_new(j, "topic", json_string(job->topic));
+        json_object_set_new(j, "body", json_stringn(job->body, job->body_len));
+        json_object_set_new(j, "key", json_string(job->key ? job->key : job->id));
+        json_object_set_new(j, "headers", headers_object(job));
+        json_object_set_new(j, "due_ms", json_integer(job->due_ms));
+        json_object_set_new(j, "attempt", json_integer(jobs[i].attempt));
+        json_object_set_new(j, "receipt", json_string(jobs[i].receipt));
+        json_object_set_new(j, "reserved_until_ms", json_integer(jobs[i].until_ms));
+        json_array_append_new(list, j);
+    }
+    return json_pack("{s:o}", "jobs", list);
+}
+
+void *api_pull_op_data(const char *id, const char *state, int64_t until_ms)
+{
+    json_t *d = json_pack("{s:s, s:s}", "job_id", id, "state", state);
+
+    if (d && until_ms >= 0)
+        json_object_set_new(d, "reserved_until_ms", json_integer(until_ms));
+    return d;
+}
+
+void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t until_ms)
+{
+    json_t *p = json_pack("{s:s, s:I}", "state", state, "attempt", (json_int_t)attempt);
+
+    if (!p)
+        return;
+    json_object_set_new(p, "reserved_until_ms", until_ms >= 0 ? json_integer(until_ms) : json_null());
+    json_object_set_new((json_t *)data, "pull", p);
+    json_object_set_new((json_t *)data, "state", json_string(state));
+}
+
+void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)
+{
+    json_t *pull = json_object_get(data, "pull");
+
+    if (!pull) {
+        pull = json_object();
+        json_object_set_new(data, "pull", pull);
+    }
+    json_object_set_new(pull, topic, json_pack("{s:I, s:I}", "ready", (json_int_t)ready,
+                                               "reserved", (json_int_t)reserved));
 }

@@ -42,6 +42,7 @@ static int set_log_level(const struct key *, config_setting_t *, struct config *
 static int set_listen(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_sentinels(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_cluster(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_pull_topics(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
@@ -107,7 +108,13 @@ static const struct key keys[] = {
     INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
     INT(job, refused_retry_s, job.refused_retry_s, 0, 7LL * 86400),
     FN(log, level, set_log_level),
+    FN(pull, topics, set_pull_topics),
+    INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
+    INT(pull, max_attempts, pull.max_attempts, 0, 1000000),
+    BOOL(pull, also_kafka, pull.also_kafka),
     BOOL(compat, go_delayqueue, compat.go_delayqueue),
+    BOOL(compat, ouqiang, compat.ouqiang),
+    BOOL(compat, changsongl, compat.changsongl),
 };
 
 static const char *const default_levels[] = {
@@ -138,6 +145,8 @@ void config_defaults(struct config *cfg)
     snprintf(cfg->kafka.group_id, sizeof(cfg->kafka.group_id), "delayq");
     cfg->kafka.produce_timeout_ms = 5000;
     cfg->kafka.replication_factor = -1;
+    cfg->pull.ttr_s = 60;
+    cfg->pull.max_attempts = 10;
     snprintf(cfg->delay.topic_format, sizeof(cfg->delay.topic_format), "delay_topic_%%s");
     levels_init(&cfg->delay.levels, default_levels,
                 (int)(sizeof(default_levels) / sizeof(default_levels[0])), cfg->delay.topic_format,
@@ -241,6 +250,30 @@ static int set_cluster(const struct key *k, config_setting_t *s, struct config *
 {
     (void)k;
     return set_addrs(s, cfg->redis.cluster, &cfg->redis.ncluster, why, whylen);
+}
+
+/* Pull topics: names or fnmatch patterns ("orders.*"), at most CONFIG_PULL_TOPICS_MAX. */
+static int set_pull_topics(const struct key *k, config_setting_t *s, struct config *cfg,
+                           char *why, size_t whylen)
+{
+    int n = config_setting_length(s);
+
+    (void)k;
+    if (!config_setting_is_aggregate(s) || n > CONFIG_PULL_TOPICS_MAX) {
+        snprintf(why, whylen, "must be a list of at most %d topic names or patterns",
+                 CONFIG_PULL_TOPICS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *v = config_setting_get_string_elem(s, i);
+        if (!v || !*v || strlen(v) >= CONFIG_STR_MAX) {
+            snprintf(why, whylen, "element %d must be a topic name or pattern", i);
+            return -1;
+        }
+        snprintf(cfg->pull.topics[i], CONFIG_STR_MAX, "%s", v);
+    }
+    cfg->pull.ntopics = n;
+    return 0;
 }
 
 static int set_props(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
@@ -474,7 +507,7 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
         config_setting_t *grp = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(grp);
         if (!find_key(gname, NULL) || !config_setting_is_group(grp)) {
-            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, compat)",
+            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, pull, compat)",
                      src, config_setting_source_line(grp), gname);
             return -1;
         }

@@ -45,8 +45,8 @@ static int set_once(const char **dst, size_t *dst_len, const struct hdr *h, char
 
 int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char *err, size_t errlen)
 {
-    const char *due = NULL, *hops = NULL;
-    size_t due_len = 0, hops_len = 0;
+    const char *due = NULL, *hops = NULL, *deliver = NULL, *ttr = NULL;
+    size_t due_len = 0, hops_len = 0, deliver_len = 0, ttr_len = 0;
     int64_t v;
 
     memset(env, 0, sizeof(*env));
@@ -64,6 +64,10 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
             rc = set_once(&env->tag, &env->tag_len, h, err, errlen);
         else if (strcmp(h->name, HDR_HOPS) == 0)
             rc = set_once(&hops, &hops_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_DELIVER) == 0)
+            rc = set_once(&deliver, &deliver_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_TTR) == 0)
+            rc = set_once(&ttr, &ttr_len, h, err, errlen);
         if (rc < 0)
             return -1;
     }
@@ -89,6 +93,16 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
             return -1;
         }
         env->hops = (int)v;
+    }
+    if (deliver && job_deliver_of(deliver, deliver_len, &env->deliver) < 0) {
+        snprintf(err, errlen, "header %s is not \"pull\" or \"kafka\"", HDR_DELIVER);
+        return -1;
+    }
+    if (ttr && (parse_int64(ttr, ttr_len, &env->ttr_ms) < 0 || env->ttr_ms < 1000 ||
+                env->ttr_ms > JOB_TTR_MAX_MS)) {
+        snprintf(err, errlen, "header %s is not a decimal count of ms from 1000 to %lld", HDR_TTR,
+                 (long long)JOB_TTR_MAX_MS);
+        return -1;
     }
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "producer.h"
+#include "pullq.h"
 #include "route.h"
 #include "store.h"
 #include "warm.h"
@@ -44,6 +45,17 @@ enum stage {
     ST_SEND_MOVE,      /* produced a move down a level */
     ST_SEND_DEAD,      /* produced a message that cannot be handled to the dead-letter topic */
     ST_MARK,           /* sent; marking the record (m->mark) is pending or retried */
+    ST_READY,          /* a pull job, to be made ready in Redis (fw->ready) */
+};
+
+/* A due pull job on its way into its topic's ready set, with the record poppers will read. */
+struct ready_item {
+    struct held *m;
+    char id[JOB_ID_MAX + 1];
+    char topic[TOPIC_NAME_MAX + 1];
+    msgpack_sbuffer rec;
+    int64_t due_ms;
+    int64_t ttr_ms;
 };
 
 struct vec {
@@ -91,6 +103,10 @@ struct forwarder {
     struct vec batch;        /* submitted since the last flush */
     struct vec claims;       /* scratch: jobs whose records are claimed in this flush */
     struct vec marks;        /* delivered jobs whose records are to be marked */
+    struct pullq *pq;        /* the pull queues, for due pull jobs */
+    struct ready_item *ready;   /* due pull jobs of this flush, nready of them */
+    size_t nready, ready_cap;
+    struct pullq_entry *entries;   /* scratch for ready, ready_cap of them */
     int64_t claim_now;       /* epoch ms: the flush's, while its claims are answered */
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
@@ -416,6 +432,78 @@ static void deliver_job(struct forwarder *fw, struct held *m, const struct job *
         note_forward(fw, job->topic);
 }
 
+/* Queues job (a due pull job, m its message) to be made ready by run_ready. */
+static void ready_job(struct forwarder *fw, struct held *m, const struct job *job)
+{
+    struct ready_item *it;
+
+    if (fw->nready == fw->ready_cap) {
+        size_t cap = fw->ready_cap ? 2 * fw->ready_cap : 64;
+        struct ready_item *r = realloc(fw->ready, cap * sizeof(*r));
+        struct pullq_entry *e = realloc(fw->entries, cap * sizeof(*e));
+        if (r)
+            fw->ready = r;
+        if (e)
+            fw->entries = e;
+        if (!r || !e) {
+            log_error("out of memory making job=%s ready; retrying", job->id);
+            retry(fw, m);
+            return;
+        }
+        fw->ready_cap = cap;
+    }
+    it = &fw->ready[fw->nready];
+    it->m = m;
+    snprintf(it->id, sizeof(it->id), "%s", job->id);
+    snprintf(it->topic, sizeof(it->topic), "%s", job->topic);
+    it->due_ms = job->due_ms;
+    it->ttr_ms = job->ttr_ms;
+    msgpack_sbuffer_init(&it->rec);
+    if (job_record_pack(job, &it->rec) < 0) {
+        msgpack_sbuffer_destroy(&it->rec);
+        log_error("out of memory making job=%s ready; retrying", job->id);
+        retry(fw, m);
+        return;
+    }
+    m->stage = ST_READY;
+    m->due_ms = job->due_ms;
+    fw->nready++;
+}
+
+/* A direct message to a pull topic becomes a job whose id names its message, so that a copy
+ * read again after a crash finds it made ready already. */
+static void ready_direct(struct forwarder *fw, struct held *m)
+{
+    struct job job = { .delay_ms = 0, .due_ms = m->due_ms, .created_ms = m->due_ms,
+                       .deliver = JOB_DELIVER_PULL, .ttr_ms = m->env.ttr_ms };
+    struct job_header hdrs[JOB_HEADERS_MAX];
+    char topic[TOPIC_NAME_MAX + 1], key[1024];
+
+    snprintf(job.id, sizeof(job.id), "%s-%d-%lld", topic_of(fw, m), m->partition,
+             (long long)m->offset);
+    snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
+    job.topic = topic;
+    job.body = (char *)(uintptr_t)(m->value ? m->value : "");
+    job.body_len = m->value ? m->value_len : 0;
+    if (m->key && m->key_len < sizeof(key) && !memchr(m->key, '\0', m->key_len)) {
+        snprintf(key, sizeof(key), "%.*s", (int)m->key_len, m->key);
+        job.key = key;
+    }
+    job.headers = hdrs;
+    for (size_t i = 0; i < m->nhdrs && job.nheaders < JOB_HEADERS_MAX; i++) {
+        const struct hdr *h = &m->hdrs[i];
+        if (envelope_is_control(h->name) || !h->value || memchr(h->value, '\0', h->len))
+            continue;   /* the record keeps text headers, as an add's */
+        hdrs[job.nheaders].name = (char *)(uintptr_t)h->name;
+        hdrs[job.nheaders].value = strndup(h->value, h->len);
+        if (hdrs[job.nheaders].value)
+            job.nheaders++;
+    }
+    ready_job(fw, m, &job);
+    for (size_t i = 0; i < job.nheaders; i++)
+        free(hdrs[i].value);
+}
+
 /* Copies the message's job id into out; the envelope checked it is present. */
 static void id_of(const struct held *m, char out[JOB_ID_MAX + 1])
 {
@@ -535,6 +623,8 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
+    } else if (route_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
+        ready_job(fw, m, &job);
     } else {
         deliver_job(fw, m, &job, now);
     }
@@ -757,6 +847,87 @@ static void run_marks(struct forwarder *fw)
     fw->marks.n = 0;
 }
 
+/* With pull.also_kafka: a job made ready goes to its Kafka topic as well, as any delivery. */
+static void deliver_too(struct forwarder *fw, struct ready_item *it)
+{
+    char topic[TOPIC_NAME_MAX + 1], err[256];
+    struct job_record rec;
+    struct job job = { .id = "" };
+    int64_t now = clock_now_ms();
+
+    it->m->stage = ST_NEW;
+    if (!it->m->env.id) {
+        snprintf(topic, sizeof(topic), "%.*s", (int)it->m->env.topic_len, it->m->env.topic);
+        deliver_direct(fw, it->m, topic, now);
+    } else if (job_record_read(it->id, it->rec.data, it->rec.size, &job, &rec, err,
+                               sizeof(err)) == 0) {
+        deliver_job(fw, it->m, &job, now);
+    } else {   /* it packed the record itself: out of memory at most */
+        log_error("job=%s: reading back its record failed (%s); retrying", it->id, err);
+        retry(fw, it->m);
+    }
+    job_release(&job);
+}
+
+/* What becomes of a due pull job once Redis answered e: marked (or done), sent to Kafka too, or
+ * retried (counted in *failed, why it failed in *why). */
+static void act_on_ready(struct forwarder *fw, struct ready_item *it, const struct pullq_entry *e,
+                         size_t *failed, const char **why)
+{
+    if (e->failed || e->res == PULLQ_ID_BUSY) {
+        (*failed)++;
+        *why = e->failed ? e->err : "another job of its id is still ready or reserved";
+        it->m->stage = ST_NEW;
+        retry(fw, it->m);
+        return;
+    }
+    if (e->res == PULLQ_MADE_READY)
+        metrics_inc(M_PULL_READY);
+    if (fw->cfg->pull.also_kafka) {
+        deliver_too(fw, it);
+    } else if (it->m->env.id) {
+        it->m->mark = JOB_DELIVERED;
+        it->m->stage = ST_MARK;
+        vec_push(&fw->marks, it->m);
+    } else {
+        done(fw, it->m);
+    }
+}
+
+/* Makes the due pull jobs of this flush ready, in one pipeline; a job's record is then marked
+ * delivered (its message committed after), a direct message is done. */
+static void run_ready(struct forwarder *fw)
+{
+    size_t n = 0, failed = 0;
+    const char *why = "";
+
+    for (size_t i = 0; i < fw->nready; i++) {
+        struct ready_item *it = &fw->ready[i];
+        if (!groups_may_send(fw->groups, it->m, clock_mono_ms())) {   /* as produce() checks */
+            log_debug("drop job=%s: group no longer ours", it->id);
+            done(fw, it->m);
+            it->m = NULL;
+            continue;
+        }
+        fw->entries[n++] = (struct pullq_entry){ .topic = it->topic, .id = it->id,
+                                                 .rec = it->rec.data, .rec_len = it->rec.size,
+                                                 .due_ms = it->due_ms, .ttr_ms = it->ttr_ms };
+    }
+    pullq_ready_many(fw->pq, n, fw->entries);
+    for (size_t i = 0, k = 0; i < fw->nready; i++) {
+        struct ready_item *it = &fw->ready[i];
+        if (it->m)
+            act_on_ready(fw, it, &fw->entries[k++], &failed, &why);
+        msgpack_sbuffer_destroy(&it->rec);
+    }
+    if (failed) {
+        metrics_inc(M_REDIS_ERRORS);
+        warn_retried(&fw->redis_gate, "making %zu of %zu pull jobs ready failed (retried): %s",
+                     failed, fw->nready, why);
+    }
+    fw->nready = 0;
+}
+
 /* Why route_decide dead-letters m, in words. */
 static void dead_reason(const struct forwarder *fw, const struct held *m, enum dlq_reason r,
                         char *out, size_t outlen)
@@ -825,6 +996,10 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case ROUTE_DELIVER:
+        if (route_pulls(fw->cfg, m->env.topic, m->env.topic_len, m->env.deliver)) {
+            ready_direct(fw, m);
+            break;
+        }
         snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
         deliver_direct(fw, m, topic, now);
         break;
@@ -876,6 +1051,8 @@ void forwarder_flush(struct forwarder *fw)
     fw->batch.n = 0;
     if (fw->claims.n)
         run_claims(fw, now);
+    if (fw->nready)
+        run_ready(fw);
     if (fw->marks.n)
         run_marks(fw);
 }
@@ -938,8 +1115,10 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, cha
 {
     struct forwarder *fw = calloc(1, sizeof(*fw));
 
-    if (!fw || !(fw->st = store_new(cfg))) {
+    if (!fw || !(fw->st = store_new(cfg)) || !(fw->pq = pullq_new(cfg))) {
         snprintf(err, errlen, "out of memory");
+        if (fw)
+            store_free(fw->st);
         free(fw);
         return NULL;
     }
@@ -951,12 +1130,14 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, cha
     if (!(fw->rk = producer_new(cfg, "forwarder", DELIVERY_TIMEOUT_MS, FORWARD_LINGER_MS, dr_cb, fw,
                                 err, errlen))) {
         store_free(fw->st);
+        pullq_free(fw->pq);
         free(fw);
         return NULL;
     }
     if (!(fw->warm = warm_new(fw->rk, err, errlen))) {
         rd_kafka_destroy(fw->rk);
         store_free(fw->st);
+        pullq_free(fw->pq);
         free(fw);
         return NULL;
     }
@@ -979,6 +1160,9 @@ void forwarder_free(struct forwarder *fw)
     warm_free(fw->warm);
     rd_kafka_destroy(fw->rk);
     store_free(fw->st);
+    pullq_free(fw->pq);
+    free(fw->ready);
+    free(fw->entries);
     scratch_release(&fw->sc);
     for (size_t i = fw->out_next; i < fw->nout; i++)
         free(fw->out[i].m);   /* finished after the holder's last commit: nothing to record */

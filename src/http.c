@@ -21,6 +21,7 @@
 
 #include "addrs.h"
 #include "api.h"
+#include "compat.h"
 #include "http.h"
 #include "clock.h"
 #include "log.h"
@@ -102,6 +103,8 @@ struct request {
     int async_status;
     char *response;
     int counted;            /* the request is in http->busy */
+    char method[8];         /* a compat route's */
+    char *url;              /* a compat route's path, owned */
 };
 
 /* Starts tracking a new connection of s: its first request must arrive whole within
@@ -196,7 +199,7 @@ static enum MHD_Result send_error(struct request *req, int status, int code, con
     return send_json(req, status, api_response(code, msg, NULL));
 }
 
-enum { METHOD_GET = 1, METHOD_POST = 2 };
+enum { METHOD_GET = 1, METHOD_POST = 2, METHOD_PUT = 4, METHOD_DELETE = 8 };
 
 /* Every path, the methods it takes, and what a wrong one is told. */
 static const struct {
@@ -215,14 +218,46 @@ static const struct {
     { "/readyz", R_READY, METHOD_GET, "this path takes GET" },
     { "/metrics", R_METRICS, METHOD_GET, "this path takes GET" },
     { "/delay-queue/api/stats", R_STATS, METHOD_GET, "this path takes GET" },
+    { API_PREFIX "pop", R_POP, METHOD_POST, "pop takes POST" },
+    { API_PREFIX "finish", R_FINISH, METHOD_POST, "finish takes POST" },
+    { API_PREFIX "release", R_RELEASE, METHOD_POST, "release takes POST" },
+    { API_PREFIX "touch", R_TOUCH, METHOD_POST, "touch takes POST" },
+    { API_PREFIX "bury", R_BURY, METHOD_POST, "bury takes POST" },
+    /* ouqiang/delay-queue's, with compat.ouqiang */
+    { "/push", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
+    { "/pop", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
+    { "/finish", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
+    { "/delete", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
+    { "/get", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
+    /* changsongl/delay-queue's, with compat.changsongl: /topic/<topic>/job[/<id>] */
+    { COMPAT_TOPIC_PREFIX, R_COMPAT, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE,
+      "this path takes GET, POST, PUT or DELETE" },
 };
 
-/* The index of url in routes, or -1. */
-static int match(const char *url)
+/* 1 for the routes the jobs module answers (suspended until it has): refused once draining. */
+static int is_async(enum http_route route)
 {
-    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+    switch (route) {
+    case R_ADD: case R_ADD_BATCH: case R_RESCHEDULE: case R_GET: case R_REMOVE: case R_CLAIMS:
+    case R_STATS: case R_POP: case R_FINISH: case R_RELEASE: case R_TOUCH: case R_BURY:
+    case R_COMPAT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The index of url in routes, or -1 (also for a compat route whose switch is off). */
+static int match(const struct config *cfg, const char *url)
+{
+    size_t prefix = strlen(COMPAT_TOPIC_PREFIX);
+
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (strcmp(routes[i].path, COMPAT_TOPIC_PREFIX) == 0)
+            return cfg->compat.changsongl && strncmp(url, routes[i].path, prefix) == 0 ? (int)i : -1;
         if (strcmp(url, routes[i].path) == 0)
-            return (int)i;
+            return routes[i].route == R_COMPAT && !cfg->compat.ouqiang ? -1 : (int)i;
+    }
     return -1;
 }
 
@@ -323,6 +358,7 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
     const char *cl, *te;
     char msg[128];
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
+    int is_put = strcmp(method, "PUT") == 0, is_delete = strcmp(method, "DELETE") == 0;
 
     if (lengths_differ(conn)) {
         *ret = send_error(req, 400, API_BAD_REQUEST, "Content-Length headers disagree");
@@ -343,7 +379,9 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         return -1;
     }
     if (!((is_get && (routes[req->path].methods & METHOD_GET)) ||
-          (is_post && (routes[req->path].methods & METHOD_POST)))) {
+          (is_post && (routes[req->path].methods & METHOD_POST)) ||
+          (is_put && (routes[req->path].methods & METHOD_PUT)) ||
+          (is_delete && (routes[req->path].methods & METHOD_DELETE)))) {
         *ret = send_error(req, 405, API_BAD_REQUEST, routes[req->path].wrong);
         return -1;
     }
@@ -484,6 +522,17 @@ static void start_id(struct request *req)
         jobs_remove(req->http->jobs, id, async_done, req);
 }
 
+/* A compat route: the request as its queue's clients send it. */
+static void start_compat(struct request *req, const char *body)
+{
+    struct compat_request c = { .method = req->method, .path = req->url, .body = body,
+                                .len = req->len };
+
+    if (query_value(req->conn, "timeout", &c.timeout) < 0)
+        c.timeout = "";
+    compat_serve(req->http->jobs, req->http->cfg, &c, async_done, req);
+}
+
 /* Hands the request to the jobs module, which answers it through async_done. */
 static void start(struct request *req)
 {
@@ -505,6 +554,21 @@ static void start(struct request *req)
         break;
     case R_STATS:
         jobs_stats(req->http->jobs, async_done, req);
+        break;
+    case R_POP:
+        jobs_pop(req->http->jobs, body, req->len, async_done, req);
+        break;
+    case R_COMPAT:
+        start_compat(req, body);
+        break;
+    case R_FINISH:
+    case R_RELEASE:
+    case R_TOUCH:
+    case R_BURY:
+        jobs_pull_op(req->http->jobs, req->route == R_FINISH ? API_FINISH
+                                      : req->route == R_RELEASE ? API_RELEASE
+                                      : req->route == R_TOUCH ? API_TOUCH : API_BURY,
+                     body, req->len, async_done, req);
         break;
     default:
         jobs_add(req->http->jobs, body, req->len, async_done, req);
@@ -563,15 +627,9 @@ static enum MHD_Result route(struct request *req)
 {
     if (req->too_large)
         return send_error(req, 413, API_TOO_LARGE, "request body is over http.max_body_bytes");
-    switch (req->route) {
-    case R_ADD:
-    case R_ADD_BATCH:
-    case R_RESCHEDULE:
-    case R_GET:
-    case R_REMOVE:
-    case R_CLAIMS:
-    case R_STATS:
+    if (is_async(req->route))
         return serve_async(req);
+    switch (req->route) {
     case R_HEALTH:
         return send_json(req, 200, api_response(API_OK, "ok", NULL));
     case R_READY:
@@ -579,8 +637,7 @@ static enum MHD_Result route(struct request *req)
     case R_METRICS:
         jobs_stats_gauges(req->http->jobs);
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
-    case R_OTHER:
-    case HTTP_ROUTES:
+    default:   /* R_OTHER; the others are served above */
         break;
     }
     return send_error(req, 404, API_NOT_FOUND, "no such path");
@@ -592,9 +649,7 @@ static enum MHD_Result route(struct request *req)
 static enum MHD_Result serve(struct request *req)
 {
     struct http *http = req->http;
-    int async = req->route == R_ADD || req->route == R_ADD_BATCH || req->route == R_RESCHEDULE ||
-                req->route == R_GET || req->route == R_REMOVE || req->route == R_CLAIMS ||
-                req->route == R_STATS;
+    int async = is_async(req->route);
     enum MHD_Result ret;
 
     /* inside first, then the flag: http_drain waits for every request that saw it clear */
@@ -621,9 +676,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->srv = cls;
         req->http = req->srv->http;
         req->conn = conn;
-        req->path = match(url);
+        req->path = match(req->http->cfg, url);
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
+        if (req->route == R_COMPAT) {
+            snprintf(req->method, sizeof(req->method), "%s", method);
+            req->url = strdup(url);   /* out of memory: answered as an unknown path */
+        }
         req->start_us = clock_mono_us();
         pthread_mutex_init(&req->mu, NULL);
         *con_cls = req;
@@ -659,6 +718,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_destroy(&req->mu);
     free(req->response);
     free(req->body);
+    free(req->url);
     free(req);
     *con_cls = NULL;
 }
@@ -949,6 +1009,7 @@ void http_drain(struct http *http, int timeout_ms)
     atomic_store(&http->draining, 1);
     for (int i = 0; i < http->nsrv; i++)
         wake(&http->srv[i]);
+    jobs_stop_waiting(http->jobs);   /* pops waiting for a job are answered now, with none */
     for (int waited = 0; atomic_load(&http->busy) > 0 && waited < timeout_ms; waited += 10)
         usleep(10 * 1000);
     if (atomic_load(&http->busy) > 0)

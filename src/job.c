@@ -111,6 +111,17 @@ void job_new_tag(char out[JOB_TAG_LEN + 1])
     out[JOB_TAG_LEN] = '\0';
 }
 
+int job_deliver_of(const char *s, size_t len, enum job_deliver *out)
+{
+    if (len == 4 && memcmp(s, "pull", 4) == 0)
+        *out = JOB_DELIVER_PULL;
+    else if (len == 5 && memcmp(s, "kafka", 5) == 0)
+        *out = JOB_DELIVER_KAFKA;
+    else
+        return -1;
+    return 0;
+}
+
 static void pack_str(msgpack_packer *pk, const char *s, size_t len)
 {
     msgpack_pack_str(pk, len);
@@ -132,23 +143,27 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, job->nheaders ? 5 : job->key ? 4 : 3);
+    msgpack_pack_array(&pk, job->deliver ? 7 : job->nheaders ? 5 : job->key ? 4 : 3);
     pack_str(&pk, job->topic, strlen(job->topic));
     pack_str(&pk, job->body, job->body_len);
     msgpack_pack_int64(&pk, job->delay_ms);
-    if (!job->key && !job->nheaders)
+    if (!job->key && !job->nheaders && !job->deliver)
         return 0;
     if (job->key)
         pack_str(&pk, job->key, strlen(job->key));
     else
         msgpack_pack_nil(&pk);
-    if (!job->nheaders)
+    if (!job->nheaders && !job->deliver)
         return 0;
     msgpack_pack_map(&pk, job->nheaders);
     for (size_t i = 0; i < job->nheaders; i++) {
         pack_str(&pk, job->headers[i].name, strlen(job->headers[i].name));
         pack_str(&pk, job->headers[i].value, strlen(job->headers[i].value));
     }
+    if (!job->deliver)
+        return 0;
+    msgpack_pack_int(&pk, (int)job->deliver);
+    msgpack_pack_int64(&pk, job->ttr_ms);
     return 0;
 }
 
@@ -252,7 +267,7 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
 
 /* Where the fields of a record's tail are; key and headers NULL when left off. */
 struct tail_fields {
-    const msgpack_object *topic, *body, *delay, *key, *headers;
+    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr;
 };
 
 /* Finds the fields of tail a: [topic, body, delay_ms, key, {headers}], the key and headers
@@ -267,11 +282,13 @@ static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
         return -1;
     e = a->via.array.ptr;
     n = a->via.array.size;
-    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL };
+    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL };
     if (e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         f->delay = &e[2];
         f->key = n > 3 ? &e[3] : NULL;
         f->headers = n > 4 ? &e[4] : NULL;
+        f->deliver = n > 6 ? &e[5] : NULL;
+        f->ttr = n > 6 ? &e[6] : NULL;
         return 0;
     }
     if (n < 5)
@@ -298,6 +315,14 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
         return "delay_ms";   /* never negative, never before the epoch */
     out->delay_ms = (int64_t)f->delay->via.u64;
     out->created_ms = out->due_ms - out->delay_ms;
+    if (!f->deliver)
+        return NULL;
+    if (f->deliver->type != MSGPACK_OBJECT_POSITIVE_INTEGER || f->deliver->via.u64 > JOB_DELIVER_PULL)
+        return "deliver";
+    out->deliver = (enum job_deliver)f->deliver->via.u64;
+    if (f->ttr->type != MSGPACK_OBJECT_POSITIVE_INTEGER || f->ttr->via.u64 > JOB_TTR_MAX_MS)
+        return "ttr_ms";
+    out->ttr_ms = (int64_t)f->ttr->via.u64;
     return NULL;
 }
 

@@ -22,6 +22,9 @@
 #include "metrics.h"
 #include "moves.h"
 #include "producer.h"
+#include "pull.h"
+#include "pullq.h"
+#include "route.h"
 #include "stats.h"
 #include "store.h"
 #include "warm.h"
@@ -96,6 +99,8 @@ struct jobs {
     int nworkers;
     struct store **wstore;      /* each worker's connection, made at its first use */
     struct claims **wview;      /* each worker's claims view, made at its first use */
+    struct pullq **wpull;       /* each worker's pull queues connection, made at its first use */
+    struct pull *pull;          /* pops and what workers do with popped jobs */
     pthread_mutex_t stats_mu;
     struct stats *stats;        /* the pending view's Kafka handle, made at its first use */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
@@ -595,7 +600,8 @@ static int workers_start(struct jobs *jobs, char *err, size_t errlen)
 
     jobs->nworkers = (int)cfg->http.workers;
     if (!(jobs->wstore = calloc((size_t)jobs->nworkers, sizeof(*jobs->wstore))) ||
-        !(jobs->wview = calloc((size_t)jobs->nworkers, sizeof(*jobs->wview)))) {
+        !(jobs->wview = calloc((size_t)jobs->nworkers, sizeof(*jobs->wview))) ||
+        !(jobs->wpull = calloc((size_t)jobs->nworkers, sizeof(*jobs->wpull)))) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -619,11 +625,15 @@ static void workers_stop(struct jobs *jobs)
             store_free(jobs->wstore[i]);
         if (jobs->wview)
             claims_free(jobs->wview[i]);
+        if (jobs->wpull)
+            pullq_free(jobs->wpull[i]);
     }
     free(jobs->wstore);
     free(jobs->wview);
+    free(jobs->wpull);
     jobs->wstore = NULL;
     jobs->wview = NULL;
+    jobs->wpull = NULL;
 }
 
 struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen)
@@ -660,6 +670,12 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
         rd_kafka_destroy(jobs->rk);
         jobs->rk = NULL;
     }
+    if (jobs->rk && !(jobs->pull = pull_new(cfg, err, errlen))) {
+        health_free(jobs->health);
+        jobs->health = NULL;
+        rd_kafka_destroy(jobs->rk);
+        jobs->rk = NULL;
+    }
     started = jobs->rk && pthread_create(&jobs->thread, NULL, intake_main, jobs) == 0;
     if (jobs->rk && !started)
         snprintf(err, errlen, "cannot start the intake thread");
@@ -671,6 +687,7 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
         started = 0;
     }
     if (!started) {
+        pull_free(jobs->pull);
         health_free(jobs->health);
         if (jobs->rk)
             rd_kafka_destroy(jobs->rk);
@@ -697,6 +714,7 @@ void jobs_free(struct jobs *jobs, int timeout_ms)
 
     if (!jobs)
         return;
+    pull_free(jobs->pull);   /* answers every pop and pull operation */
     workers_stop(jobs);   /* first: a reschedule they run may still queue its message */
     atomic_store(&jobs->stop, 1);   /* before the last take below: jobs_add queues no more */
     wake(jobs);
@@ -751,8 +769,8 @@ static int prepare(struct jobs *jobs, struct pending_add *pa, int id_given)
     if (!id_given)
         job_new_id(pa->job.id);
     job_new_tag(pa->job.tag);
-    if (jobs->warm)
-        warm_topic(jobs->warm, pa->job.topic, strlen(pa->job.topic));
+    if (jobs->warm && !route_pulls(jobs->cfg, pa->job.topic, strlen(pa->job.topic), pa->job.deliver))
+        warm_topic(jobs->warm, pa->job.topic, strlen(pa->job.topic));   /* Kafka delivers it */
     pa->queued_ms = clock_mono_ms();
     return 0;
 }
@@ -945,7 +963,7 @@ static void rescheduled(struct jobs *jobs, struct store *st, const struct task *
 
 /* The answer of a get whose record rd read (its data freed here): the JSON text (caller frees)
  * and its status. */
-static char *got(const char *id, struct store_read *rd, int *status)
+static char *got(const char *id, struct store_read *rd, const struct pullq_look *look, int *status)
 {
     struct job_record rec;
     char err[256], msg[512], *data = rd->data, *resp;
@@ -967,17 +985,50 @@ static char *got(const char *id, struct store_read *rd, int *status)
         *status = 500;
         resp = api_response(API_GET_FAILED, msg, NULL);
     } else {
-        resp = api_response(API_OK, "ok", api_job_data(&job, rec.state,
-                                                        rec.state == JOB_DELIVERED ? rec.stamp_ms : -1,
-                                                        rec.error));
+        void *d = api_job_data(&job, rec.state, rec.state == JOB_DELIVERED ? rec.stamp_ms : -1,
+                               rec.error);
+        if (look && look->failed)
+            log_warn("get job=%s: its pull state is not known: %s", id, look->err);
+        else if (look && look->found)
+            api_job_pull_state(d, pullq_state_name(look->state), look->attempt, look->until_ms);
+        resp = api_response(API_OK, "ok", d);
     }
     job_release(&job);
     free(data);
     return resp;
 }
 
+/* The pull topic of a delivered record (data, len) of job id into topic: 1 when its job waits
+ * in (or went through) a pull topic, else 0. */
+static int pull_topic_of(const struct config *cfg, const char *id, const char *data, size_t len,
+                         char topic[TOPIC_NAME_MAX + 1])
+{
+    struct job_record rec;
+    struct job job = { .id = "" };   /* released also when never read */
+    char err[256];
+    int pulls = 0;
+
+    if (len && data[0] == job_state_letter(JOB_DELIVERED) &&
+        job_record_read(id, data, len, &job, &rec, err, sizeof(err)) == 0 &&
+        route_pulls(cfg, job.topic, strlen(job.topic), job.deliver)) {
+        snprintf(topic, TOPIC_NAME_MAX + 1, "%s", job.topic);
+        pulls = 1;
+    }
+    job_release(&job);
+    return pulls;
+}
+
+/* The worker's pull queues connection, made at its first use (NULL when out of memory). */
+static struct pullq *worker_pullq(struct jobs *jobs, int worker)
+{
+    if (!jobs->wpull[worker])
+        jobs->wpull[worker] = pullq_new(jobs->cfg);
+    return jobs->wpull[worker];
+}
+
 /* The answer of a remove whose outcome is rm: the JSON text (caller frees) and its status. */
-static char *removed(const char *id, const struct store_removal *rm, int *status)
+static char *removed(const char *id, const struct store_removal *rm,
+                     const struct pullq_op *cancel, int *status)
 {
     enum store_remove_result res = rm->res;
     enum job_state state = rm->state;
@@ -1004,6 +1055,24 @@ static char *removed(const char *id, const struct store_removal *rm, int *status
     }
     if (state == JOB_CANCELLED)
         return api_response(API_OK, "ok (already removed)", NULL);
+    if (cancel && cancel->failed) {
+        snprintf(msg, sizeof(msg), "remove failed: %s", cancel->err);
+        *status = 503;
+        return api_response(API_REMOVE_FAILED, msg, NULL);
+    }
+    if (cancel && cancel->res == PULLQ_DONE) {
+        log_info("removed pull job=%s", id);
+        metrics_inc(M_JOBS_CANCELLED);
+        return api_response(API_OK, "ok", NULL);
+    }
+    if (cancel && cancel->res == PULLQ_NOT_LIVE && cancel->state == 'c')
+        return api_response(API_OK, "ok (already removed)", NULL);
+    if (cancel && cancel->res == PULLQ_NOT_LIVE) {
+        snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id,
+                 pullq_state_name(cancel->state));
+        *status = 409;
+        return api_response(API_CONFLICT, msg, NULL);
+    }
     snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id, job_state_name(state));
     *status = 409;
     return api_response(API_CONFLICT, msg, NULL);
@@ -1015,52 +1084,115 @@ struct kind_batch {
     size_t n;
 };
 
+/* Pull jobs among the removes found delivered (made ready for poppers): those still ready
+ * or reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
+ * NULL: not a pull job). */
+static void cancel_pulled(struct jobs *jobs, int worker, struct store *st, size_t n,
+                          const struct store_removal *rms, struct pullq_op *cancels,
+                          char (*topics)[TOPIC_NAME_MAX + 1])
+{
+    struct store_read reads[WORKER_BATCH];
+    struct pullq_op ops[WORKER_BATCH];
+    size_t at[WORKER_BATCH], k = 0, nops = 0;
+    struct pullq *pq;
+
+    for (size_t i = 0; i < n; i++)
+        if (!rms[i].failed && rms[i].res == STORE_TOO_LATE && rms[i].state == JOB_DELIVERED)
+            reads[k] = (struct store_read){ .id = rms[i].id }, at[k++] = i;
+    if (!k || !(pq = worker_pullq(jobs, worker)))
+        return;
+    store_read_many(st, k, reads);
+    for (size_t j = 0; j < k; j++) {
+        size_t i = at[j];
+        if (reads[j].found && !reads[j].failed &&
+            pull_topic_of(jobs->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) {
+            ops[nops] = (struct pullq_op){ .verb = PULLQ_CANCEL, .topic = topics[i],
+                                           .id = rms[i].id };
+            at[nops++] = i;
+        }
+        free(reads[j].data);
+    }
+    pullq_run_many(pq, nops, ops, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+    for (size_t j = 0; j < nops; j++)
+        cancels[at[j]] = ops[j];
+}
+
 /* The removes of a batch, in one pipeline. */
-static void run_removes(struct jobs *jobs, struct store *st, struct kind_batch *b)
+static void run_removes(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
 {
     struct store_removal *rms = calloc(b->n, sizeof(*rms));
+    struct pullq_op cancels[WORKER_BATCH] = { { 0 } };
+    char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
     int status;
     char *resp;
 
     for (size_t i = 0; rms && i < b->n; i++)
         rms[i].id = b->t[i]->id;
-    if (rms)
+    if (rms && topics) {
         store_remove_many(st, b->n, rms, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+        cancel_pulled(jobs, worker, st, b->n, rms, cancels, topics);
+    }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
-        if (!rms) {
+        if (!rms || !topics) {
             drop_task(NULL, t, "out of memory");
             continue;
         }
-        resp = removed(t->id, &rms[i], &status);
+        resp = removed(t->id, &rms[i], cancels[i].id ? &cancels[i] : NULL, &status);
         t->done(t->opaque, status, resp);
         free(t);
     }
     free(rms);
+    free(topics);
+}
+
+/* The pull state of the gets' delivered pull jobs, in one pipeline, into looks (looks[i].id
+ * NULL: not a pull job). */
+static void look_pulled(struct jobs *jobs, int worker, size_t n, const struct store_read *reads,
+                        struct pullq_look *looks, char (*topics)[TOPIC_NAME_MAX + 1])
+{
+    struct pullq_look some[WORKER_BATCH];
+    size_t at[WORKER_BATCH], k = 0;
+    struct pullq *pq;
+
+    for (size_t i = 0; i < n; i++)
+        if (reads[i].found && !reads[i].failed &&
+            pull_topic_of(jobs->cfg, reads[i].id, reads[i].data, reads[i].len, topics[i]))
+            some[k] = (struct pullq_look){ .topic = topics[i], .id = reads[i].id }, at[k++] = i;
+    if (!k || !(pq = worker_pullq(jobs, worker)))
+        return;
+    pullq_look_many(pq, k, some);
+    for (size_t j = 0; j < k; j++)
+        looks[at[j]] = some[j];
 }
 
 /* The gets of a batch: their records read in one pipeline. */
-static void run_gets(struct store *st, struct kind_batch *b)
+static void run_gets(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
 {
     struct store_read *reads = calloc(b->n, sizeof(*reads));
+    struct pullq_look looks[WORKER_BATCH] = { { 0 } };
+    char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
     int status;
     char *resp;
 
     for (size_t i = 0; reads && i < b->n; i++)
         reads[i].id = b->t[i]->id;
-    if (reads)
+    if (reads && topics) {
         store_read_many(st, b->n, reads);
+        look_pulled(jobs, worker, b->n, reads, looks, topics);
+    }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
-        if (!reads) {
+        if (!reads || !topics) {
             drop_task(NULL, t, "out of memory");
             continue;
         }
-        resp = got(t->id, &reads[i], &status);
+        resp = got(t->id, &reads[i], looks[i].id ? &looks[i] : NULL, &status);
         t->done(t->opaque, status, resp);
         free(t);
     }
     free(reads);
+    free(topics);
 }
 
 /* The reschedules of a batch: their reads and their writes each in one pipeline. */
@@ -1103,8 +1235,8 @@ static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
         else
             b[t->kind].t[b[t->kind].n++] = t;
     }
-    run_gets(*st, &b[T_GET]);
-    run_removes(jobs, *st, &b[T_REMOVE]);
+    run_gets(jobs, worker, *st, &b[T_GET]);
+    run_removes(jobs, worker, *st, &b[T_REMOVE]);
     run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
     /* One view for all the /claims requests of the batch: they would read the same. */
     resp = b[T_CLAIMS].n ? claims_view(*view, &status) : NULL;
@@ -1113,6 +1245,40 @@ static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
         t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);
         free(t);
     }
+}
+
+void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+{
+    struct api_error e;
+    struct api_pop pop;
+
+    if (api_parse_pop(body, len, &jobs->limits, &pop, &e) < 0)
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        pull_pop(jobs->pull, &pop, done, opaque);
+}
+
+void jobs_pop_request(struct jobs *jobs, const struct api_pop *pop, jobs_done_fn done,
+                      void *opaque)
+{
+    pull_pop(jobs->pull, pop, done, opaque);
+}
+
+void jobs_pull_op(struct jobs *jobs, enum api_verb verb, const char *body, size_t len,
+                  jobs_done_fn done, void *opaque)
+{
+    struct api_pull_op op;
+    struct api_error e;
+
+    if (api_parse_pull_op(body, len, verb, &jobs->limits, &op, &e) < 0)
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        pull_op(jobs->pull, verb, &op, done, opaque);
+}
+
+void jobs_stop_waiting(struct jobs *jobs)
+{
+    pull_stop_waiting(jobs->pull);
 }
 
 void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
@@ -1156,8 +1322,11 @@ static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
 }
 
 /* A /stats request waiting for a look. */
+#define STATS_PULL_TOPICS 256   /* pull topics a /stats answer counts at most */
+
 struct stats_wait {
     const struct levels *levels;
+    struct pull *pull;
     jobs_done_fn done;
     void *opaque;
 };
@@ -1166,9 +1335,14 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
 {
     struct stats_wait *w = opaque;
 
-    if (v)
-        answer(w->done, w->opaque, 200, API_OK, "ok", api_stats_data(v, w->levels));
-    else
+    if (v) {
+        void *d = api_stats_data(v, w->levels);
+        struct pull_count counts[STATS_PULL_TOPICS];
+        size_t n = pull_counts(w->pull, counts, STATS_PULL_TOPICS);
+        for (size_t i = 0; i < n; i++)
+            api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
+        answer(w->done, w->opaque, 200, API_OK, "ok", d);
+    } else
         answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);
     free(w);
 }
@@ -1185,7 +1359,8 @@ void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque)
         answer(done, opaque, 503, API_UNAVAILABLE, err, NULL);
         return;
     }
-    *w = (struct stats_wait){ .levels = &jobs->cfg->delay.levels, .done = done, .opaque = opaque };
+    *w = (struct stats_wait){ .levels = &jobs->cfg->delay.levels, .pull = jobs->pull, .done = done,
+                              .opaque = opaque };
     stats_get(s, stats_answered, w);
 }
 

@@ -35,6 +35,14 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_REDIS_ROUND_TRIPS] = { "delayq_redis_round_trips_total", "A batch's calls to one Redis node, sent and answered together (a redirected call costs another)." },
     [M_REDIS_CALLS] = { "delayq_redis_calls_total", "Commands and script calls sent to Redis." },
     [M_KAFKA_ERRORS] = { "delayq_kafka_errors_total", "Kafka produce or delivery failures." },
+    [M_PULL_READY] = { "delayq_pull_ready_total", "Due jobs of pull topics made ready for poppers." },
+    [M_PULL_POPS] = { "delayq_pull_pops_total", "Pops answered with jobs." },
+    [M_PULL_EMPTY_POPS] = { "delayq_pull_empty_pops_total", "Pops answered with no job: none became ready within their wait." },
+    [M_PULL_POPPED] = { "delayq_pull_jobs_popped_total", "Jobs handed out by pops (each reserved for its time to run)." },
+    [M_PULL_FINISHES] = { "delayq_pull_finishes_total", "Reserved jobs finished." },
+    [M_PULL_RELEASES] = { "delayq_pull_releases_total", "Reserved jobs released (ready again, now or after a delay)." },
+    [M_PULL_EXPIRIES] = { "delayq_pull_expiries_total", "Reservations that ran out: the job is ready again, its attempt raised." },
+    [M_PULL_DEAD] = { "delayq_pull_dead_letters_total", "Pull jobs sent to the dead-letter topic: buried, or out of attempts." },
 };
 
 static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
@@ -62,14 +70,18 @@ static const char *const skip_names[SKIP_REASONS] = {
 static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
     [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
+    [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
+    [R_BURY] = "bury", [R_COMPAT] = "compat",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 
-#define FAMILY_LABEL_MAX 15
+#define FAMILY_LABEL_MAX 249   /* a Kafka topic name at most */
 
 static const struct { const char *name, *label, *help; } family_info[M_FAMILIES] = {
     [MF_PENDING] = { "delayq_pending_jobs", "level", "Messages in each level's delay topic past the group's committed offsets, at the last look at Kafka." },
     [MF_PENDING_BY_DUE] = { "delayq_pending_jobs_by_due", "due", "The same messages by when they next act: within 1m (overdue included), 10m, 1h, 1d, or later." },
+    [MF_PULL_READY] = { "delayq_pull_ready_jobs", "topic", "Jobs of each pull topic ready for poppers (released ones waiting out their delay included), at the last sweep." },
+    [MF_PULL_RESERVED] = { "delayq_pull_reserved_jobs", "topic", "Jobs of each pull topic popped and not yet finished, at the last sweep." },
 };
 
 /* Labels and values of a family are set and read together, under one lock: a scrape never
@@ -88,8 +100,9 @@ static atomic_uint_fast64_t skipped[SKIP_REASONS];
 static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
 static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
 static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
-static atomic_uint_fast64_t late_bucket[LATE_BUCKETS];
-static atomic_uint_fast64_t late_count, late_sum_ms;
+/* [0]: deliveries to Kafka, [1]: first pops of pull jobs */
+static atomic_uint_fast64_t late_bucket[2][LATE_BUCKETS];
+static atomic_uint_fast64_t late_count[2], late_sum_ms[2];
 
 #define ADD(a, n) atomic_fetch_add_explicit(&(a), (n), memory_order_relaxed)
 #define GET(a) atomic_load_explicit(&(a), memory_order_relaxed)
@@ -127,15 +140,25 @@ void metrics_set_family(enum metric_family f, const char *const *labels, const i
     pthread_mutex_unlock(&families_mu);
 }
 
-void metrics_lateness(int64_t ms)
+static void late(int kind, int64_t ms)
 {
     if (ms < 0)
         ms = 0;
     for (size_t b = 0; b < LATE_BUCKETS; b++)
         if (ms <= late_bounds[b])
-            ADD(late_bucket[b], 1);
-    ADD(late_count, 1);
-    ADD(late_sum_ms, (uint64_t)ms);
+            ADD(late_bucket[kind][b], 1);
+    ADD(late_count[kind], 1);
+    ADD(late_sum_ms[kind], (uint64_t)ms);
+}
+
+void metrics_lateness(int64_t ms)
+{
+    late(0, ms);
+}
+
+void metrics_pop_lateness(int64_t ms)
+{
+    late(1, ms);
 }
 
 void metrics_reset(void)
@@ -147,8 +170,8 @@ void metrics_reset(void)
     memset((void *)http_bucket, 0, sizeof(http_bucket));
     memset((void *)http_sum_us, 0, sizeof(http_sum_us));
     memset((void *)late_bucket, 0, sizeof(late_bucket));
-    late_count = 0;
-    late_sum_ms = 0;
+    memset((void *)late_count, 0, sizeof(late_count));
+    memset((void *)late_sum_ms, 0, sizeof(late_sum_ms));
     pthread_mutex_lock(&families_mu);
     memset(families, 0, sizeof(families));
     pthread_mutex_unlock(&families_mu);
@@ -220,16 +243,22 @@ static void render_http(struct buf *b)
 
 static void render_lateness(struct buf *b)
 {
-    put(b, "# HELP delayq_delivery_lateness_ms Kafka's acknowledgement of a delivered message "
-           "minus its due time, milliseconds.\n"
-           "# TYPE delayq_delivery_lateness_ms histogram\n");
-    for (size_t k = 0; k < LATE_BUCKETS; k++)
-        put(b, "delayq_delivery_lateness_ms_bucket{le=\"%lld\"} %llu\n", (long long)late_bounds[k],
-            (unsigned long long)GET(late_bucket[k]));
-    put(b, "delayq_delivery_lateness_ms_bucket{le=\"+Inf\"} %llu\n"
-           "delayq_delivery_lateness_ms_sum %llu\ndelayq_delivery_lateness_ms_count %llu\n",
-        (unsigned long long)GET(late_count), (unsigned long long)GET(late_sum_ms),
-        (unsigned long long)GET(late_count));
+    static const char *const name[2] = { "delayq_delivery_lateness_ms", "delayq_pull_lateness_ms" };
+    static const char *const help[2] = {
+        "Kafka's acknowledgement of a delivered message minus its due time, milliseconds.",
+        "When a pull job was first handed out by a pop minus its due time, milliseconds (a pop "
+        "waiting for it: how soon it heard; none waiting: how long the job waited ready).",
+    };
+
+    for (int i = 0; i < 2; i++) {
+        put(b, "# HELP %s %s\n# TYPE %s histogram\n", name[i], help[i], name[i]);
+        for (size_t k = 0; k < LATE_BUCKETS; k++)
+            put(b, "%s_bucket{le=\"%lld\"} %llu\n", name[i], (long long)late_bounds[k],
+                (unsigned long long)GET(late_bucket[i][k]));
+        put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", name[i],
+            (unsigned long long)GET(late_count[i]), name[i], (unsigned long long)GET(late_sum_ms[i]),
+            name[i], (unsigned long long)GET(late_count[i]));
+    }
 }
 
 static void render_families(struct buf *b)

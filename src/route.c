@@ -1,5 +1,8 @@
 /* route: the decision of what a due delay-topic message becomes. The contract is in
  * include/route.h. */
+#include <fnmatch.h>
+#include <stdio.h>
+
 #include "route.h"
 
 static enum route_action dead(enum dlq_reason reason, enum dlq_reason *why)
@@ -33,4 +36,17 @@ enum route_action route_decide(const struct route_facts *f, enum dlq_reason *why
     if (f->has_id && !f->id_valid)
         return dead(DLQ_ID, why);
     return f->has_id ? ROUTE_CLAIM : ROUTE_DELIVER;
+}
+
+int route_pulls(const struct config *cfg, const char *topic, size_t len, enum job_deliver deliver)
+{
+    char name[TOPIC_NAME_MAX + 1];
+
+    if (deliver != JOB_DELIVER_AUTO)
+        return deliver == JOB_DELIVER_PULL;
+    snprintf(name, sizeof(name), "%.*s", (int)len, topic);
+    for (int i = 0; i < cfg->pull.ntopics; i++)
+        if (fnmatch(cfg->pull.topics[i], name, 0) == 0)
+            return 1;
+    return 0;
 }

@@ -346,19 +346,7 @@ static void answer(struct waiter *list, const struct pending_view *v, const char
 /* With s->mu held: waits on s->wake until the monotonic time until_ms at most. */
 static void wait_until(struct stats *s, int64_t until_ms)
 {
-    struct timespec ts;
-    int64_t ms = until_ms - clock_mono_ms();
-
-    if (ms <= 0)
-        return;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+    (void)cond_wait_until(&s->wake, &s->mu, until_ms);
 }
 
 static void *stats_main(void *arg)

@@ -316,7 +316,12 @@ delay: {{ topic_format = "{self.topic_format}";
 job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
-compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"}; }};
+pull:  {{ topics = [ {", ".join('"%s"' % t for t in x.get("pull_topics", []))} ];
+         ttr_s = {x.get('ttr_s', 60)}; max_attempts = {x.get('max_attempts', 10)};
+         also_kafka = {"true" if x.get("also_kafka") else "false"}; }};
+compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
+          ouqiang = {"true" if x.get("ouqiang") else "false"};
+          changsongl = {"true" if x.get("changsongl") else "false"}; }};
 """
         # private: it may hold a token, and delayqd refuses a readable file holding one
         fd = os.open(self.conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -13,6 +13,7 @@ import redisnodes
 from cluster import ClusterStack
 from harness import ROOT, Delayqd, Reader, lateness, run, wait_until
 from test_faults import assert_never_early, race_removes_against_delivery
+from test_pull import check_pull_round
 from test_redis_ha import Load, check_nothing_lost_or_resurrected
 
 
@@ -56,6 +57,17 @@ def test_jobs_spread_over_the_masters_and_arrive_on_time(stack):
         assert not twice, twice[:5]
         assert_never_early(reader.all())
         reader.close()
+    finally:
+        cs.stop()
+
+
+def test_pull_topics_on_a_cluster(stack):
+    cs = started(stack)
+    try:
+        d = on_cluster(stack, cs).start().wait_groups_owned()
+        topics = check_pull_round(d)
+        slots = {slot_of(f"{d.prefix}{{pull:{t}}}:ready") for t in topics}
+        assert len(slots) == len(topics), slots
     finally:
         cs.stop()
 

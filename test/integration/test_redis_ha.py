@@ -175,6 +175,25 @@ def test_planned_failover_under_150_adds_a_second_refuses_none(stack):
         ss.stop()
 
 
+def test_pull_jobs_live_through_a_planned_failover(stack):
+    """A job reserved on the old master is still reserved on the new one: its receipt finishes
+    it; the others are popped and finished as before."""
+    from test_pull import Client, check_pull_round, op, pull_topic
+    ss = SentinelStack(stack.tmp, replicas=2)
+    ss.start()
+    try:
+        d = ha_delayqd(stack, ss).start().wait_groups_owned()
+        topic = pull_topic()
+        d.add_ok(topic=topic, delay_ms=200, deliver="pull", ttr=120)
+        held = Client(d).pop(topic, wait_ms=10000)
+        assert len(held) == 1, held
+        ss.failover()
+        wait_until(lambda: op(d, "finish", held[0])[0] == 200, 30, "the finish after the failover")
+        check_pull_round(d, n=100)
+    finally:
+        ss.stop()
+
+
 def test_master_killed_loses_nothing(stack):
     def kill_and_rejoin(ss):
         old = ss.kill_master()

@@ -711,8 +711,61 @@ static void stats_data_fields(void)
     json_decref(r);
 }
 
+static void pull_requests_parse(void)
+{
+    struct api_pop pop;
+    struct api_pull_op op;
+    struct api_error e;
+    struct job j;
+    int id_given;
+    const char *p;
+
+    p = "{\"topic\":\"mail\",\"wait_ms\":5000,\"ttr\":30,\"max\":10}";
+    CHECK_EQ_INT(api_parse_pop(p, strlen(p), limits(), &pop, &e), 0);
+    CHECK_STR(pop.topics[0], "mail");
+    CHECK_EQ_INT(pop.ntopics, 1);
+    CHECK_EQ_INT(pop.wait_ms, 5000);
+    CHECK_EQ_INT(pop.ttr_ms, 30000);
+    CHECK_EQ_INT(pop.max, 10);
+    p = "{\"topic\":\"mail\"}";
+    CHECK_EQ_INT(api_parse_pop(p, strlen(p), limits(), &pop, &e), 0);
+    CHECK(pop.wait_ms == 0 && pop.ttr_ms == 0 && pop.max == 1);
+    p = "{\"topic\":\"mail\",\"ttr\":1,\"ttr_ms\":1000}";
+    CHECK_EQ_INT(api_parse_pop(p, strlen(p), limits(), &pop, &e), -1);
+    CHECK(e.status == 400 && strstr(e.message, "only one"));
+    p = "{\"topic\":\"delay_topic_5s\"}";
+    CHECK_EQ_INT(api_parse_pop(p, strlen(p), limits(), &pop, &e), -1);
+    p = "{\"topic\":\"mail\",\"max\":0}";
+    CHECK_EQ_INT(api_parse_pop(p, strlen(p), limits(), &pop, &e), -1);
+    CHECK(strstr(e.message, "max") != NULL);
+
+    p = "{\"job_id\":\"a\",\"receipt\":\"Xy1.1:mail\",\"delay_ms\":2500}";
+    CHECK_EQ_INT(api_parse_pull_op(p, strlen(p), API_RELEASE, limits(), &op, &e), 0);
+    CHECK_STR(op.id, "a");
+    CHECK_STR(op.receipt, "Xy1.1:mail");
+    CHECK_EQ_INT(op.delay_ms, 2500);
+    p = "{\"job_id\":\"a\",\"receipt\":\"Xy1.1:mail\",\"ttr\":60}";
+    CHECK_EQ_INT(api_parse_pull_op(p, strlen(p), API_TOUCH, limits(), &op, &e), 0);
+    CHECK_EQ_INT(op.ttr_ms, 60000);
+    p = "{\"job_id\":\"a\",\"receipt\":\"no topic\"}";
+    CHECK_EQ_INT(api_parse_pull_op(p, strlen(p), API_FINISH, limits(), &op, &e), -1);
+    CHECK(strstr(e.message, "receipt") != NULL);
+    p = "{\"job_id\":\"a\",\"receipt\":\"R1.1:mail\",\"reason\":\"bad input\"}";
+    CHECK_EQ_INT(api_parse_pull_op(p, strlen(p), API_BURY, limits(), &op, &e), 0);
+    CHECK_STR(op.reason, "bad input");
+
+    CHECK(add_ok("{\"topic\":\"mail\",\"delay\":1,\"deliver\":\"pull\",\"ttr_ms\":4000}", &j,
+                 &id_given));
+    CHECK_EQ_INT(j.deliver, JOB_DELIVER_PULL);
+    CHECK_EQ_INT(j.ttr_ms, 4000);
+    job_release(&j);
+    CHECK(add_fails("{\"topic\":\"mail\",\"delay\":1,\"ttr\":0}", 400, 400, "ttr"));
+    CHECK(add_fails("{\"topic\":\"mail\",\"delay\":1,\"deliver\":1}", 400, 400, "deliver"));
+}
+
 void unit_api(void)
 {
+    RUN(pull_requests_parse);
     RUN(batch_parse);
     RUN(reschedule_parse);
     RUN(add_go_delayqueue_body);

@@ -350,8 +350,32 @@ static void times_saturate_at_int64_max(void)
     CHECK(act == INT64_MAX && due == INT64_MAX);
 }
 
+static void parse_pull_headers(void)
+{
+    struct hdr h[] = { H(HDR_TOPIC, "orders"), H(HDR_DELIVER, "pull"), H(HDR_TTR, "30000") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 3, &env, err), 0);
+    CHECK_EQ_INT(env.deliver, JOB_DELIVER_PULL);
+    CHECK_EQ_INT(env.ttr_ms, 30000);
+    CHECK_EQ_INT(parse(h, 1, &env, err), 0);
+    CHECK_EQ_INT(env.deliver, JOB_DELIVER_AUTO);
+    CHECK_EQ_INT(env.ttr_ms, 0);
+    h[1] = H(HDR_DELIVER, "later");
+    CHECK_EQ_INT(parse(h, 3, &env, err), -1);
+    CHECK(strstr(err, HDR_DELIVER) != NULL);
+    h[1] = H(HDR_DELIVER, "kafka");
+    h[2] = H(HDR_TTR, "999");   /* under a second */
+    CHECK_EQ_INT(parse(h, 3, &env, err), -1);
+    CHECK(strstr(err, HDR_TTR) != NULL);
+    h[2] = H(HDR_TTR, "86400001");
+    CHECK_EQ_INT(parse(h, 3, &env, err), -1);
+}
+
 void unit_envelope(void)
 {
+    RUN(parse_pull_headers);
     RUN(parse_all_headers);
     RUN(parse_topic_only);
     RUN(parse_value_not_nul_terminated);

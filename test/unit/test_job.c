@@ -462,8 +462,56 @@ static void release_zeroed_is_safe(void)
     CHECK(j.topic == NULL && j.nheaders == 0);
 }
 
+/* A pull job's deliver and ttr travel in the record; a job without them keeps the short tail. */
+static void round_trip_pull(void)
+{
+    struct job in, out;
+    struct job_record rec;
+    msgpack_sbuffer plain;
+    char err[256];
+
+    make_full(&in);
+    free(in.key);
+    in.key = NULL;
+    free(in.headers[0].name), free(in.headers[0].value), free(in.headers[1].name),
+        free(in.headers[1].value);
+    in.nheaders = 0;
+    in.deliver = JOB_DELIVER_PULL;
+    in.ttr_ms = 90000;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(out.deliver, JOB_DELIVER_PULL);
+    CHECK_EQ_INT(out.ttr_ms, 90000);
+    CHECK(out.key == NULL && out.nheaders == 0);
+    job_release(&out);
+    in.deliver = JOB_DELIVER_KAFKA;
+    in.ttr_ms = 0;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(out.deliver, JOB_DELIVER_KAFKA);
+    job_release(&out);
+    in.deliver = JOB_DELIVER_AUTO;
+    msgpack_sbuffer_init(&plain);
+    CHECK_EQ_INT(job_record_pack(&in, &plain), 0);
+    CHECK((unsigned char)plain.data[job_record_head_len(plain.data, plain.size)] == 0x93);
+    msgpack_sbuffer_destroy(&plain);
+    job_release(&in);
+}
+
+static void deliver_words(void)
+{
+    enum job_deliver d = JOB_DELIVER_AUTO;
+
+    CHECK_EQ_INT(job_deliver_of("pull", 4, &d), 0);
+    CHECK_EQ_INT(d, JOB_DELIVER_PULL);
+    CHECK_EQ_INT(job_deliver_of("kafka", 5, &d), 0);
+    CHECK_EQ_INT(d, JOB_DELIVER_KAFKA);
+    CHECK_EQ_INT(job_deliver_of("pulls", 5, &d), -1);
+    CHECK_EQ_INT(job_deliver_of("pul", 3, &d), -1);
+}
+
 void unit_job(void)
 {
+    RUN(round_trip_pull);
+    RUN(deliver_words);
     RUN(round_trip_full);
     RUN(round_trip_minimal);
     RUN(record_layout);

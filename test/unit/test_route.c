@@ -1,4 +1,6 @@
 /* route_decide: every action, and the order in which the faults are looked at. */
+#include <stdio.h>
+
 #include "route.h"
 #include "unit.h"
 
@@ -84,8 +86,27 @@ static void only_direct_messages_are_refused_for_good(void)
     CHECK_EQ_INT(route_decide(&f, &why), ROUTE_DEAD);
 }
 
+static void pull_topics_by_name_pattern_or_ask(void)
+{
+    struct config cfg;
+
+    config_defaults(&cfg);
+    CHECK_EQ_INT(route_pulls(&cfg, "orders", 6, JOB_DELIVER_AUTO), 0);
+    CHECK_EQ_INT(route_pulls(&cfg, "orders", 6, JOB_DELIVER_PULL), 1);
+    snprintf(cfg.pull.topics[0], CONFIG_STR_MAX, "mail");
+    snprintf(cfg.pull.topics[1], CONFIG_STR_MAX, "work.*");
+    cfg.pull.ntopics = 2;
+    CHECK_EQ_INT(route_pulls(&cfg, "mail", 4, JOB_DELIVER_AUTO), 1);
+    CHECK_EQ_INT(route_pulls(&cfg, "mailer", 4, JOB_DELIVER_AUTO), 1);   /* len counts */
+    CHECK_EQ_INT(route_pulls(&cfg, "mailer", 6, JOB_DELIVER_AUTO), 0);
+    CHECK_EQ_INT(route_pulls(&cfg, "work.resize", 11, JOB_DELIVER_AUTO), 1);
+    CHECK_EQ_INT(route_pulls(&cfg, "work.resize", 11, JOB_DELIVER_KAFKA), 0);
+    CHECK_EQ_INT(route_pulls(&cfg, "works", 5, JOB_DELIVER_AUTO), 0);
+}
+
 void unit_route(void)
 {
+    RUN(pull_topics_by_name_pattern_or_ask);
     RUN(due_messages_are_claimed_or_delivered);
     RUN(the_time_left_picks_move_wait_or_now);
     RUN(faults_dead_letter_with_their_reason);

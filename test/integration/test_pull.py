@@ -1,0 +1,322 @@
+"""pull topics: due jobs wait in Redis for workers that pop them over HTTP, each reserved for its
+time to run, finished, released, touched or buried by its receipt; a reservation that runs out
+makes the job ready again, and after pull.max_attempts a dead letter."""
+
+import http.client
+import json
+import threading
+import time
+import uuid
+
+from harness import Delayqd, Reader, now_ms, wait_until
+
+API = "/delay-queue/api/jobs/"
+
+
+class Client:
+    """A worker's keep-alive HTTP connection to one delayqd, as a PHP or Go client holds one."""
+
+    def __init__(self, d, timeout=30):
+        self.conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=timeout)
+
+    def call(self, verb, body):
+        self.conn.request("POST", API + verb, json.dumps(body),
+                          {"Content-Type": "application/json"})
+        r = self.conn.getresponse()
+        return r.status, json.loads(r.read())
+
+    def pop(self, topic, **kw):
+        status, doc = self.call("pop", dict(topic=topic, **kw))
+        assert status == 200 and doc["code"] == 0, (status, doc)
+        return doc["data"]["jobs"]
+
+    def close(self):
+        self.conn.close()
+
+
+def pull_topic():
+    return "pull-" + uuid.uuid4().hex[:6]
+
+
+def op(d, verb, job, **kw):
+    return d.http("POST", API + verb, dict(job_id=job["id"], receipt=job["receipt"], **kw))
+
+
+def test_pop_hands_out_a_due_job_reserved_then_finished(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": ["pull-*"]}).start()
+    reader = Reader(stack, topic)
+    c = Client(d)
+    assert c.pop(topic) == []   # nothing ready: answered at once
+    job_id = d.add_ok(topic=topic, delay=1, body={"order": 7}, key="k7", headers={"h": "v"})
+    assert d.get(job_id)["state"] == "pending"
+    jobs = c.pop(topic, wait_ms=10000, ttr=30)
+    popped_ms = now_ms()
+    assert len(jobs) == 1, jobs
+    j = jobs[0]
+    assert j["id"] == job_id and j["topic"] == topic and json.loads(j["body"]) == {"order": 7}, j
+    assert j["key"] == "k7" and j["headers"] == {"h": "v"} and j["attempt"] == 1, j
+    assert popped_ms >= j["due_ms"], j   # never early
+    assert j["reserved_until_ms"] >= j["due_ms"] + 30000 - 1000, j
+    got = d.get(job_id)
+    assert got["state"] == "reserved" and got["pull"]["attempt"] == 1, got
+    assert got["pull"]["reserved_until_ms"] == j["reserved_until_ms"], got
+    assert c.pop(topic) == []   # reserved: nobody else gets it
+
+    status, doc = op(d, "finish", j)
+    assert status == 200 and doc["data"]["state"] == "finished", doc
+    status, doc = op(d, "finish", j)   # a retry of a finish whose answer was lost
+    assert status == 200 and doc["data"]["state"] == "finished", doc
+    assert d.get(job_id)["state"] == "finished"
+    status, doc = op(d, "release", j)
+    assert status == 409 and "finished" in doc["message"], doc
+    status, doc = d.http("POST", API + "finish", {"job_id": "nope", "receipt": j["receipt"]})
+    assert status == 404, doc
+    time.sleep(1)
+    assert reader.all() == []   # a pull job never goes to its Kafka topic
+    assert d.metric("delayq_pull_finishes_total") == 1
+    assert d.metric("delayq_pull_jobs_popped_total") == 1
+
+
+def test_pull_requests_are_checked_field_by_field(stack):
+    d = Delayqd(stack, extra={"pull_topics": ["pull-*"]}).start()
+    bad = [
+        ("pop", {"wait_ms": 10}, "topic"),
+        ("pop", {"topic": "pull-x", "ttr": 0}, "ttr"),
+        ("pop", {"topic": "pull-x", "ttr": 86401}, "ttr"),
+        ("pop", {"topic": "pull-x", "wait_ms": 180001}, "wait_ms"),
+        ("pop", {"topic": "pull-x", "max": 101}, "max"),
+        ("pop", {"topic": d.delay_topic("1s")}, "delay topic"),
+        ("finish", {"job_id": "a"}, "receipt"),
+        ("finish", {"receipt": "x:pull-x"}, "job_id"),
+        ("touch", {"job_id": "a", "receipt": "x:pull-x", "ttr_ms": 5}, "ttr_ms"),
+        ("release", {"job_id": "a", "receipt": "x:pull-x", "delay": -1}, "delay"),
+        ("bury", {"job_id": "a", "receipt": "x:pull-x", "reason": 5}, "reason"),
+    ]
+    for verb, body, word in bad:
+        status, doc = d.http("POST", API + verb, body)
+        assert status == 400 and doc["code"] == 400 and word in doc["message"], (verb, body, doc)
+    status, doc = d.add(topic="orders", delay=1, deliver="later")
+    assert status == 400 and "deliver" in doc["message"], doc
+    status, doc = d.http("GET", API + "pop")
+    assert status == 405, doc
+
+
+def test_a_reservation_that_runs_out_comes_back_then_goes_to_the_dead_letters(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"max_attempts": 2}).start()
+    dlq = Reader(stack, d.dlq)
+    c = Client(d)
+    job_id = d.add_ok(topic=topic, delay_ms=500, deliver="pull", ttr_ms=1500, body="slow")
+    first = c.pop(topic, wait_ms=10000)[0]
+    assert first["attempt"] == 1 and first["reserved_until_ms"] - first["due_ms"] >= 1500, first
+    again = c.pop(topic, wait_ms=10000)   # the worker never finishes: back after its ttr
+    back_ms = now_ms()
+    assert len(again) == 1 and again[0]["id"] == job_id and again[0]["attempt"] == 2, again
+    assert back_ms >= first["reserved_until_ms"], (back_ms, first)   # not before
+    status, doc = op(d, "finish", first)   # the slow worker's receipt is stale now
+    assert status == 409 and "reserved" in doc["message"], doc
+    status, doc = op(d, "touch", again[0], ttr_ms=1000)
+    assert status == 200 and doc["data"]["reserved_until_ms"] >= now_ms() + 500, doc
+    letters = dlq.wait_count(1, 30)
+    m = letters[0]
+    assert m["headers"]["dq-id"] == job_id and m["headers"]["dq-topic"] == topic, m
+    assert "2 times" in m["headers"]["dq-error"] and m["payload"] == "slow", m
+    assert m["headers"]["dq-attempts"] == "2", m
+    wait_until(lambda: d.get(job_id)["state"] == "dead", 10, "the record to say dead")
+    assert c.pop(topic) == []
+    assert d.metric("delayq_pull_expiries_total") == 1
+    assert d.metric("delayq_pull_dead_letters_total") == 1
+
+
+def test_release_touch_and_bury(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    dlq = Reader(stack, d.dlq)
+    c = Client(d)
+    ids = [d.add_ok(topic=topic, delay_ms=200, body=f"b{i}") for i in range(3)]
+    jobs = c.pop(topic, wait_ms=10000, max=10)
+    while len(jobs) < 3:
+        jobs += c.pop(topic, wait_ms=5000, max=10)
+    by_id = {j["id"]: j for j in jobs}
+    assert sorted(by_id) == sorted(ids), jobs
+
+    status, doc = op(d, "release", by_id[ids[0]], delay_ms=1500)   # a retry after 1.5 s
+    released_ms = now_ms()
+    assert status == 200 and doc["data"]["state"] == "ready", doc
+    assert c.pop(topic) == []   # not before its delay
+    back = c.pop(topic, wait_ms=10000)
+    assert back[0]["id"] == ids[0] and back[0]["attempt"] == 2, back
+    assert now_ms() >= released_ms + 1500 - 50, back
+    assert op(d, "finish", back[0])[0] == 200
+
+    status, doc = op(d, "touch", by_id[ids[1]], ttr=600)
+    assert status == 200 and doc["data"]["reserved_until_ms"] >= now_ms() + 590000, doc
+    assert d.get(ids[1])["pull"]["reserved_until_ms"] == doc["data"]["reserved_until_ms"]
+
+    status, doc = op(d, "bury", by_id[ids[2]], reason="cannot parse the order")
+    assert status == 200 and doc["data"]["state"] == "dead-letter", doc
+    m = dlq.wait_count(1, 30)[0]
+    assert m["headers"]["dq-id"] == ids[2] and m["headers"]["dq-error"] == "cannot parse the order", m
+    assert op(d, "finish", by_id[ids[2]])[0] == 409
+
+
+def test_direct_messages_and_removes_of_pull_jobs(stack):
+    topic = pull_topic()
+    d = Delayqd(stack).start()
+    c = Client(d)
+    stack.produce(d.delay_topic("1s"), "direct body", key="dk",
+                  headers={"dq-topic": topic, "dq-deliver": "pull", "dq-ttr-ms": "5000", "x": "y"})
+    jobs = c.pop(topic, wait_ms=15000)
+    assert len(jobs) == 1 and jobs[0]["body"] == "direct body" and jobs[0]["key"] == "dk", jobs
+    assert jobs[0]["headers"] == {"x": "y"}, jobs
+    assert jobs[0]["reserved_until_ms"] - now_ms() <= 5000, jobs
+    assert op(d, "finish", jobs[0])[0] == 200
+
+    gone = d.add_ok(topic=topic, delay_ms=300, deliver="pull")
+    kept = d.add_ok(topic=topic, delay_ms=300, deliver="pull")
+    wait_until(lambda: d.get(gone)["state"] == "ready", 15, "the jobs to be ready")
+    wait_until(lambda: d.get(kept)["state"] == "ready", 15, "the jobs to be ready")
+    status, doc = d.remove(gone)
+    assert status == 200 and doc["code"] == 0, doc
+    assert d.get(gone)["state"] == "removed"
+    jobs = c.pop(topic, max=10)
+    assert [j["id"] for j in jobs] == [kept], jobs
+    status, doc = d.remove(kept)   # reserved: a remove takes it too
+    assert status == 200, doc
+    assert op(d, "finish", jobs[0])[0] == 409
+    status, doc = d.remove(kept)
+    assert status == 200 and "already" in doc["message"], doc
+
+
+def test_a_waiting_pop_is_answered_when_a_job_becomes_ready_on_another_instance(stack):
+    topic = pull_topic()
+    a = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    a.wait_groups_owned()   # a holds the only group: b hears of the job only through Redis
+    waiter = Delayqd(stack, cluster=a).start()
+    results = []
+
+    def pop():
+        results.append((Client(waiter).pop(topic, wait_ms=20000), now_ms()))
+
+    t = threading.Thread(target=pop)
+    t.start()
+    time.sleep(0.5)
+    job_id = a.add_ok(topic=topic, delay=2)
+    t.join(30)
+    jobs, at = results[0]
+    assert len(jobs) == 1 and jobs[0]["id"] == job_id and at >= jobs[0]["due_ms"], results
+    wait_until(lambda: waiter.http("GET", "/delay-queue/api/stats")[1]["data"].get("pull", {})
+               .get(topic) == {"ready": 0, "reserved": 1}, 10, "/stats to count the reserved job")
+    assert 'delayq_pull_reserved_jobs{topic="%s"} 1' % topic in waiter.http("GET", "/metrics")[1]
+
+
+def test_shutdown_answers_a_waiting_pop(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    results = []
+    t = threading.Thread(target=lambda: results.append(Client(d).pop(topic, wait_ms=60000)))
+    t.start()
+    time.sleep(1)
+    t0 = time.time()
+    d.stop()
+    t.join(30)
+    assert results == [[]], results   # answered, with no job, as the instance stopped
+    assert time.time() - t0 < 30
+
+
+def test_two_instances_hand_each_job_to_one_popper_and_lose_none_to_a_kill(stack):
+    topic = pull_topic()
+    a = Delayqd(stack, extra={"pull_topics": [topic], "ttr_s": 3}).start()
+    b = Delayqd(stack, cluster=a).start()
+    n = 400
+    due0 = now_ms() + 2000
+    ids = [f"j{i}" for i in range(n)]
+    status, doc = a.http("POST", API + "add_batch", {"jobs": [
+        {"id": i, "topic": topic, "deliver_at_ms": due0 + k * 5} for k, i in enumerate(ids)]})
+    assert status == 200 and doc["data"]["added"] == n, doc
+    finished, popped, early = [], [], []
+    held = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(d, k):
+        c = Client(d)
+        while not stop.is_set():
+            try:
+                jobs = c.pop(topic, wait_ms=1000, max=5)
+            except (OSError, http.client.HTTPException):
+                return   # its instance was killed
+            at = now_ms()
+            for j in jobs:
+                with lock:
+                    popped.append(j["id"])
+                    if at < j["due_ms"]:
+                        early.append(j)
+                    if j["id"] in held and held[j["id"]] > at:
+                        raise AssertionError(f"{j['id']} handed out twice at once")
+                    held[j["id"]] = j["reserved_until_ms"]
+                if d is a and k == 0 and len(finished) > n // 4:
+                    continue   # this worker dies with what it holds
+                try:
+                    status, _ = c.call("finish", {"job_id": j["id"], "receipt": j["receipt"]})
+                except (OSError, http.client.HTTPException):
+                    return
+                if status == 200:
+                    with lock:
+                        finished.append(j["id"])
+
+    threads = [threading.Thread(target=worker, args=(d, k)) for d in (a, b) for k in range(4)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(finished) > n // 2, 60, "half the jobs finished")
+    a.kill()   # kill -9: what a holds reserved and what is ready stays in Redis
+    wait_until(lambda: len(set(finished)) == n, 90, "every job finished")
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert sorted(set(finished)) == sorted(ids) and len(finished) == n, \
+        (len(finished), len(set(finished)))
+    assert early == [], early[:3]
+    assert len(popped) >= n
+
+
+def test_also_kafka_sends_a_pull_job_to_its_topic_as_well(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "also_kafka": True}).start()
+    reader = Reader(stack, topic)
+    job_id = d.add_ok(topic=topic, delay=1, body="both")
+    stack.produce(d.delay_topic("1s"), "direct", headers={"dq-topic": topic})
+    jobs = Client(d).pop(topic, wait_ms=15000, max=10)
+    while len(jobs) < 2:
+        jobs += Client(d).pop(topic, wait_ms=15000, max=10)
+    assert sorted(j["body"] for j in jobs) == ["both", "direct"], jobs
+    got = reader.wait_count(2, 30)
+    assert sorted(m["payload"] for m in got) == ["both", "direct"], got
+    assert d.get(job_id)["state"] == "reserved"
+
+
+def pop_and_finish_all(d, topics, ids, timeout=60):
+    """Pops every job of ids from topics (max 10 a pop) and finishes it; returns how many times
+    each id was handed out."""
+    c, seen = Client(d), {}
+    end = time.time() + timeout
+    while len([i for i in ids if i in seen]) < len(ids) and time.time() < end:
+        for t in topics:
+            for j in c.pop(t, wait_ms=200, max=10):
+                seen[j["id"]] = seen.get(j["id"], 0) + 1
+                assert now_ms() >= j["due_ms"], j
+                assert op(d, "finish", j)[0] == 200, j
+    return seen
+
+
+def check_pull_round(d, n=300, ntopics=3):
+    """n pull jobs over ntopics topics (so over several Redis Cluster slots), each popped and
+    finished once."""
+    topics = [pull_topic() for _ in range(ntopics)]
+    ids = d.bulk_add([{"topic": topics[i % ntopics], "delay_ms": 500 + i * 3, "deliver": "pull"}
+                      for i in range(n)])
+    seen = pop_and_finish_all(d, topics, ids)
+    assert sorted(seen) == sorted(ids) and set(seen.values()) == {1}, \
+        (len(seen), [k for k, v in seen.items() if v > 1][:5])
+    return topics
