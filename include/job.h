@@ -48,6 +48,8 @@ struct job {
     int64_t created_ms;          /* epoch ms */
     enum job_deliver deliver;    /* as asked at add */
     int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
+    int override;                /* the add replaces a pending or removed job of its id (asked
+                                  * at add; not kept in the record) */
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
 

@@ -263,6 +263,7 @@ static int parse_ttr(json_t *root, int64_t *out, struct api_error *e)
 static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
 {
     json_t *d = json_object_get(root, "deliver"), *once = json_object_get(root, "once");
+    json_t *over = json_object_get(root, "override");
 
     if (d && !json_is_null(d) &&
         (!json_is_string(d) ||
@@ -276,6 +277,9 @@ static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
         return api_fail(e, 400, API_BAD_REQUEST, "give either once or a ttr");
     if (json_is_true(once))
         out->ttr_ms = JOB_TTR_ONCE_MS;
+    if (over && !json_is_boolean(over))
+        return api_fail(e, 400, API_BAD_REQUEST, "override must be true or false");
+    out->override = json_is_true(over);
     return 0;
 }
 

@@ -214,12 +214,12 @@ static struct call *call_new(enum verb verb, jobs_done_fn done, void *opaque)
 }
 
 /* Adds a pull job as an add request would, answered to c: its ttr in seconds, 0 meaning
- * handed out once, never again. */
+ * handed out once, never again; override: replacing a pending job of its id. */
 static void add_pull(struct jobs *jobs, const char *id, const char *topic, json_int_t delay,
-                     const char *body, json_int_t ttr, struct call *c)
+                     const char *body, json_int_t ttr, int override, struct call *c)
 {
-    json_t *add = json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", id, "topic", topic, "delay",
-                            delay, "body", body, "deliver", "pull");
+    json_t *add = json_pack("{s:s, s:s, s:I, s:s, s:s, s:b}", "id", id, "topic", topic, "delay",
+                            delay, "body", body, "deliver", "pull", "override", override);
     char *text;
 
     if (add)
@@ -252,7 +252,7 @@ static void push(struct jobs *jobs, json_t *req, jobs_done_fn done, void *opaque
     else if (ttr <= 0 || ttr > OQ_TTR_MAX)
         reply(done, opaque, 1, OQ_BAD_TTR, NULL);
     else if ((c = call_new(PUSH, done, opaque)))
-        add_pull(jobs, id, topic, delay, body, ttr, c);
+        add_pull(jobs, id, topic, delay, body, ttr, 0, c);
     free(id);
     free(topic);
     free(body);
@@ -340,7 +340,7 @@ static void cs_add(struct jobs *jobs, const char *topic, const struct compat_req
     else if (delay < 0 || ttr < 0 || ttr > OQ_TTR_MAX)
         cs_reply(done, opaque, 0, "delay must not be negative; ttr is 0 to 86400", NULL);
     else if ((c = call_new(CS_ADD, done, opaque)))
-        add_pull(jobs, id, topic, delay, body, ttr, c);
+        add_pull(jobs, id, topic, delay, body, ttr, json_is_true(json_object_get(o, "override")), c);
     free(id);
     free(body);
     json_decref(o);

@@ -68,20 +68,27 @@ struct store {
  * the key holds something else; st, due, stamp and claim are the head's fields (st is nil when
  * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
  *
- * Add, ARGV per record: record, ttl ms. Returns {result, state letter} per record: 0 added,
+ * Add, ARGV per record: record, ttl ms, override ("1": a pending or removed job of the id is
+ * replaced; its messages then carry a tag that is not the new record's, and are skipped).
+ * Returns {result, state letter} per record: 0 added,
  * 1 the same job is there (same topic and body; then also its claim field, a pending record's
  * tag, and due time, so that the add can send its message again), 2 another job has the id, 3
  * the key holds no record; or the
  * error of its SET (such as OOM) as that record's answer, not the whole call's.
  * The add tries SET NX on its own first (build_plain_add) and runs this only for an id it found
  * taken; the SET NX here adds a record that expired in between. */
+#define ADD_ARGS 3   /* the add script's arguments per record: record, ttl, override */
 static const char add_lua[] =
-    "local function one(record, ttl, key)\n"
+    "local function one(record, ttl, override, key)\n"
     "local r = redis.pcall('SET', key, record, 'PX', ttl, 'NX')\n"
     "if type(r) == 'table' and r.err then return r end\n"
     "if r then return {0, 'p'} end\n"
     READ_RECORD
     "if not st then return {3, ''} end\n"
+    "if override == '1' and (st == 'p' or st == 'c') then\n"
+    "  redis.call('SET', key, record, 'PX', ttl)\n"
+    "  return {0, 'p'}\n"
+    "end\n"
     "if st ~= 'c' then\n"
     "  local ok, rec = pcall(cmsgpack.unpack, tail())\n"
     "  local mine = cmsgpack.unpack(string.sub(record, select(5, string.match(record, '" JOB_RECORD_HEAD "'))))\n"
@@ -90,7 +97,7 @@ static const char add_lua[] =
     "  end\n"
     "end\n"
     "return {2, st}\n"
-    END_EACH("one(ARGV[2 * i - 1], ARGV[2 * i], KEYS[i])");
+    END_EACH("one(ARGV[3 * i - 2], ARGV[3 * i - 1], ARGV[3 * i], KEYS[i])");
 
 /* ARGV (optional): the tag of the add whose record it is to be. Returns 1 when the pending
  * record (of that add) was deleted, else the state letter of the record there ('' for none). */
@@ -332,9 +339,9 @@ static size_t record_at(const struct chunked *c, size_t pos)
  * slot and so each would be a script call of its own, a third of it. */
 static void build_plain_add(const struct chunked *c, size_t j, struct rdb_call *call)
 {
-    size_t at = record_at(c, chunk_first(c, j)) * 2;
+    size_t at = record_at(c, chunk_first(c, j)) * ADD_ARGS;
 
-    job_key(c->st, c->ids[at / 2], c->keys[0], KEY_MAX);
+    job_key(c->st, c->ids[at / ADD_ARGS], c->keys[0], KEY_MAX);
     c->a[0] = "SET", c->l[0] = 3;
     c->a[1] = c->keys[0], c->l[1] = strlen(c->keys[0]);
     c->a[2] = c->args[at], c->l[2] = c->argslen[at];
@@ -639,9 +646,10 @@ static int add_records(struct store *st, size_t n, const struct job *const *jobs
 {
     msgpack_sbuffer *bufs = calloc(n ? n : 1, sizeof(*bufs));
     char (*ttl)[24] = malloc((n ? n : 1) * sizeof(*ttl));
-    const char **ids = malloc((n ? n : 1) * sizeof(*ids)), **args = malloc(2 * n * sizeof(*args) + 1);
-    size_t *lens = malloc(2 * n * sizeof(*lens) + 1);
-    struct add_batch b = { { .st = st, .script = S_ADD, .n = n, .ids = ids, .per = 2, .args = args,
+    const char **ids = malloc((n ? n : 1) * sizeof(*ids));
+    const char **args = malloc(ADD_ARGS * n * sizeof(*args) + 1);
+    size_t *lens = malloc(ADD_ARGS * n * sizeof(*lens) + 1);
+    struct add_batch b = { { .st = st, .script = S_ADD, .n = n, .ids = ids, .per = ADD_ARGS, .args = args,
                              .argslen = lens, .plain = plain }, out,
                            malloc((n ? n : 1) * sizeof(*b.taken)), 0 };
     int rc = -1;
@@ -660,8 +668,10 @@ static int add_records(struct store *st, size_t n, const struct job *const *jobs
         }
         snprintf(ttl[i], sizeof(ttl[i]), "%lld", (long long)(job->due_ms - job->created_ms + retention_ms));
         ids[i] = job->id;
-        args[2 * i] = bufs[i].data,     lens[2 * i] = bufs[i].size;
-        args[2 * i + 1] = ttl[i],       lens[2 * i + 1] = strlen(ttl[i]);
+        args[ADD_ARGS * i] = bufs[i].data,       lens[ADD_ARGS * i] = bufs[i].size;
+        args[ADD_ARGS * i + 1] = ttl[i],         lens[ADD_ARGS * i + 1] = strlen(ttl[i]);
+        args[ADD_ARGS * i + 2] = job->override ? "1" : "";
+        lens[ADD_ARGS * i + 2] = job->override ? 1 : 0;
     }
     run_chunked(&b.c, add_reply, &b, RDB_WAIT_END, err, errlen);   /* each job its own answer */
     undo_failed(st, n, jobs, out);

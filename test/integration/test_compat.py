@@ -96,6 +96,13 @@ def test_changsongl_add_pop_finish_delete(stack):
     assert cs(d, "GET", "/topic/mytopic/job?timeout=1")["data"] is None
     assert d.get("once")["state"] == "finished"
 
+    cs(d, "POST", "/topic/mytopic/job", {"id": "swap", "delay": 600, "ttr": 5, "body": "old"})
+    doc = cs(d, "POST", "/topic/mytopic/job", {"id": "swap", "delay": 1, "ttr": 5, "body": "new",
+                                                "override": True})
+    assert doc == {"message": "ok", "success": True}, doc
+    doc = cs(d, "GET", "/topic/mytopic/job?timeout=10")
+    assert doc["id"] == "swap" and doc["body"] == "new", doc
+
     cs(d, "POST", "/topic/mytopic/job", {"id": "gone", "delay": 60, "ttr": 5, "body": "b"})
     assert cs(d, "DELETE", "/topic/mytopic/job/gone") == {"message": "ok", "success": True}
     assert d.get("gone")["state"] == "cancelled"

@@ -160,3 +160,21 @@ def test_rescheduled_job_claimed_then_crashed_is_delivered_by_the_restart(stack)
     assert int(m["headers"]["dq-due-ms"]) == new_due and lateness(m)[0] >= 0, m
     wait_until(lambda: d.get(job_id)["state"] == "delivered", 20, "the job to be marked")
     reader.close()
+
+
+def test_override_replaces_a_pending_job_whose_old_message_is_then_skipped(stack):
+    d = Delayqd(stack).start()
+    topic = "override-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    d.add_ok(id="ov-1", topic=topic, delay=2, body="old")
+    status, doc = d.add(id="ov-1", topic=topic, delay=3, body="new")
+    assert status == 409, doc   # without override: the id is taken
+    status, doc = d.add(id="ov-1", topic=topic, delay=3, body="new", override=True)
+    assert status == 200 and doc["code"] == 0, doc
+    assert d.get("ov-1")["body"] == "new"
+    m = one_delivery(reader, "ov-1")
+    assert m["payload"] == "new" and lateness(m)[0] >= 0, m
+    time.sleep(1)
+    assert len(reader.by_id()["ov-1"]) == 1   # the old job's message found a record not its own
+    status, doc = d.add(id="ov-1", topic=topic, delay=3, body="newer", override=True)
+    assert status == 409, doc   # delivered: nothing left to replace
