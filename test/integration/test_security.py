@@ -248,26 +248,44 @@ def test_https_serves_rotates_on_sighup_and_refuses_plain_http(stack):
     assert p.returncode != 0 and "is not the key" in p.stderr, p.stderr
 
 
+def tls_redis_behind_stunnel(tmp, cert, key, ca, tries=3):
+    """A TLS-only redis-server and a stunnel client in front of it, answering PING through the
+    tunnel: (redis, tunnel, tls_port, plain_port). Their output goes to files in tmp, named
+    when they do not come up; a port taken meanwhile by another process (free_port closes the
+    port it found) is tried again with new ports."""
+    for attempt in range(tries):
+        tls_port, plain_port = free_port(), free_port()
+        logs = [os.path.join(tmp, f"{name}-{attempt}.log") for name in ("redis", "stunnel")]
+        redis = subprocess.Popen(["redis-server", "--port", "0", "--tls-port", str(tls_port),
+                                  "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file",
+                                  ca, "--tls-auth-clients", "no", "--save", "", "--appendonly", "no",
+                                  "--dir", tmp], stdout=open(logs[0], "w"), stderr=subprocess.STDOUT)
+        conf = os.path.join(tmp, "stunnel.conf")
+        with open(conf, "w") as f:
+            f.write(f"foreground = yes\npid =\n[redis]\nclient = yes\naccept = 127.0.0.1:{plain_port}\n"
+                    f"connect = 127.0.0.1:{tls_port}\nCAfile = {ca}\nverifyChain = yes\n"
+                    f"checkIP = 127.0.0.1\n")
+        tunnel = subprocess.Popen(["stunnel", conf], stdout=open(logs[1], "w"), stderr=subprocess.STDOUT)
+        end = time.time() + 20
+        while time.time() < end and redis.poll() is None and tunnel.poll() is None:
+            if run(["redis-cli", "-p", str(plain_port), "PING"], check=False).stdout.strip() == "PONG":
+                return redis, tunnel, tls_port, plain_port
+            time.sleep(0.1)
+        for p in (tunnel, redis):
+            p.terminate()
+            p.wait(10)
+    raise AssertionError("Redis through stunnel never answered; see " + ", ".join(
+        os.path.join(tmp, f"{n}-{a}.log") for a in range(tries) for n in ("redis", "stunnel")))
+
+
 def test_jobs_go_through_a_tls_only_redis_behind_stunnel(stack):
     """Redis that speaks TLS only, reached through a local stunnel (the setup of
     docs/operations.md): jobs are added, claimed and delivered through it."""
     tmp = os.path.join(stack.tmp, "redis-tls")
     os.makedirs(tmp, exist_ok=True)
     cert, key, ca = make_cert(tmp, "redis")
-    tls_port, plain_port = free_port(), free_port()
-    redis = subprocess.Popen(["redis-server", "--port", "0", "--tls-port", str(tls_port),
-                              "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
-                              "--tls-auth-clients", "no", "--save", "", "--appendonly", "no",
-                              "--dir", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    conf = os.path.join(tmp, "stunnel.conf")
-    with open(conf, "w") as f:
-        f.write(f"foreground = yes\npid =\n[redis]\nclient = yes\naccept = 127.0.0.1:{plain_port}\n"
-                f"connect = 127.0.0.1:{tls_port}\nCAfile = {ca}\nverifyChain = yes\n"
-                f"checkIP = 127.0.0.1\n")
-    tunnel = subprocess.Popen(["stunnel", conf], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    redis, tunnel, tls_port, plain_port = tls_redis_behind_stunnel(tmp, cert, key, ca)
     try:
-        wait_until(lambda: run(["redis-cli", "-p", str(plain_port), "PING"], check=False).stdout.strip()
-                   == "PONG", 20, "Redis through stunnel")
         plain = run(["redis-cli", "-p", str(tls_port), "PING"], check=False)
         assert "PONG" not in plain.stdout, "Redis answered without TLS"
         d = Delayqd(stack, extra={"redis_port": plain_port}).start().wait_groups_owned()
