@@ -133,13 +133,17 @@ static void answer_pop(struct req *r, struct pullq_pop *pp)
 
 /* Pops for n requests in one pipeline per round: round r pops the r-th topic of each request
  * that has one and got no job yet. Those that got jobs (or may not wait) are answered, the
- * others parked in arrival order. */
-static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait)
+ * others parked in their order: after the pops parked already, or (parked, a list head the
+ * caller gives) before them, for pops that were parked before. */
+static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait,
+                       struct req **parked)
 {
     struct pullq_pop pops[BATCH_MAX];
-    struct req *left[BATCH_MAX], **tail = &p->parked;
+    struct req *left[BATCH_MAX], **tail = parked ? parked : &p->parked;
     size_t at[BATCH_MAX], nleft = 0;
 
+    if (parked)
+        *parked = NULL;
     while (*tail)
         tail = &(*tail)->next;
     for (int round = 0; n > 0; round++) {
@@ -181,6 +185,10 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
             *tail = r;
             tail = &r->next;
         }
+    }
+    if (parked && *parked) {   /* parked again: ahead of the pops that came after them */
+        *tail = p->parked;
+        p->parked = *parked;
     }
 }
 
@@ -272,7 +280,7 @@ static void serve(struct pull *p, struct req *list, int may_wait)
             nops = 0;
         }
         if (npops == BATCH_MAX || (!list && npops)) {
-            serve_pops(p, pops, npops, may_wait);
+            serve_pops(p, pops, npops, may_wait, NULL);
             npops = 0;
         }
     }
@@ -312,7 +320,7 @@ static void look_for_parked(struct pull *p)
 {
     const char *topics[BATCH_MAX];
     int64_t counts[BATCH_MAX];
-    struct req *take[BATCH_MAX];
+    struct req *take[BATCH_MAX], *again;
     size_t nt = 0, n = 0;
     struct req **at;
 
@@ -339,7 +347,7 @@ static void look_for_parked(struct pull *p)
         }
     }
     if (n)
-        serve_pops(p, take, n, 1);
+        serve_pops(p, take, n, 1, &again);
 }
 
 /* Sends a dead letter of a pull job to the dead-letter topic. */
