@@ -32,7 +32,7 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Pure modules: no network library, unit-tested alone.
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots rpipe addrs \
-            pending workers
+            pending workers sign
 # Adapters and wings.
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
             forwarder stats pull compat

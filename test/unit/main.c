@@ -54,6 +54,7 @@ int main(void)
     unit_api();
     unit_config();
     unit_pending();
+    unit_sign();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -60,6 +60,7 @@ void unit_heap(void);
 void unit_offsets(void);
 void unit_api(void);
 void unit_pending(void);
+void unit_sign(void);
 void unit_config(void);
 void unit_log(void);
 void unit_share(void);
