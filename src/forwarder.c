@@ -268,6 +268,18 @@ static const char *topic_of(const struct forwarder *fw, const struct held *m)
     return fw->cfg->delay.levels.topic[m->level];
 }
 
+/* Checked at the last moment before a send or a pull job made ready: a lease that ran out
+ * while this instance was stopped must not let it pass on anything of a group another
+ * instance took over. 1 when m's group is no longer surely ours: m is dropped (done). */
+static int dropped_if_not_ours(struct forwarder *fw, struct held *m)
+{
+    if (groups_may_send(fw->groups, m, clock_mono_ms()))
+        return 0;
+    log_debug("drop topic=%s offset=%lld: group no longer ours", topic_of(fw, m), (long long)m->offset);
+    done(fw, m);
+    return 1;
+}
+
 /* Produces with a copy of every buffer; takes hdrs. Returns 0 (sent), -1 (failed: the caller
  * retries) or 1 (m's group is no longer surely ours: m was dropped, nothing was sent). */
 static int produce(struct forwarder *fw, struct held *m, const char *topic, const void *key,
@@ -276,12 +288,8 @@ static int produce(struct forwarder *fw, struct held *m, const char *topic, cons
 {
     rd_kafka_resp_err_t e;
 
-    /* Checked at the last moment: a lease that ran out while this instance was stopped must
-     * not let it send anything of a group another instance took over. */
-    if (!groups_may_send(fw->groups, m, clock_mono_ms())) {
+    if (dropped_if_not_ours(fw, m)) {
         rd_kafka_headers_destroy(hdrs);
-        log_debug("drop topic=%s offset=%lld: group no longer ours", topic_of(fw, m), (long long)m->offset);
-        done(fw, m);
         return 1;
     }
     e = rd_kafka_producev(
@@ -903,9 +911,7 @@ static void run_ready(struct forwarder *fw)
 
     for (size_t i = 0; i < fw->nready; i++) {
         struct ready_item *it = &fw->ready[i];
-        if (!groups_may_send(fw->groups, it->m, clock_mono_ms())) {   /* as produce() checks */
-            log_debug("drop job=%s: group no longer ours", it->id);
-            done(fw, it->m);
+        if (dropped_if_not_ours(fw, it->m)) {
             it->m = NULL;
             continue;
         }

@@ -250,13 +250,15 @@ static int is_async(enum http_route route)
 /* The index of url in routes, or -1 (also for a compat route whose switch is off). */
 static int match(const struct config *cfg, const char *url)
 {
-    size_t prefix = strlen(COMPAT_TOPIC_PREFIX);
-
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
-        if (strcmp(routes[i].path, COMPAT_TOPIC_PREFIX) == 0)
-            return cfg->compat.changsongl && strncmp(url, routes[i].path, prefix) == 0 ? (int)i : -1;
-        if (strcmp(url, routes[i].path) == 0)
-            return routes[i].route == R_COMPAT && !cfg->compat.ouqiang ? -1 : (int)i;
+        const char *path = routes[i].path;
+        int prefix = path[strlen(path) - 1] == '/';   /* a route of paths below it */
+        if (prefix ? strncmp(url, path, strlen(path)) != 0 : strcmp(url, path) != 0)
+            continue;
+        if (routes[i].route == R_COMPAT &&
+            !(prefix ? cfg->compat.changsongl : cfg->compat.ouqiang))
+            return -1;
+        return (int)i;
     }
     return -1;
 }
