@@ -304,7 +304,13 @@ def test_claims_script_list_release_force_release(stack):
     p = claims_sh(a, "force-release", str(g))
     assert p.returncode == 1 and "alive" in p.stderr, (p.stdout, p.stderr)
     victim.kill()
-    time.sleep(TTL_MS * 2 / 3 / 1000 + 0.5)     # its heartbeat is gone, its lease not yet
+    # Its heartbeat runs out a third of a lease before its lease does: act in that window.
+    ctl, token = f"{victim.prefix}{{ctl}}:", victim.token()
+
+    def heartbeat_gone():
+        score = stack.redis("ZSCORE", f"{ctl}instances", token).strip()
+        return not score or float(score) < time.time() * 1000
+    wait_until(heartbeat_gone, TTL_MS / 1000, "the killed owner's heartbeat to run out")
     p = claims_sh(survivor, "force-release", str(g))
     assert p.returncode == 0 and "removed the lease" in p.stdout, (p.stdout, p.stderr)
     wait_until(lambda: survivor.claims()[g] == survivor.token(), 10, "the survivor to take it")
