@@ -11,7 +11,7 @@
 #   make install         PREFIX (/usr/local), DESTDIR: the binary, delayq-claims, the annotated
 #                        config under etc/delayq/ and a systemd unit; make uninstall
 
-PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig gnutls
+PKGS     := rdkafka hiredis msgpack jansson libmicrohttpd libconfig gnutls libcurl
 CC       ?= cc
 WERROR   ?= 1
 # Sanitized objects never mix with plain ones.
@@ -32,10 +32,10 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Pure modules: no network library, unit-tested alone.
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots rpipe addrs \
-            pending workers sign
+            pending workers sign callplan netaddr ratelimit
 # Adapters and wings.
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
-            forwarder stats pull compat
+            forwarder stats pull compat callbacks
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "job.h"
 #include "levels.h"
 
@@ -36,7 +37,23 @@ struct api_limits {
     const struct levels *levels;   /* a job may not target a delay topic */
     const char *dlq_topic;         /* nor the dead-letter topic */
     int64_t max_delay_ms;
+    const struct config_endpoint *endpoints;   /* the names a callback may give (nendpoints) */
+    int nendpoints;
 };
+
+/* Reads a job's callback from its JSON text (a dq-callback header; the add's "callback" field
+ * has the same form) into *out (caller frees with job_callback_free, also on error). 0, or -1
+ * with what is wrong in e. */
+int api_parse_callback(const char *text, size_t len, const struct api_limits *lim,
+                       struct job_callback **out, struct api_error *e);
+
+/* A callback as JSON text in the form api_parse_callback reads (for a dead letter's
+ * dq-callback, so that it can be added again as it was): malloc'd, NULL when out of memory. */
+char *api_callback_json(const struct job_callback *cb);
+
+/* 1 when body (len bytes) is a JSON object or array: it is called back with Content-Type
+ * application/json. */
+int api_is_json(const char *body, size_t len);
 
 /* Sets e and returns -1, so that error paths read `return api_fail(e, ...)`. */
 int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
@@ -159,6 +176,9 @@ void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t 
 
 /* Adds topic's counts to the "pull" object of a stats answer's data (made at the first):
  * "pull": {topic: {"ready": n, "reserved": n}, ...}. */
+/* Adds "callbacks": {"waiting_for_retry": waiting} to a stats answer. */
+void api_stats_callbacks(void *data, int64_t waiting);
+
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved);
 
 /* Builds {"code":..,"message":..,"data":..}; takes ownership of data (may be NULL for null).

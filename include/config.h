@@ -17,6 +17,43 @@
 #define CONFIG_SENTINELS_MAX CONFIG_ADDRS_MAX
 #define CONFIG_PULL_TOPICS_MAX 64 /* names or patterns of pull topics */
 #define CONFIG_TTR_MAX_S 86400    /* a reservation lasts a day at most, as in the queues it serves */
+#define CONFIG_ENDPOINTS_MAX 64   /* named callback endpoints */
+#define CONFIG_NETWORKS_MAX 32    /* networks callbacks may call though private */
+#define CONFIG_NAME_MAX 64        /* an endpoint's name */
+#define CONFIG_SECRETS_MAX 4      /* signing secrets at once: a rotation needs two (sign.h) */
+#define CALL_REDIRECTS_MAX 3        /* redirect hops a callback may follow, each checked again */
+#define CALL_TIMEOUT_MIN_MS 100
+#define CALL_TIMEOUT_MAX_MS 300000  /* five minutes: a callback that works longer should answer
+                                     * at once and work on (Cloud Tasks allows 30 minutes) */
+#define CALL_CONCURRENCY_MAX 10000
+#define CALL_RATE_MAX 1000000
+#define CALL_BACKOFF_MAX_MS (86400LL * 1000)
+#define CALL_ATTEMPTS_MAX 1000
+#define CALL_RETRY_DURATION_MAX_MS (30LL * 86400 * 1000)
+
+/* How one callback endpoint (scheme, host and port) is called. */
+struct config_call_limits {
+    int64_t timeout_ms;          /* one call, connecting included */
+    int64_t max_concurrency;     /* calls in flight to the endpoint at once */
+    int64_t rate_per_s;          /* calls started per second (token bucket); 0: no limit */
+};
+
+/* How failed calls are retried; a job may lower each. */
+struct config_call_retry {
+    int64_t min_backoff_ms;      /* the first retry's wait; each next doubles, with jitter */
+    int64_t max_backoff_ms;      /* no wait longer than this (Retry-After included) */
+    int64_t max_attempts;        /* calls at most, the first included */
+    int64_t max_retry_duration_ms;   /* no retry later than this after the first call */
+};
+
+/* A callback target named in the config: jobs say {"endpoint": name}. */
+struct config_endpoint {
+    char name[CONFIG_NAME_MAX];
+    char url[CONFIG_STR_MAX];
+    char secrets[CONFIG_SECRETS_MAX][CONFIG_STR_MAX];   /* none: callbacks.secrets */
+    int nsecrets;
+    struct config_call_limits limits;   /* unset fields: callbacks' */
+};
 
 struct config {
     struct {
@@ -93,6 +130,21 @@ struct config {
                                             * 0: no limit */
         int also_kafka;                    /* 1: a due pull job goes to its Kafka topic too */
     } pull;
+    struct {
+        char secrets[CONFIG_SECRETS_MAX][CONFIG_STR_MAX];   /* "whsec_..." each; sign calls to
+                                            * URLs given in jobs; none: unsigned */
+        int nsecrets;
+        int allow_private;                 /* 1: any address may be called */
+        char networks[CONFIG_NETWORKS_MAX][CONFIG_NAME_MAX];   /* "10.1.0.0/16", "fd00::/8":
+                                            * private addresses callable all the same */
+        int nnetworks;
+        int64_t max_redirects;             /* 0: a redirect is a failure */
+        int64_t max_response_bytes;        /* of a response, read and kept for a dead letter */
+        struct config_call_limits limits;  /* every endpoint's unless it names its own */
+        struct config_call_retry retry;
+        struct config_endpoint endpoints[CONFIG_ENDPOINTS_MAX];
+        int nendpoints;
+    } callbacks;
     struct {
         int go_delayqueue;                 /* 1: a delivered message's value is the job id */
         int ouqiang;                       /* 1: ouqiang/delay-queue's routes (compat.h) */

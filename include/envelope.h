@@ -18,6 +18,16 @@
 #define HDR_DELIVER "dq-deliver"  /* "pull": the job waits in Redis for poppers, "kafka": it
                                    * goes to its topic even when that is a pull topic */
 #define HDR_TTR     "dq-ttr-ms"   /* a pull job's reservation time, ms */
+#define HDR_CALLBACK      "dq-callback"   /* a callback as JSON, the add's "callback" field: a
+                                           * direct message's own; on a callback job's dead
+                                           * letter, the job's */
+#define HDR_CALL_ID       "dq-call-id"    /* a direct message's retry: its webhook-id */
+#define HDR_CALL_ATTEMPTS "dq-attempts"   /* a direct message's retry: calls made so far; on a
+                                           * callback's dead letter: calls made */
+#define HDR_CALL_FIRST    "dq-first-ms"   /* a direct message's retry: when the first call went */
+#define HDR_CALL_STATUS   "dq-status"     /* on a callback's dead letter: the last HTTP status */
+#define HDR_CALL_RESPONSE "dq-response"   /* on a callback's dead letter: the first bytes of the
+                                           * last answer's body */
 #define HDR_PREFIX  "dq-"         /* every control header; none is copied onto a delivery */
 #define ENVELOPE_TAG_MAX 64       /* longer dq-tag values are refused (delayqd writes 13) */
 
@@ -41,10 +51,17 @@ struct envelope {
     int hops;                 /* 0 unless moved down the levels by delayqd */
     enum job_deliver deliver; /* dq-deliver; JOB_DELIVER_AUTO when absent */
     int64_t ttr_ms;           /* dq-ttr-ms; 0 when absent */
+    const char *callback;     /* dq-callback (JSON, read by api_parse_callback); NULL: none */
+    size_t callback_len;
+    const char *call_id;      /* dq-call-id; NULL when absent */
+    size_t call_id_len;
+    int64_t call_attempts;    /* dq-attempts of a direct callback's retry; 0 when absent */
+    int64_t call_first_ms;    /* dq-first-ms; 0 when absent */
 };
 
 /* Parses the control headers. Returns 0, or -1 with the reason (naming the header) in err:
- * missing or empty dq-topic, a repeated control header, a malformed number. */
+ * missing dq-topic (a message needs it unless it names a job, dq-id, or a callback,
+ * dq-callback), an empty or repeated control header, a malformed number. */
 int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char *err, size_t errlen);
 
 /* 1 when name is a control header (dq-*), else 0. */

@@ -32,10 +32,10 @@ struct fw_outcome {
 
 /* gs (not owned) is consulted right before each send (a message whose group is no longer surely
  * ours is not sent), and when a record is found claimed by another instance (taken over only
- * once that instance no longer holds the group it claimed it for). NULL with err set on
- * failure. */
-struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, char *err,
-                                size_t errlen);
+ * once that instance no longer holds the group it claimed it for). A byte is written to
+ * wake_fd when callbacks' results wait for forwarder_poll. NULL with err set on failure. */
+struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int wake_fd,
+                                char *err, size_t errlen);
 void forwarder_free(struct forwarder *fw);
 
 /* The producer, whose main queue the holder watches for delivery reports. */
@@ -52,7 +52,7 @@ int forwarder_submit(struct forwarder *fw, struct held *m);
 /* Acts on everything submitted since the last flush. */
 void forwarder_flush(struct forwarder *fw);
 
-/* Serves delivery reports and finishes the messages they complete. */
+/* Serves delivery reports and callbacks' results, and finishes the messages they complete. */
 void forwarder_poll(struct forwarder *fw);
 
 /* Takes the next message handed back (after a flush or poll) into *out: 1, or 0 when there is

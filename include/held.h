@@ -9,6 +9,7 @@
 #include "envelope.h"
 
 struct part;
+struct call;
 
 /* A delay-topic message taken by the holder: an owned copy, which the holder hands to the
  * forwarder and takes back (done, or to retry) from its outcomes. */
@@ -41,6 +42,7 @@ struct held {
     int64_t sent_ms;            /* the forwarder's: when its delivery was sent */
     int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */
     int dead_bare;              /* the dead-letter topic refused the body: send it without */
+    struct call *call;          /* the forwarder's: a callback job's call, while it lasts */
     char take_over[32];         /* the forwarder's: another instance's claim on its record whose
                                  * owner no longer holds that claim's group ("*": one too long
                                  * to name, of an older delayqd), or "" */

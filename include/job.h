@@ -35,6 +35,24 @@ struct job_header {
     char *value;    /* owned, NUL-terminated text */
 };
 
+/* A job's HTTP callback (callbacks.h makes the calls): what to call, and how its calls went so
+ * far (kept in the record between attempts). */
+struct job_callback {
+    char *url;                   /* owned; NULL when endpoint names it */
+    char *endpoint;              /* owned: a callbacks.endpoints name, or NULL */
+    int put;                     /* 1: PUT, else POST */
+    struct job_header *headers;  /* owned array of nheaders, sent with each call */
+    size_t nheaders;
+    int64_t timeout_ms;          /* 0: the endpoint's */
+    int64_t max_attempts;        /* 0 each: callbacks.retry's (a job may only lower them) */
+    int64_t min_backoff_ms, max_backoff_ms, max_retry_duration_ms;
+    int attempts;                /* calls made so far */
+    int last_status;             /* HTTP status of the last call; 0: none came (or no call) */
+    char *last_error;            /* owned: why the last call failed, or NULL */
+    int64_t first_ms;            /* epoch ms of the first call; 0 before it */
+    int sent;                    /* 1: delivered to its topic already (a job with both) */
+};
+
 struct job {
     char id[JOB_ID_MAX + 1];
     char *topic;                 /* business topic, owned */
@@ -48,10 +66,14 @@ struct job {
     int64_t created_ms;          /* epoch ms */
     enum job_deliver deliver;    /* as asked at add */
     int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
+    struct job_callback *callback;   /* owned; NULL: none */
     int override;                /* the add replaces a pending or removed job of its id (asked
                                   * at add; not kept in the record) */
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
+
+/* Frees what the callback owns and the callback. Safe on NULL. */
+void job_callback_free(struct job_callback *cb);
 
 /* Frees what the job owns and zeroes it. Safe on a zeroed job. */
 void job_release(struct job *job);
@@ -78,9 +100,10 @@ void job_new_tag(char out[JOB_TAG_LEN + 1]);
  * messages carry as dq-tag, so that a message naming only its id cannot claim it), a
  * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
  * stamp where they were, so the head keeps its length and store.c writes heads in place.
- * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}, deliver, ttr_ms],
- * written once at add, with what follows delay_ms left off when it says nothing (no key, no
- * headers, deliver AUTO) and any later elements ignored.
+ * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}, deliver, ttr_ms,
+ * {callback}], written at add (and again between a callback's attempts), with what follows
+ * delay_ms left off when it says nothing (no key, no headers, deliver AUTO, no callback) and any
+ * later elements ignored. A callback-only job's topic is "".
  * A failed record may carry a msgpack string after the tail: why it failed. The id is the
  * key's, created_ms is due_ms - delay_ms. Records written before tags hold JOB_CLAIM_ROOM in
  * a pending record's claim field, and no tag is asked of their messages; records written

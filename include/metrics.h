@@ -30,6 +30,7 @@ enum metric_counter {
     M_PULL_RELEASES,
     M_PULL_EXPIRIES,        /* reservations that ran out: the job is ready again */
     M_PULL_DEAD,            /* pull jobs sent to the dead-letter topic (buried, or out of attempts) */
+    M_CALL_DEFERRED,        /* callback jobs sent back to wait: their endpoint was busy */
     M_COUNTERS
 };
 
@@ -39,11 +40,12 @@ enum metric_gauge {
     M_IN_MEMORY,            /* messages held in memory (read ahead, retried) */
     M_LIVE_INSTANCES,
     M_OVERDUE_MS,           /* how late the most overdue delay-topic head is (see stats.h) */
+    M_CALL_RETRIES_WAITING, /* callback jobs waiting for their next attempt, all instances */
     M_GAUGES
 };
 
 enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_DEAD_LETTER_TOPIC, DLQ_TOO_FAR, DLQ_ID,
-                  DLQ_RECORD, DLQ_REFUSED, DLQ_REASONS };
+                  DLQ_RECORD, DLQ_REFUSED, DLQ_CALLBACK, DLQ_REASONS };
 
 /* Why a due message of a job added over HTTP was not delivered. */
 enum skip_reason {
@@ -67,6 +69,7 @@ enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS
 void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);
 void metrics_set(enum metric_gauge g, int64_t v);
+int64_t metrics_gauge(enum metric_gauge g);
 void metrics_dead_letter(enum dlq_reason r);
 void metrics_skipped(enum skip_reason r);
 /* One HTTP request: its route, status and how long it took. */
@@ -76,6 +79,18 @@ void metrics_http(enum http_route r, int status, double seconds);
 void metrics_lateness(int64_t ms);
 /* A pull job's first pop: when it was handed out minus its due time, milliseconds. */
 void metrics_pop_lateness(int64_t ms);
+
+/* Callbacks, per endpoint ("scheme://host:port"; the first METRICS_ENDPOINTS_MAX seen, the
+ * others together under "other"). A call's answer: its status (0 when none came) and seconds. */
+#define METRICS_ENDPOINTS_MAX 32
+void metrics_call(const char *endpoint, int status, double seconds);
+/* Calls in flight to an endpoint now. */
+void metrics_call_in_flight(const char *endpoint, int64_t n);
+/* A failed call that will be made again later; a callback job dead-lettered. */
+void metrics_call_retry(const char *endpoint);
+void metrics_call_dead(const char *endpoint);
+/* A callback job's first call: when its request went minus its due time, milliseconds. */
+void metrics_call_lateness(int64_t ms);
 
 /* Labelled gauges of what waits in the delay topics, set whole from one view (see stats.h). */
 enum metric_family {

@@ -128,13 +128,17 @@ int store_claim_batch(struct store *st, size_t n, const char *const *ids, const 
                       size_t errlen);
 
 /* A claimed record to mark: its job id, the due time and claim token its claim wrote, the state
- * to move it to (delivered or failed), and for failed why (NULL: no reason kept). */
+ * to move it to (delivered or failed), for failed why (NULL: no reason kept), and a tail to
+ * write in place of the record's (tail_len bytes of job_record_pack's after its head; NULL:
+ * the record keeps its own). */
 struct store_mark {
     const char *id;
     int64_t due_ms;
     const char *token;
     enum job_state state;
     const char *error;
+    const char *tail;
+    size_t tail_len;
 };
 
 /* Moves n records, each still claimed by its token, to their states at now_ms, in one pipeline;
@@ -171,6 +175,15 @@ struct store_swap {
 
 /* n replacements (each as store_replace) in one pipeline. 0, or -1 when some failed. */
 int store_replace_many(struct store *st, size_t n, struct store_swap *swaps);
+
+/* Lists a callback job's next attempt, due at at_ms, among the retries planned (for /stats);
+ * listings more than a minute past due are dropped then. 0, or -1 with err set. */
+int store_retry_planned(struct store *st, const char *id, int64_t at_ms, int64_t now_ms, char *err,
+                        size_t errlen);
+
+/* The retries planned that are not yet due at now_ms, into *n (a job removed while it waits is
+ * counted until its retry time). 0, or -1 with err set. */
+int store_retries_waiting(struct store *st, int64_t now_ms, int64_t *n, char *err, size_t errlen);
 
 /* 1 when Redis may evict job records (its maxmemory-policy, into policy, is not noeviction). */
 int store_evicts(char *policy, size_t len);

@@ -9,7 +9,7 @@ pkgs=(
   libgnutls28-dev               # HTTPS: the certificate callback (libmicrohttpd's TLS library)
   openssl                       # tests make their own CA and certificates
   stunnel4                      # Redis over TLS: hiredis 0.14 has none (docs/operations.md)
-  libcurl4-openssl-dev          # integration tests drive the HTTP API with libcurl
+  libcurl4-gnutls-dev           # callbacks: the HTTP client (GnuTLS, as libmicrohttpd); the tests drive the API with it too
   redis-server redis-tools      # local Redis and redis-cli (tests, claims script)
   kcat                          # a real Kafka client for tests and the README examples
   maven default-jre-headless    # fetches and runs the pinned Apache Kafka broker

@@ -15,6 +15,7 @@
 
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 #define HEADER_VALUE_MAX 4096
+#define CALLBACK_URL_MAX 2048  /* as callbacks.h's CB_URL_MAX: browsers' common bound */
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one: no
  * overlong form, no surrogate, nothing above U+10FFFF (RFC 3629), as jansson requires. */
@@ -283,6 +284,251 @@ static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
     return 0;
 }
 
+static json_t *text_value(const char *text)
+{
+    char *copy = strdup(text);
+    json_t *v;
+
+    if (!copy)
+        return json_null();
+    utf8_sanitize(copy);
+    v = json_string(copy);
+    free(copy);
+    return v ? v : json_null();
+}
+
+/* A header of a callback: a token name (RFC 9110) that is none of those delayqd sets or that
+ * frame the request, a value without line breaks. NULL when fine, else what is wrong. */
+static const char *callback_header_fault(const char *name, json_t *val)
+{
+    static const char *const reserved[] = { "webhook-id", "webhook-timestamp", "webhook-signature",
+                                            "host", "content-length", "transfer-encoding",
+                                            "connection", "expect", "user-agent" };
+    const char *v;
+
+    if (!name[0] || strlen(name) > JOB_HEADER_NAME_MAX ||
+        strspn(name, "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
+                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(name))
+        return "its name must be 1 to 256 token characters";
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+        if (strcasecmp(name, reserved[i]) == 0)
+            return "delayqd sets it";
+    if (!json_is_string(val) || json_string_length(val) > HEADER_VALUE_MAX)
+        return "its value must be a string of at most 4096 bytes";
+    for (v = json_string_value(val); *v; v++)
+        if ((unsigned char)*v < 0x20 && *v != '\t')
+            return "its value may not hold control characters";
+    return strlen(json_string_value(val)) == json_string_length(val) ? NULL
+           : "its value may not hold NUL";
+}
+
+static int parse_callback_headers(json_t *v, struct job_callback *cb, struct api_error *e)
+{
+    const char *name, *fault;
+    json_t *val;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v) || json_object_size(v) > JOB_HEADERS_MAX)
+        return api_fail(e, 400, API_BAD_REQUEST, "callback.headers must be an object of at most "
+                        "%d strings", JOB_HEADERS_MAX);
+    if (!(cb->headers = calloc(json_object_size(v) + 1, sizeof(*cb->headers))))
+        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    json_object_foreach(v, name, val) {
+        struct job_header *h = &cb->headers[cb->nheaders];
+        if ((fault = callback_header_fault(name, val)))
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.headers %.256s: %s", name, fault);
+        h->name = strdup(name);
+        h->value = strdup(json_string_value(val));
+        cb->nheaders++;
+        if (!h->name || !h->value)
+            return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    }
+    return 0;
+}
+
+/* An optional integer member of o into *out, from lo to hi. */
+static int member_int(json_t *o, const char *what, const char *name, int64_t lo, int64_t hi,
+                      int64_t *out, struct api_error *e)
+{
+    json_t *v = json_object_get(o, name);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s%s must be an integer from %lld to %lld", what,
+                        name, (long long)lo, (long long)hi);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* "retry": {max_attempts, min_backoff_ms, max_backoff_ms, max_retry_duration_ms}: a job's own
+ * lower bounds (callplan.h takes the lower of the job's and the config's). */
+static int parse_callback_retry(json_t *v, struct job_callback *cb, struct api_error *e)
+{
+    const char *name;
+    json_t *val;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "callback.retry must be an object");
+    json_object_foreach(v, name, val) {
+        if (strcmp(name, "max_attempts") && strcmp(name, "min_backoff_ms") &&
+            strcmp(name, "max_backoff_ms") && strcmp(name, "max_retry_duration_ms"))
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.retry.%.64s: unknown field (max_attempts, "
+                            "min_backoff_ms, max_backoff_ms, max_retry_duration_ms)", name);
+    }
+    return member_int(v, "callback.retry.", "max_attempts", 1, CALL_ATTEMPTS_MAX, &cb->max_attempts, e) < 0 ||
+           member_int(v, "callback.retry.", "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->min_backoff_ms, e) < 0 ||
+           member_int(v, "callback.retry.", "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->max_backoff_ms, e) < 0 ||
+           member_int(v, "callback.retry.", "max_retry_duration_ms", 1, CALL_RETRY_DURATION_MAX_MS,
+                      &cb->max_retry_duration_ms, e) < 0 ? -1 : 0;
+}
+
+/* The URL or the endpoint's name, exactly one. */
+static int parse_callback_target(json_t *o, const struct api_limits *lim, struct job_callback *cb,
+                                 struct api_error *e)
+{
+    json_t *url = json_object_get(o, "url"), *ep = json_object_get(o, "endpoint");
+    const char *u;
+    int i;
+
+    if (!url == !ep)
+        return api_fail(e, 400, API_BAD_REQUEST, "callback needs exactly one of url, endpoint");
+    if (ep) {
+        if (!json_is_string(ep))
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.endpoint must be a string");
+        for (i = 0; i < lim->nendpoints && strcmp(lim->endpoints[i].name, json_string_value(ep)); i++)
+            ;
+        if (i == lim->nendpoints)
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.endpoint %.64s is not one of "
+                            "callbacks.endpoints in the config", json_string_value(ep));
+        cb->endpoint = strdup(json_string_value(ep));
+        return cb->endpoint ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    }
+    u = json_is_string(url) ? json_string_value(url) : "";
+    if ((strncasecmp(u, "http://", 7) != 0 && strncasecmp(u, "https://", 8) != 0) ||
+        json_string_length(url) > CALLBACK_URL_MAX || strlen(u) != json_string_length(url) ||
+        strcspn(u, " \t\r\n") != strlen(u))
+        return api_fail(e, 400, API_BAD_REQUEST, "callback.url must be an http:// or https:// URL "
+                        "of at most %d characters, without spaces", CALLBACK_URL_MAX);
+    cb->url = strdup(u);
+    return cb->url ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+}
+
+static int parse_callback_object(json_t *o, const struct api_limits *lim, struct job_callback **out,
+                                 struct api_error *e)
+{
+    static const char *const fields[] = { "url", "endpoint", "method", "headers", "timeout_ms",
+                                          "retry", NULL };
+    json_t *method, *val;
+    const char *name;
+    struct job_callback *cb;
+
+    if (!json_is_object(o))
+        return api_fail(e, 400, API_BAD_REQUEST, "callback must be an object {\"url\": ...}");
+    json_object_foreach(o, name, val) {
+        const char *const *f = fields;
+        while (*f && strcmp(*f, name))
+            f++;
+        if (!*f)
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.%.64s: unknown field (url, endpoint, "
+                            "method, headers, timeout_ms, retry)", name);
+    }
+    if (!(*out = cb = calloc(1, sizeof(*cb))))
+        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    method = json_object_get(o, "method");
+    if (method && !json_is_null(method)) {
+        const char *m = json_is_string(method) ? json_string_value(method) : "";
+        if (strcmp(m, "POST") && strcmp(m, "PUT"))
+            return api_fail(e, 400, API_BAD_REQUEST, "callback.method must be \"POST\" or \"PUT\"");
+        cb->put = strcmp(m, "PUT") == 0;
+    }
+    return parse_callback_target(o, lim, cb, e) < 0 ||
+           parse_callback_headers(json_object_get(o, "headers"), cb, e) < 0 ||
+           member_int(o, "callback.", "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS,
+                      &cb->timeout_ms, e) < 0 ||
+           parse_callback_retry(json_object_get(o, "retry"), cb, e) < 0 ? -1 : 0;
+}
+
+int api_parse_callback(const char *text, size_t len, const struct api_limits *lim,
+                       struct job_callback **out, struct api_error *e)
+{
+    json_error_t je;
+    json_t *o = json_loadb(text, len, 0, &je);
+    int rc;
+
+    *out = NULL;
+    if (!o)
+        return api_fail(e, 400, API_BAD_REQUEST, "callback is not JSON: %s", je.text);
+    rc = parse_callback_object(o, lim, out, e);
+    json_decref(o);
+    return rc;
+}
+
+char *api_callback_json(const struct job_callback *cb)
+{
+    json_t *o = json_object(), *h = json_object(), *r = json_object();
+    char *text;
+
+    json_object_set_new(o, cb->url ? "url" : "endpoint", json_string(cb->url ? cb->url : cb->endpoint));
+    if (cb->put)
+        json_object_set_new(o, "method", json_string("PUT"));
+    for (size_t i = 0; i < cb->nheaders; i++)
+        json_object_set_new(h, cb->headers[i].name, text_value(cb->headers[i].value));
+    if (cb->timeout_ms)
+        json_object_set_new(o, "timeout_ms", json_integer(cb->timeout_ms));
+    if (cb->max_attempts)
+        json_object_set_new(r, "max_attempts", json_integer(cb->max_attempts));
+    if (cb->min_backoff_ms)
+        json_object_set_new(r, "min_backoff_ms", json_integer(cb->min_backoff_ms));
+    if (cb->max_backoff_ms)
+        json_object_set_new(r, "max_backoff_ms", json_integer(cb->max_backoff_ms));
+    if (cb->max_retry_duration_ms)
+        json_object_set_new(r, "max_retry_duration_ms", json_integer(cb->max_retry_duration_ms));
+    json_object_set_new(o, "headers", h);
+    json_object_set_new(o, "retry", r);
+    if (!json_object_size(h))
+        json_object_del(o, "headers");
+    if (!json_object_size(r))
+        json_object_del(o, "retry");
+    text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+int api_is_json(const char *body, size_t len)
+{
+    json_t *v;
+
+    while (len && (*body == ' ' || *body == '\t' || *body == '\r' || *body == '\n'))
+        body++, len--;
+    if (!len || (*body != '{' && *body != '['))
+        return 0;
+    if (!(v = json_loadb(body, len, 0, NULL)))
+        return 0;
+    json_decref(v);
+    return 1;
+}
+
+/* The topic, and the callback: at least one; a callback-only job's topic is "". */
+static int parse_target(json_t *root, const struct api_limits *lim, struct job *out,
+                        struct api_error *e)
+{
+    json_t *topic = json_object_get(root, "topic"), *cb = json_object_get(root, "callback");
+
+    if (cb && !json_is_null(cb)) {
+        if (parse_callback_object(cb, lim, &out->callback, e) < 0)
+            return -1;
+        if (!topic || json_is_null(topic)) {
+            out->topic = strdup("");
+            return out->topic ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        }
+    }
+    return parse_topic(topic, lim, out, e);
+}
+
 /* One add from its JSON object (out zeroed by the caller). */
 static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t now_ms,
                             struct job *out, int *id_given, struct api_error *e)
@@ -290,7 +536,7 @@ static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t 
     if (!json_is_object(root))
         return api_fail(e, 400, API_BAD_REQUEST, "a job must be a JSON object");
     if (parse_id(json_object_get(root, "id"), out, id_given, e) == 0 &&
-        parse_topic(json_object_get(root, "topic"), lim, out, e) == 0 &&
+        parse_target(root, lim, out, e) == 0 &&
         parse_when(root, lim, now_ms, out, e) == 0 &&
         parse_body(json_object_get(root, "body"), out, e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
@@ -480,20 +726,24 @@ void *api_rescheduled_data(const char *id, int64_t due_ms)
 }
 
 /* A JSON string of text that may hold anything (a record's bytes): invalid UTF-8 becomes '?'. */
-static json_t *text_value(const char *text)
-{
-    char *copy = strdup(text);
-    json_t *v;
-
-    if (!copy)
-        return json_null();
-    utf8_sanitize(copy);
-    v = json_string(copy);
-    free(copy);
-    return v ? v : json_null();
-}
 
 static json_t *headers_object(const struct job *job);
+
+/* A job's callback as get shows it: the target, and how its calls went (next_attempt_ms: when
+ * a failed call is made again, while the job waits for it). */
+static json_t *callback_object(const struct job_callback *cb, enum job_state state, int64_t due_ms)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, cb->url ? "url" : "endpoint", json_string(cb->url ? cb->url : cb->endpoint));
+    json_object_set_new(o, "method", json_string(cb->put ? "PUT" : "POST"));
+    json_object_set_new(o, "attempts", json_integer(cb->attempts));
+    json_object_set_new(o, "last_status", cb->last_status ? json_integer(cb->last_status) : json_null());
+    json_object_set_new(o, "last_error", cb->last_error ? text_value(cb->last_error) : json_null());
+    json_object_set_new(o, "next_attempt_ms", cb->attempts && state == JOB_PENDING
+                                              ? json_integer(due_ms) : json_null());
+    return o;
+}
 
 void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
                    const char *error)
@@ -519,6 +769,8 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
         json_object_set_new(d, "once", json_true());
     else if (job->ttr_ms > 0)
         json_object_set_new(d, "ttr_ms", json_integer(job->ttr_ms));
+    if (job->callback)
+        json_object_set_new(d, "callback", callback_object(job->callback, state, job->due_ms));
     return d;
 }
 
@@ -714,6 +966,11 @@ void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t 
     json_object_set_new(p, "reserved_until_ms", until_ms >= 0 ? json_integer(until_ms) : json_null());
     json_object_set_new((json_t *)data, "pull", p);
     json_object_set_new((json_t *)data, "state", json_string(state));
+}
+
+void api_stats_callbacks(void *data, int64_t waiting)
+{
+    json_object_set_new(data, "callbacks", json_pack("{s:I}", "waiting_for_retry", (json_int_t)waiting));
 }
 
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)

@@ -12,6 +12,8 @@
 #include <libconfig.h>
 
 #include "config.h"
+#include "netaddr.h"
+#include "sign.h"
 
 #define LOG_MODULE "config"
 /* A job of job.max_delay_s hops down from the largest level at most this often. */
@@ -43,6 +45,15 @@ static int set_listen(const struct key *, config_setting_t *, struct config *, c
 static int set_sentinels(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_cluster(const struct key *, config_setting_t *, struct config *, char *, size_t);
 static int set_pull_topics(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_cb_secrets(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int read_secret(const char *path, char *out, size_t outlen, char *why, size_t whylen);
+
+/* The first key of the file read that holds a secret in clear ("group.name"), or "", and what
+ * to use instead. */
+static char clear_secret[CONFIG_STR_MAX + 32], clear_secret_fix[64];
+static int set_cb_networks(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_cb_retry(const struct key *, config_setting_t *, struct config *, char *, size_t);
+static int set_cb_endpoints(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
@@ -112,6 +123,17 @@ static const struct key keys[] = {
     INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
     INT(pull, max_attempts, pull.max_attempts, 0, 1000000),
     BOOL(pull, also_kafka, pull.also_kafka),
+    FN(callbacks, secret, set_cb_secrets),
+    FN(callbacks, secret_file, set_cb_secrets),
+    BOOL(callbacks, allow_private, callbacks.allow_private),
+    FN(callbacks, networks, set_cb_networks),
+    INT(callbacks, max_redirects, callbacks.max_redirects, 0, CALL_REDIRECTS_MAX),
+    INT(callbacks, max_response_bytes, callbacks.max_response_bytes, 0, 64 << 20),
+    INT(callbacks, timeout_ms, callbacks.limits.timeout_ms, CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS),
+    INT(callbacks, max_concurrency, callbacks.limits.max_concurrency, 1, CALL_CONCURRENCY_MAX),
+    INT(callbacks, rate_per_s, callbacks.limits.rate_per_s, 0, CALL_RATE_MAX),
+    FN(callbacks, retry, set_cb_retry),
+    FN(callbacks, endpoints, set_cb_endpoints),
     BOOL(compat, go_delayqueue, compat.go_delayqueue),
     BOOL(compat, ouqiang, compat.ouqiang),
     BOOL(compat, changsongl, compat.changsongl),
@@ -147,6 +169,12 @@ void config_defaults(struct config *cfg)
     cfg->kafka.replication_factor = -1;
     cfg->pull.ttr_s = 60;
     cfg->pull.max_attempts = 10;
+    cfg->callbacks.max_response_bytes = 65536;
+    cfg->callbacks.limits = (struct config_call_limits){ .timeout_ms = 10000, .max_concurrency = 64 };
+    cfg->callbacks.retry = (struct config_call_retry){ .min_backoff_ms = 1000,
+                                                       .max_backoff_ms = 600000,
+                                                       .max_attempts = 10,
+                                                       .max_retry_duration_ms = 86400000 };
     snprintf(cfg->delay.topic_format, sizeof(cfg->delay.topic_format), "delay_topic_%%s");
     levels_init(&cfg->delay.levels, default_levels,
                 (int)(sizeof(default_levels) / sizeof(default_levels[0])), cfg->delay.topic_format,
@@ -276,6 +304,206 @@ static int set_pull_topics(const struct key *k, config_setting_t *s, struct conf
     return 0;
 }
 
+/* A secret (or a list of them while keys rotate, the newest first) in clear, or the path of a
+ * file holding one (or a list of paths): "whsec_" and base64, checked here (sign.h). */
+static int read_cb_secrets(config_setting_t *s, int from_file, char out[][CONFIG_STR_MAX], int *n,
+                           char *why, size_t whylen)
+{
+    int list = config_setting_is_aggregate(s), len = list ? config_setting_length(s) : 1;
+    struct sign_key key;
+    char kerr[128];
+
+    if (len < 1 || len + *n > CONFIG_SECRETS_MAX) {
+        snprintf(why, whylen, "must be a string or a list of 1 to %d strings (secret and "
+                 "secret_file together)", CONFIG_SECRETS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < len; i++) {
+        const char *v = list ? config_setting_get_string_elem(s, i) : config_setting_get_string(s);
+        char *dst = out[*n];
+        if (!v || !*v || strlen(v) >= CONFIG_STR_MAX) {
+            snprintf(why, whylen, "element %d must be a %s", i, from_file ? "path" : "secret");
+            return -1;
+        }
+        if (from_file && read_secret(v, dst, CONFIG_STR_MAX, why, whylen) < 0)
+            return -1;
+        if (!from_file)
+            snprintf(dst, CONFIG_STR_MAX, "%s", v);
+        if (sign_key_parse(dst, &key, kerr, sizeof(kerr)) < 0) {
+            snprintf(why, whylen, "element %d: %s", i, kerr);
+            return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+static int set_cb_secrets(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                          size_t whylen)
+{
+    int from_file = strcmp(k->name, "secret_file") == 0;
+
+    if (!from_file && !clear_secret[0]) {
+        snprintf(clear_secret, sizeof(clear_secret), "callbacks.secret");
+        snprintf(clear_secret_fix, sizeof(clear_secret_fix), "callbacks.secret_file");
+    }
+    return read_cb_secrets(s, from_file, cfg->callbacks.secrets, &cfg->callbacks.nsecrets, why,
+                           whylen);
+}
+
+/* Networks whose addresses callbacks may call though private: "10.1.0.0/16", "fd00::/8", or an
+ * address alone. */
+static int set_cb_networks(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                           size_t whylen)
+{
+    int n = config_setting_length(s);
+
+    (void)k;
+    if (!config_setting_is_aggregate(s) || n > CONFIG_NETWORKS_MAX) {
+        snprintf(why, whylen, "must be a list of at most %d networks", CONFIG_NETWORKS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        const char *v = config_setting_get_string_elem(s, i);
+        struct netaddr_net net;
+        char err[128];
+
+        if (!v || strlen(v) >= CONFIG_NAME_MAX ||
+            netaddr_net_parse(v, &net, err, sizeof(err)) < 0) {
+            snprintf(why, whylen, "element %d must be a network such as \"10.1.0.0/16\" or "
+                     "\"fd00::/8\", or an address", i);
+            return -1;
+        }
+        snprintf(cfg->callbacks.networks[i], CONFIG_NAME_MAX, "%s", v);
+    }
+    cfg->callbacks.nnetworks = n;
+    return 0;
+}
+
+/* An integer member of a group setting: 0 when absent, 1 set, -1 out of [lo, hi] (why set). */
+static int member_int(config_setting_t *g, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                      char *why, size_t whylen)
+{
+    config_setting_t *m = config_setting_get_member(g, name);
+
+    if (!m)
+        return 0;
+    if ((config_setting_type(m) != CONFIG_TYPE_INT && config_setting_type(m) != CONFIG_TYPE_INT64) ||
+        config_setting_get_int64(m) < lo || config_setting_get_int64(m) > hi) {
+        snprintf(why, whylen, "%s: must be an integer from %lld to %lld", name, (long long)lo,
+                 (long long)hi);
+        return -1;
+    }
+    *out = config_setting_get_int64(m);
+    return 1;
+}
+
+/* 0 when every member of group g is one of names (NULL-terminated), else -1 naming it. */
+static int only_members(config_setting_t *g, const char *const *names, char *why, size_t whylen)
+{
+    for (int i = 0; i < config_setting_length(g); i++) {
+        const char *name = config_setting_name(config_setting_get_elem(g, (unsigned)i));
+        const char *const *p = names;
+        while (*p && strcmp(*p, name) != 0)
+            p++;
+        if (!*p) {
+            snprintf(why, whylen, "%s: unknown key", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int set_cb_retry(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+                        size_t whylen)
+{
+    static const char *const names[] = { "min_backoff_ms", "max_backoff_ms", "max_attempts",
+                                         "max_retry_duration_ms", NULL };
+    struct config_call_retry *r = &cfg->callbacks.retry;
+
+    (void)k;
+    if (!config_setting_is_group(s)) {
+        snprintf(why, whylen, "must be a group { min_backoff_ms = ...; ... }");
+        return -1;
+    }
+    if (only_members(s, names, why, whylen) < 0 ||
+        member_int(s, "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &r->min_backoff_ms, why, whylen) < 0 ||
+        member_int(s, "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &r->max_backoff_ms, why, whylen) < 0 ||
+        member_int(s, "max_attempts", 1, CALL_ATTEMPTS_MAX, &r->max_attempts, why, whylen) < 0 ||
+        member_int(s, "max_retry_duration_ms", 0, CALL_RETRY_DURATION_MAX_MS,
+                   &r->max_retry_duration_ms, why, whylen) < 0)
+        return -1;
+    if (r->max_backoff_ms < r->min_backoff_ms) {
+        snprintf(why, whylen, "max_backoff_ms must not be below min_backoff_ms");
+        return -1;
+    }
+    return 0;
+}
+
+/* One named endpoint: { url = "https://..."; secret or secret_file; timeout_ms;
+ * max_concurrency; rate_per_s; }. */
+static int set_endpoint(config_setting_t *s, struct config_endpoint *e, char *why, size_t whylen)
+{
+    static const char *const names[] = { "url", "secret", "secret_file", "timeout_ms",
+                                         "max_concurrency", "rate_per_s", NULL };
+    const char *url = NULL, *name = config_setting_name(s);
+    config_setting_t *m;
+
+    if (!config_setting_is_group(s) || only_members(s, names, why, whylen) < 0) {
+        if (!config_setting_is_group(s))
+            snprintf(why, whylen, "must be a group { url = \"https://...\"; ... }");
+        return -1;
+    }
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    if (!config_setting_lookup_string(s, "url", &url) || strlen(url) >= sizeof(e->url) ||
+        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
+        snprintf(why, whylen, "url: must be an http:// or https:// URL of at most %zu bytes",
+                 sizeof(e->url) - 1);
+        return -1;
+    }
+    snprintf(e->url, sizeof(e->url), "%s", url);
+    if (((m = config_setting_get_member(s, "secret")) &&
+         read_cb_secrets(m, 0, e->secrets, &e->nsecrets, why, whylen) < 0) ||
+        ((m = config_setting_get_member(s, "secret_file")) &&
+         read_cb_secrets(m, 1, e->secrets, &e->nsecrets, why, whylen) < 0))
+        return -1;
+    if (member_int(s, "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS, &e->limits.timeout_ms,
+                   why, whylen) < 0 ||
+        member_int(s, "max_concurrency", 1, CALL_CONCURRENCY_MAX, &e->limits.max_concurrency, why,
+                   whylen) < 0 ||
+        member_int(s, "rate_per_s", 0, CALL_RATE_MAX, &e->limits.rate_per_s, why, whylen) < 0)
+        return -1;
+    return 0;
+}
+
+static int set_cb_endpoints(const struct key *k, config_setting_t *s, struct config *cfg,
+                            char *why, size_t whylen)
+{
+    int n = config_setting_length(s);
+    char sub[200];
+
+    (void)k;
+    if (!config_setting_is_group(s) || n > CONFIG_ENDPOINTS_MAX) {
+        snprintf(why, whylen, "must be a group of at most %d endpoints { billing = { url = ...; }; }",
+                 CONFIG_ENDPOINTS_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        if (strlen(config_setting_name(e)) >= CONFIG_NAME_MAX) {
+            snprintf(why, whylen, "%.40s...: a name of at most %d characters", config_setting_name(e),
+                     CONFIG_NAME_MAX - 1);
+            return -1;
+        }
+        if (set_endpoint(e, &cfg->callbacks.endpoints[i], sub, sizeof(sub)) < 0) {
+            snprintf(why, whylen, "%s: %s", config_setting_name(e), sub);
+            return -1;
+        }
+    }
+    cfg->callbacks.nendpoints = n;
+    return 0;
+}
+
 static int set_props(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
                      size_t whylen)
 {
@@ -388,9 +616,6 @@ static const struct key *find_key(const char *group, const char *name)
     return NULL;
 }
 
-/* The first key of the file read that holds a secret in clear ("group.name"), or "", and what
- * to use instead. */
-static char clear_secret[CONFIG_STR_MAX + 32], clear_secret_fix[64];
 
 /* Reads the secret in file path into out (outlen bytes at most, a NUL included): the whole
  * file but one trailing newline ("\n" or "\r\n"). Only a regular file: a FIFO would hang the
@@ -507,7 +732,7 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
         config_setting_t *grp = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(grp);
         if (!find_key(gname, NULL) || !config_setting_is_group(grp)) {
-            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, pull, compat)",
+            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, pull, callbacks, compat)",
                      src, config_setting_source_line(grp), gname);
             return -1;
         }

@@ -45,8 +45,8 @@ static int set_once(const char **dst, size_t *dst_len, const struct hdr *h, char
 
 int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char *err, size_t errlen)
 {
-    const char *due = NULL, *hops = NULL, *deliver = NULL, *ttr = NULL;
-    size_t due_len = 0, hops_len = 0, deliver_len = 0, ttr_len = 0;
+    const char *due = NULL, *hops = NULL, *deliver = NULL, *ttr = NULL, *att = NULL, *first = NULL;
+    size_t due_len = 0, hops_len = 0, deliver_len = 0, ttr_len = 0, att_len = 0, first_len = 0;
     int64_t v;
 
     memset(env, 0, sizeof(*env));
@@ -68,10 +68,18 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
             rc = set_once(&deliver, &deliver_len, h, err, errlen);
         else if (strcmp(h->name, HDR_TTR) == 0)
             rc = set_once(&ttr, &ttr_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_CALLBACK) == 0)
+            rc = set_once(&env->callback, &env->callback_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_CALL_ID) == 0)
+            rc = set_once(&env->call_id, &env->call_id_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_CALL_ATTEMPTS) == 0)
+            rc = set_once(&att, &att_len, h, err, errlen);
+        else if (strcmp(h->name, HDR_CALL_FIRST) == 0)
+            rc = set_once(&first, &first_len, h, err, errlen);
         if (rc < 0)
             return -1;
     }
-    if (!env->topic) {
+    if (!env->topic && !env->id && !env->callback) {   /* a job's record names its target */
         snprintf(err, errlen, "header %s is missing", HDR_TOPIC);
         return -1;
     }
@@ -96,6 +104,14 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
     }
     if (deliver && job_deliver_of(deliver, deliver_len, &env->deliver) < 0) {
         snprintf(err, errlen, "header %s is not \"pull\" or \"kafka\"", HDR_DELIVER);
+        return -1;
+    }
+    if (att && (parse_int64(att, att_len, &env->call_attempts) < 0 || env->call_attempts > 1000000)) {
+        snprintf(err, errlen, "header %s is not a small decimal count", HDR_CALL_ATTEMPTS);
+        return -1;
+    }
+    if (first && parse_int64(first, first_len, &env->call_first_ms) < 0) {
+        snprintf(err, errlen, "header %s is not a decimal epoch-ms time", HDR_CALL_FIRST);
         return -1;
     }
     if (ttr && (parse_int64(ttr, ttr_len, &env->ttr_ms) < 0 || env->ttr_ms < 1000 ||

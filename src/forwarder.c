@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
+#include "callbacks.h"
+#include "callplan.h"
 #include "claims.h"
 #include "clock.h"
 #include "forwarder.h"
@@ -28,6 +31,7 @@
  * old message asks again this often (the wait ends with Kafka's answer, within
  * kafka.produce_timeout_ms). */
 #define MOVED_WAIT_MS 20
+#define RETRY_COUNT_INTERVAL_MS 1000   /* how old /stats's count of callbacks retrying may be */
 #define DELIVERY_TIMEOUT_MS 30000
 /* A due job leaves within a millisecond, yet a burst still travels in batches. */
 #define FORWARD_LINGER_MS 1
@@ -46,6 +50,19 @@ enum stage {
     ST_SEND_DEAD,      /* produced a message that cannot be handled to the dead-letter topic */
     ST_MARK,           /* sent; marking the record (m->mark) is pending or retried */
     ST_READY,          /* a pull job, to be made ready in Redis (fw->ready) */
+    ST_CALL,           /* a callback job, its call made (m->call) */
+};
+
+/* A callback job whose call is being made: its record as claimed, to write its next attempt
+ * into or mark; on the forwarder's list of calls until its result is taken. */
+struct call {
+    struct held *m;
+    struct job job;             /* a direct message's: made of the message (call_direct) */
+    int direct;                 /* 1: a direct message's callback (no record) */
+    char why[512];              /* what the call came to: the record's and dead letter's reason */
+    struct cb_result res;       /* the last call's result, once it came (res_set) */
+    int res_set;
+    struct call *prev, *next;
 };
 
 /* A due pull job on its way into its topic's ready set, with the record poppers will read. */
@@ -79,6 +96,7 @@ struct rec_args {
     char tag[ENVELOPE_TAG_MAX + 1];
     char token[CLAIM_TOKEN_LEN + 1];
     char *error;                /* a failed job's reason, owned; NULL for the others */
+    msgpack_sbuffer tail;       /* a callback job's record, its tail written by the mark */
 };
 
 /* Per-batch arrays for the Redis pipelines, kept and grown across flushes. */
@@ -110,6 +128,10 @@ struct forwarder {
     int64_t claim_now;       /* epoch ms: the flush's, while its claims are answered */
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
+    struct callbacks *calls; /* the HTTP client of callback jobs */
+    struct call *calling;    /* calls made, results not yet taken */
+    int called;              /* a callback was called since the start */
+    int64_t next_count_ms;   /* monotonic ms: when to count the retries waiting again */
     size_t in_flight;
     struct fw_outcome *out;  /* messages handed back, out[out_next .. nout) not yet taken */
     size_t nout, out_next, out_cap;
@@ -150,10 +172,21 @@ static void vec_push(struct vec *v, struct held *m)
 }
 
 static int claim_owner_gone(struct forwarder *fw, const char *claim, size_t len);
+static void claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1]);
+
+static void call_free(struct call *c)
+{
+    job_release(&c->job);
+    free(c);
+}
 
 /* Hands m back with its outcome; forwarder_submit made room for it. */
 static void hand_back(struct forwarder *fw, struct held *m, enum fw_result result, int64_t at_ms)
 {
+    if (m->call) {
+        call_free(m->call);
+        m->call = NULL;
+    }
     fw->in_flight--;
     fw->out[fw->nout++] = (struct fw_outcome){ m, result, at_ms };
 }
@@ -322,6 +355,24 @@ static rd_kafka_headers_t *copy_headers(const struct held *m, int drop_control, 
     return hdrs;
 }
 
+/* A callback's dead letter says what its calls came to: the callback (JSON; a direct
+ * message carries its own already), the calls made, the last status and answer. */
+static void add_call_headers(rd_kafka_headers_t *hdrs, const struct call *c)
+{
+    const struct cb_result *res = &c->res;
+    char *json;
+
+    if (!c->direct && (json = api_callback_json(c->job.callback))) {
+        headers_add(hdrs, HDR_CALLBACK, json, strlen(json));
+        free(json);
+    }
+    headers_add_int(hdrs, HDR_CALL_ATTEMPTS, c->job.callback->attempts);
+    if (c->res_set && res->status)
+        headers_add_int(hdrs, HDR_CALL_STATUS, res->status);
+    if (c->res_set && res->response_len)
+        headers_add(hdrs, HDR_CALL_RESPONSE, res->response, res->response_len);
+}
+
 static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, const char *reason)
 {
     rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
@@ -333,6 +384,10 @@ static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason wh
     snprintf(source, sizeof(source), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     headers_add(hdrs, "dq-source", source, strlen(source));
+    if (m->call) {
+        rd_kafka_header_remove(hdrs, HDR_CALL_ATTEMPTS);   /* a retry's count, now the total */
+        add_call_headers(hdrs, m->call);
+    }
     if (m->dead_bare)
         headers_add(hdrs, "dq-body", BODY_OMITTED_DIRECT, strlen(BODY_OMITTED_DIRECT));
     m->stage = ST_SEND_DEAD;
@@ -345,17 +400,20 @@ static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason wh
 static void dead_letter_job(struct forwarder *fw, struct held *m, const struct job *job,
                             const char *reason)
 {
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 5);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 9);
     const char *key = job->key ? job->key : job->id;
 
     log_warn("dead letter job=%s: %s", job->id, reason);
-    metrics_dead_letter(DLQ_REFUSED);
+    metrics_dead_letter(m->call ? DLQ_CALLBACK : DLQ_REFUSED);
     for (size_t i = 0; i < job->nheaders; i++)
         headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
-    headers_add(hdrs, HDR_TOPIC, job->topic, strlen(job->topic));
+    if (job->topic[0])   /* a callback-only job has none */
+        headers_add(hdrs, HDR_TOPIC, job->topic, strlen(job->topic));
     headers_add(hdrs, HDR_ID, job->id, strlen(job->id));
     headers_add_int(hdrs, HDR_DUE, job->due_ms);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
+    if (m->call)
+        add_call_headers(hdrs, m->call);
     if (m->dead_bare)
         headers_add(hdrs, "dq-body", BODY_OMITTED_JOB, strlen(BODY_OMITTED_JOB));
     m->stage = ST_SEND_DEAD_JOB;
@@ -583,6 +641,300 @@ static void move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_
         hold_back(fw, m, due_ms);
 }
 
+/* The URL a callback calls: its own, or its named endpoint's (NULL when the config no longer
+ * names it). */
+static const char *call_url(const struct config *cfg, const struct job_callback *cb)
+{
+    if (cb->url)
+        return cb->url;
+    for (int i = 0; i < cfg->callbacks.nendpoints; i++)
+        if (strcmp(cfg->callbacks.endpoints[i].name, cb->endpoint) == 0)
+            return cfg->callbacks.endpoints[i].url;
+    return NULL;
+}
+
+static void call_link(struct forwarder *fw, struct call *c)
+{
+    c->next = fw->calling;
+    if (c->next)
+        c->next->prev = c;
+    fw->calling = c;
+}
+
+static void call_unlink(struct forwarder *fw, struct call *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        fw->calling = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static struct call *call_new(struct held *m)
+{
+    struct call *c = calloc(1, sizeof(*c));
+
+    if (c) {
+        c->m = m;
+        m->call = c;
+    }
+    return c;
+}
+
+/* Makes c's call (its job's callback, body and id: the webhook-id, the same on every attempt;
+ * its result is taken in forwarder_poll). One that cannot be made is dead-lettered. */
+static void call_submit(struct forwarder *fw, struct call *c)
+{
+    const struct job_callback *cb = c->job.callback;
+    const char *url = call_url(fw->cfg, cb);
+    char err[256];
+
+    if (!url)
+        snprintf(err, sizeof(err), "callback endpoint %s is not in callbacks.endpoints", cb->endpoint);
+    if (!url || callbacks_submit(fw->calls, &(struct cb_call){
+                    .ctx = c, .url = url, .endpoint = cb->endpoint, .put = cb->put,
+                    .headers = cb->headers, .nheaders = cb->nheaders, .body = c->job.body,
+                    .body_len = c->job.body_len, .json = api_is_json(c->job.body, c->job.body_len),
+                    .timeout_ms = cb->timeout_ms, .webhook_id = c->job.id },
+                    err, sizeof(err)) < 0) {
+        snprintf(c->why, sizeof(c->why), "%s (not called)", err);
+        if (c->direct)
+            dead_letter(fw, c->m, DLQ_CALLBACK, c->why);
+        else
+            dead_letter_job(fw, c->m, &c->job, c->why);
+        return;
+    }
+    c->m->stage = ST_CALL;
+    call_link(fw, c);
+}
+
+/* A due callback job: takes job. */
+static void call_job(struct forwarder *fw, struct held *m, struct job *job)
+{
+    struct call *c;
+
+    if (dropped_if_not_ours(fw, m))
+        return;
+    if (!(c = call_new(m))) {
+        log_error("job=%s: out of memory calling back; retrying", job->id);
+        retry(fw, m);
+        return;
+    }
+    c->job = *job;
+    memset(job, 0, sizeof(*job));
+    call_submit(fw, c);
+}
+
+/* The job a direct message with dq-callback makes: its id (a retry's dq-call-id, else where
+ * the message is), topic (or none), body, callback and the calls made so far. 0, or -1 with
+ * why in err. */
+static int direct_job(struct forwarder *fw, const struct held *m, struct job *job, char *err,
+                      size_t errlen)
+{
+    const struct envelope *env = &m->env;
+    struct api_limits lim = { .endpoints = fw->cfg->callbacks.endpoints,
+                              .nendpoints = fw->cfg->callbacks.nendpoints };
+    struct api_error e;
+
+    if (env->call_id && env->call_id_len <= JOB_ID_MAX)
+        snprintf(job->id, sizeof(job->id), "%.*s", (int)env->call_id_len, env->call_id);
+    else
+        snprintf(job->id, sizeof(job->id), "%s-%d-%lld", topic_of(fw, m), m->partition,
+                 (long long)m->offset);
+    job->due_ms = job->created_ms = m->due_ms;
+    job->topic = env->topic ? strndup(env->topic, env->topic_len) : strdup("");
+    job->body = malloc(m->value_len + 1);
+    if (!job->topic || !job->body) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (m->value_len)
+        memcpy(job->body, m->value, m->value_len);
+    job->body[m->value_len] = '\0';
+    job->body_len = m->value_len;
+    if (api_parse_callback(env->callback, env->callback_len, &lim, &job->callback, &e) < 0) {
+        snprintf(err, errlen, "header %s: %s", HDR_CALLBACK, e.message);
+        return -1;
+    }
+    job->callback->attempts = (int)env->call_attempts;
+    job->callback->first_ms = env->call_first_ms;
+    return 0;
+}
+
+/* A due direct message with dq-callback. */
+static void call_direct(struct forwarder *fw, struct held *m)
+{
+    struct call *c;
+    char err[300];
+
+    if (dropped_if_not_ours(fw, m))
+        return;
+    if (!(c = call_new(m))) {
+        log_error("out of memory calling back; retrying");
+        retry(fw, m);
+        return;
+    }
+    c->direct = 1;
+    if (direct_job(fw, m, &c->job, err, sizeof(err)) < 0) {
+        m->call = NULL;   /* no call was made: a plain dead letter */
+        call_free(c);
+        dead_letter(fw, m, DLQ_ENVELOPE, err);
+        return;
+    }
+    call_submit(fw, c);
+}
+
+/* A direct message's failed call, made again at at_ms: a copy of the message goes into the
+ * delay topics due then, carrying its webhook-id and the calls made so far; the message is
+ * done once Kafka has the copy. */
+static void call_again_direct(struct forwarder *fw, struct call *c, int64_t at_ms, int64_t now)
+{
+    static const char *const drop[] = { HDR_DUE, HDR_HOPS, HDR_CALL_ID, HDR_CALL_ATTEMPTS,
+                                        HDR_CALL_FIRST };
+    const struct levels *lv = &fw->cfg->delay.levels;
+    struct held *m = c->m;
+    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+
+    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+        rd_kafka_header_remove(hdrs, drop[i]);
+    headers_add_int(hdrs, HDR_DUE, at_ms);
+    headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);   /* routed: due at dq-due-ms exactly */
+    headers_add(hdrs, HDR_CALL_ID, c->job.id, strlen(c->job.id));
+    headers_add_int(hdrs, HDR_CALL_ATTEMPTS, c->job.callback->attempts);
+    headers_add_int(hdrs, HDR_CALL_FIRST, c->job.callback->first_ms);
+    m->stage = ST_SEND_MOVE;
+    if (produce(fw, m, lv->topic[levels_route(lv, at_ms - now)], m->key, m->key_len, m->value,
+                m->value_len, hdrs, now) < 0)
+        retry(fw, m);   /* called again sooner than planned: never lost */
+}
+
+/* A failed call to be made again at at_ms: the record, still claimed by m, becomes pending
+ * again with that due time and what the calls came to so far, and m moves on to it (down the
+ * levels, or held here). The record is written first: should delayqd stop before m moves on,
+ * m is read again, finds the record due later and moves on then. */
+static void call_again(struct forwarder *fw, struct call *c, int64_t at_ms, int64_t now)
+{
+    struct held *m = c->m;
+    struct job *job = &c->job;
+    char head[64], token[CLAIM_TOKEN_LEN + 1], tag[ENVELOPE_TAG_MAX + 1], err[256];
+    msgpack_sbuffer buf;
+    int n, replaced = 0, rc;
+
+    free(job->callback->last_error);
+    job->callback->last_error = strdup(c->why);
+    job->due_ms = at_ms;
+    job->delay_ms = at_ms - job->created_ms;
+    tag_of(m, tag);
+    if (strlen(tag) == JOB_TAG_LEN)
+        memcpy(job->tag, tag, JOB_TAG_LEN + 1);
+    claim_token(fw, m, token);
+    n = snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
+                 (long long)m->claimed_due_ms, token);
+    msgpack_sbuffer_init(&buf);
+    rc = job_record_pack(job, &buf) < 0 ? -1
+         : store_replace(fw->st, job->id, head, (size_t)n, buf.data, buf.size,
+                         at_ms - now + fw->cfg->job.retention_s * 1000, &replaced, err, sizeof(err));
+    msgpack_sbuffer_destroy(&buf);
+    m->stage = ST_NEW;
+    if (rc < 0) {   /* called again after retry's wait: sooner than planned, never lost */
+        metrics_inc(M_REDIS_ERRORS);
+        warn_retried(&fw->redis_gate, "job=%s: writing its next attempt failed (retried): %s",
+                     job->id, err);
+        retry(fw, m);
+    } else if (!replaced) {
+        log_info("job=%s: its record changed during its call (removed, or taken over): no "
+                 "attempt planned here", job->id);
+        done(fw, m);
+    } else {
+        if (store_retry_planned(fw->st, job->id, at_ms, now, err, sizeof(err)) < 0)
+            log_debug("job=%s: listing its retry failed: %s", job->id, err);
+        move_on(fw, m, at_ms, now);
+    }
+}
+
+/* The retries waiting, for /stats and /metrics: looked up at most once a second by an
+ * instance that calls back (one that never did is spared the round trips). */
+static void count_retries(struct forwarder *fw)
+{
+    int64_t now = clock_mono_ms(), n;
+    char err[256];
+
+    if (!fw->called || now < fw->next_count_ms)
+        return;
+    fw->next_count_ms = now + RETRY_COUNT_INTERVAL_MS;
+    if (store_retries_waiting(fw->st, clock_now_ms(), &n, err, sizeof(err)) == 0)
+        metrics_set(M_CALL_RETRIES_WAITING, n);
+}
+
+/* What a call came to: delivered (marked, or on to its topic too), called again later, or
+ * dead-lettered. */
+static void on_call_result(struct forwarder *fw, const struct cb_result *r)
+{
+    struct call *c = r->ctx;
+    struct job_callback *cb = c->job.callback;
+    int64_t now = clock_now_ms(), at = 0;
+    struct config_call_retry rules = callplan_rules(&fw->cfg->callbacks.retry, cb);
+    struct callplan_facts f = { .status = r->status, .retry_after_ms = r->retry_after_ms,
+                                .transient = r->error == CB_E_CONNECT || r->error == CB_E_TIMEOUT ||
+                                             r->error == CB_E_INTERNAL,
+                                .deferred = r->error == CB_E_BUSY,
+                                .error = r->error ? r->error_text : NULL,
+                                .attempts = cb->attempts + (r->error != CB_E_BUSY),
+                                .now_ms = now, .random = (uint32_t)rand() };
+
+    call_unlink(fw, c);
+    fw->called = 1;
+    if (!f.deferred) {   /* a call was made: what it came to is the job's to keep */
+        c->res = *r;
+        c->res_set = 1;
+        cb->attempts = f.attempts;
+        cb->last_status = r->status;
+        if (!cb->first_ms)
+            cb->first_ms = r->sent_ms;
+    }
+    f.first_ms = cb->first_ms ? cb->first_ms : now;
+    switch (callplan_decide(&f, &rules, &at, c->why, sizeof(c->why))) {
+    case CALL_DONE:
+        if (cb->attempts == 1)
+            metrics_call_lateness(r->sent_ms - c->job.due_ms);
+        if (c->direct && c->job.topic[0]) {
+            deliver_direct(fw, c->m, c->job.topic, now);
+        } else if (c->direct) {
+            done(fw, c->m);
+        } else if (c->job.topic[0]) {
+            deliver_job(fw, c->m, &c->job, now);
+        } else {
+            c->m->mark = JOB_DELIVERED;
+            c->m->stage = ST_MARK;
+            vec_push(&fw->marks, c->m);
+        }
+        break;
+    case CALL_DEAD:
+        metrics_call_dead(r->endpoint);
+        if (c->direct)
+            dead_letter(fw, c->m, DLQ_CALLBACK, c->why);
+        else
+            dead_letter_job(fw, c->m, &c->job, c->why);
+        break;
+    case CALL_RETRY:
+        if (f.deferred) {
+            metrics_inc(M_CALL_DEFERRED);
+            log_debug("job=%s: %s; called at %lld", c->job.id, c->why, (long long)at);
+        } else {
+            metrics_call_retry(r->endpoint);
+            log_info("job=%s: callback to %s: %s; attempt %d at %lld", c->job.id, r->endpoint,
+                     c->why, cb->attempts + 1, (long long)at);
+        }
+        if (c->direct)
+            call_again_direct(fw, c, at, now);
+        else
+            call_again(fw, c, at, now);
+        break;
+    }
+}
+
 /* What a claimed record says to do with its message. */
 static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -631,6 +983,8 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
+    } else if (job.callback) {
+        call_job(fw, m, &job);
     } else if (route_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
         ready_job(fw, m, &job);
     } else {
@@ -806,21 +1160,31 @@ static void run_claims(struct forwarder *fw, int64_t now)
     fw->claims.n = 0;
 }
 
-/* Fills the mark of m into slot i: what its claim wrote, the state, and a failed job's reason. */
+/* Fills the mark of m into slot i: what its claim wrote, the state, a failed job's reason, and
+ * a callback job's tail (how its calls went). */
 static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
 {
     struct rec_args *a = &fw->sc.a[i];
     char reason[512];
+    size_t head = 0;
 
     id_of(m, a->id);
     claim_token(fw, m, a->token);
     a->error = NULL;
+    msgpack_sbuffer_init(&a->tail);
     if (m->mark == JOB_FAILED) {
-        refusal_reason(m, reason, sizeof(reason));
+        if (m->call)
+            snprintf(reason, sizeof(reason), "callback: %.480s", m->call->why);
+        else
+            refusal_reason(m, reason, sizeof(reason));
         a->error = strdup(reason);   /* without it, the record is still marked */
     }
+    if (m->call && job_record_pack(&m->call->job, &a->tail) == 0)
+        head = job_record_head_len(a->tail.data, a->tail.size);
     fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
-                                           (enum job_state)m->mark, a->error };
+                                           (enum job_state)m->mark, a->error,
+                                           head ? a->tail.data + head : NULL,
+                                           head ? a->tail.size - head : 0 };
 }
 
 static void run_marks(struct forwarder *fw)
@@ -841,6 +1205,7 @@ static void run_marks(struct forwarder *fw)
     for (size_t i = 0; i < n; i++) {
         free(fw->sc.a[i].error);
         fw->sc.a[i].error = NULL;
+        msgpack_sbuffer_destroy(&fw->sc.a[i].tail);
     }
     if (rc < 0) {
         metrics_inc(M_REDIS_ERRORS);
@@ -980,7 +1345,13 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->marks, m);
         return;
     }
-    if (m->env_ok) {
+    if (m->env_ok && !m->env.topic) {
+        /* a job's message without dq-topic (its record names the target), or a direct
+         * callback without one */
+        f.target = TARGET_OK;
+        f.has_id = m->env.id != NULL;
+        f.id_valid = f.has_id && job_id_valid(m->env.id, m->env.id_len, why, sizeof(why)) == 0;
+    } else if (m->env_ok) {
         f.target = levels_check_target(&fw->cfg->delay.levels, fw->cfg->delay.dlq_topic,
                                        m->env.topic, m->env.topic_len, why, sizeof(why));
         f.has_id = m->env.id != NULL;
@@ -1002,6 +1373,10 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case ROUTE_DELIVER:
+        if (m->env.callback) {
+            call_direct(fw, m);
+            break;
+        }
         if (route_pulls(fw->cfg, m->env.topic, m->env.topic_len, m->env.deliver)) {
             ready_direct(fw, m);
             break;
@@ -1101,7 +1476,12 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
 
 void forwarder_poll(struct forwarder *fw)
 {
+    struct cb_result r;
+
     rd_kafka_poll(fw->rk, 0);
+    while (callbacks_result(fw->calls, &r))
+        on_call_result(fw, &r);
+    count_retries(fw);
     if (fw->marks.n)
         run_marks(fw);
 }
@@ -1116,8 +1496,8 @@ rd_kafka_t *forwarder_producer(struct forwarder *fw)
     return fw->rk;
 }
 
-struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, char *err,
-                                size_t errlen)
+struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int wake_fd,
+                                char *err, size_t errlen)
 {
     struct forwarder *fw = calloc(1, sizeof(*fw));
 
@@ -1140,7 +1520,9 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, cha
         free(fw);
         return NULL;
     }
-    if (!(fw->warm = warm_new(fw->rk, err, errlen))) {
+    if (!(fw->warm = warm_new(fw->rk, err, errlen)) ||
+        !(fw->calls = callbacks_new(cfg, wake_fd, err, errlen))) {
+        warm_free(fw->warm);
         rd_kafka_destroy(fw->rk);
         store_free(fw->st);
         pullq_free(fw->pq);
@@ -1160,6 +1542,13 @@ void forwarder_free(struct forwarder *fw)
 {
     if (!fw)
         return;
+    callbacks_free(fw->calls);   /* calls unanswered: made again after a restart */
+    while (fw->calling) {
+        struct call *c = fw->calling;
+        call_unlink(fw, c);
+        free(c->m);
+        call_free(c);
+    }
     rd_kafka_flush(fw->rk, 5000);
     if (fw->marks.n)
         run_marks(fw);

@@ -272,7 +272,8 @@ static void set_times(struct holder *h, struct held *m, const rd_kafka_message_t
         /* read ahead of its act time: its topic's metadata is fetched before it is sent (a
          * target it cannot be sent to gets no topic handle, nor a metadata request that could
          * create it) */
-        if (levels_check_target(&h->cfg->delay.levels, h->cfg->delay.dlq_topic, m->env.topic,
+        if (m->env.topic &&
+            levels_check_target(&h->cfg->delay.levels, h->cfg->delay.dlq_topic, m->env.topic,
                                 m->env.topic_len, why, sizeof(why)) == TARGET_OK)
             warm_topic(forwarder_warm(h->fw), m->env.topic, m->env.topic_len);
     } else
@@ -754,10 +755,6 @@ static void trim_after_burst(struct holder *h, int64_t now)
 
 static int wake_init(struct holder *h, char *err, size_t errlen)
 {
-    if (pipe2(h->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
-        snprintf(err, errlen, "pipe: %m");
-        return -1;
-    }
     h->cq = rd_kafka_queue_get_consumer(h->rk);
     h->pq = rd_kafka_queue_get_main(forwarder_producer(h->fw));
     if (!h->cq || !h->pq) {   /* no consumer group: the config check refuses that before */
@@ -792,7 +789,13 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
         holder_free(h);
         return NULL;
     }
-    if (!(h->rk = consumer_new(h, err, errlen)) || !(h->fw = forwarder_new(cfg, h->groups, err, errlen)) ||
+    if (pipe2(h->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+        snprintf(err, errlen, "pipe: %m");
+        holder_free(h);
+        return NULL;
+    }
+    if (!(h->rk = consumer_new(h, err, errlen)) ||
+        !(h->fw = forwarder_new(cfg, h->groups, h->wake[1], err, errlen)) ||
         init_parts(h, partitions, err, errlen) < 0 || wake_init(h, err, errlen) < 0) {
         holder_free(h);
         return NULL;

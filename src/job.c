@@ -31,16 +31,33 @@ int job_state_of_letter(char c, enum job_state *out)
     return 0;
 }
 
+static void free_headers(struct job_header *h, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(h[i].name);
+        free(h[i].value);
+    }
+    free(h);
+}
+
+void job_callback_free(struct job_callback *cb)
+{
+    if (!cb)
+        return;
+    free(cb->url);
+    free(cb->endpoint);
+    free_headers(cb->headers, cb->nheaders);
+    free(cb->last_error);
+    free(cb);
+}
+
 void job_release(struct job *job)
 {
+    job_callback_free(job->callback);
     free(job->topic);
     free(job->key);
     free(job->body);
-    for (size_t i = 0; i < job->nheaders; i++) {
-        free(job->headers[i].name);
-        free(job->headers[i].value);
-    }
-    free(job->headers);
+    free_headers(job->headers, job->nheaders);
     memset(job, 0, sizeof(*job));
 }
 
@@ -128,6 +145,77 @@ static void pack_str(msgpack_packer *pk, const char *s, size_t len)
     msgpack_pack_str_body(pk, s, len);
 }
 
+static void pack_headers(msgpack_packer *pk, const struct job_header *h, size_t n)
+{
+    msgpack_pack_map(pk, n);
+    for (size_t i = 0; i < n; i++) {
+        pack_str(pk, h[i].name, strlen(h[i].name));
+        pack_str(pk, h[i].value, strlen(h[i].value));
+    }
+}
+
+/* A key of the callback map, then its value: a string (left off when NULL) or a number (left
+ * off when 0). The map's size is counted first, with count set. */
+static void pack_kv_str(msgpack_packer *pk, const char *k, const char *v, int *count)
+{
+    if (!v)
+        return;
+    if (count) {
+        (*count)++;
+        return;
+    }
+    pack_str(pk, k, strlen(k));
+    pack_str(pk, v, strlen(v));
+}
+
+static void pack_kv_int(msgpack_packer *pk, const char *k, int64_t v, int *count)
+{
+    if (!v)
+        return;
+    if (count) {
+        (*count)++;
+        return;
+    }
+    pack_str(pk, k, strlen(k));
+    msgpack_pack_int64(pk, v);
+}
+
+/* The callback's fields, into pk, or counted into *count when count is not NULL. Short keys:
+ * a record holds one. */
+static void callback_fields(msgpack_packer *pk, const struct job_callback *cb, int *count)
+{
+    pack_kv_str(pk, "u", cb->url, count);
+    pack_kv_str(pk, "e", cb->endpoint, count);
+    pack_kv_int(pk, "m", cb->put, count);
+    pack_kv_int(pk, "t", cb->timeout_ms, count);
+    pack_kv_int(pk, "ra", cb->max_attempts, count);
+    pack_kv_int(pk, "rn", cb->min_backoff_ms, count);
+    pack_kv_int(pk, "rx", cb->max_backoff_ms, count);
+    pack_kv_int(pk, "rd", cb->max_retry_duration_ms, count);
+    pack_kv_int(pk, "a", cb->attempts, count);
+    pack_kv_int(pk, "s", cb->last_status, count);
+    pack_kv_str(pk, "x", cb->last_error, count);
+    pack_kv_int(pk, "f", cb->first_ms, count);
+    pack_kv_int(pk, "k", cb->sent, count);
+    if (!cb->nheaders)
+        return;
+    if (count) {
+        (*count)++;
+        return;
+    }
+    pack_str(pk, "h", 1);
+    pack_headers(pk, cb->headers, cb->nheaders);
+}
+
+static void pack_callback(msgpack_packer *pk, const struct job_callback *cb)
+{
+    int n = 0;
+
+    callback_fields(pk, cb, &n);
+    msgpack_pack_map(pk, (size_t)n);
+    callback_fields(pk, cb, NULL);
+}
+
 /* A pending record of job, its stamp field empty (until_ms < 0) or until_ms. */
 static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer *buf)
 {
@@ -143,27 +231,25 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, job->deliver ? 7 : job->nheaders ? 5 : job->key ? 4 : 3);
+    msgpack_pack_array(&pk, job->callback ? 8 : job->deliver ? 7 : job->nheaders ? 5 : job->key ? 4 : 3);
     pack_str(&pk, job->topic, strlen(job->topic));
     pack_str(&pk, job->body, job->body_len);
     msgpack_pack_int64(&pk, job->delay_ms);
-    if (!job->key && !job->nheaders && !job->deliver)
+    if (!job->key && !job->nheaders && !job->deliver && !job->callback)
         return 0;
     if (job->key)
         pack_str(&pk, job->key, strlen(job->key));
     else
         msgpack_pack_nil(&pk);
-    if (!job->nheaders && !job->deliver)
+    if (!job->nheaders && !job->deliver && !job->callback)
         return 0;
-    msgpack_pack_map(&pk, job->nheaders);
-    for (size_t i = 0; i < job->nheaders; i++) {
-        pack_str(&pk, job->headers[i].name, strlen(job->headers[i].name));
-        pack_str(&pk, job->headers[i].value, strlen(job->headers[i].value));
-    }
-    if (!job->deliver)
+    pack_headers(&pk, job->headers, job->nheaders);
+    if (!job->deliver && !job->callback)
         return 0;
     msgpack_pack_int(&pk, (int)job->deliver);
     msgpack_pack_int64(&pk, job->ttr_ms);
+    if (job->callback)
+        pack_callback(&pk, job->callback);
     return 0;
 }
 
@@ -195,22 +281,81 @@ static char *dup_str(const msgpack_object *o, size_t *len)
     return s;
 }
 
-static int unpack_headers(const msgpack_object *o, struct job *out)
+static int unpack_headers(const msgpack_object *o, struct job_header **out, size_t *n)
 {
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size > JOB_HEADERS_MAX)
         return -1;
-    out->headers = calloc(o->via.map.size ? o->via.map.size : 1, sizeof(*out->headers));
-    if (!out->headers)
+    *out = calloc(o->via.map.size ? o->via.map.size : 1, sizeof(**out));
+    if (!*out)
         return -1;
     for (uint32_t i = 0; i < o->via.map.size; i++) {
-        struct job_header *h = &out->headers[out->nheaders];
+        struct job_header *h = &(*out)[*n];
         h->name = dup_str(&o->via.map.ptr[i].key, NULL);
         h->value = dup_str(&o->via.map.ptr[i].val, NULL);
-        out->nheaders++;
+        (*n)++;
         if (!h->name || !h->value)
             return -1;
     }
     return 0;
+}
+
+/* 1 when msgpack string o is k. */
+static int key_is(const msgpack_object *o, const char *k)
+{
+    return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(k) &&
+           memcmp(o->via.str.ptr, k, o->via.str.size) == 0;
+}
+
+/* One entry of the callback map into cb; -1 when its value is not of its key's type. Unknown
+ * keys are skipped (a later delayqd's). */
+static int unpack_callback_entry(const msgpack_object *k, const msgpack_object *v,
+                                 struct job_callback *cb)
+{
+    static const char *const ints[] = { "m", "t", "ra", "rn", "rx", "rd", "a", "s", "f", "k" };
+    int64_t *const ptr[] = { NULL, &cb->timeout_ms, &cb->max_attempts, &cb->min_backoff_ms,
+                             &cb->max_backoff_ms, &cb->max_retry_duration_ms, NULL, NULL,
+                             &cb->first_ms, NULL };
+    int64_t n;
+
+    if (key_is(k, "u"))
+        return (cb->url = dup_str(v, NULL)) ? 0 : -1;
+    if (key_is(k, "e"))
+        return (cb->endpoint = dup_str(v, NULL)) ? 0 : -1;
+    if (key_is(k, "x"))
+        return (cb->last_error = dup_str(v, NULL)) ? 0 : -1;
+    if (key_is(k, "h"))
+        return unpack_headers(v, &cb->headers, &cb->nheaders);
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        if (!key_is(k, ints[i]))
+            continue;
+        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER || v->via.u64 > INT32_MAX * 1000000ULL)
+            return -1;
+        n = (int64_t)v->via.u64;
+        if (ptr[i])
+            *ptr[i] = n;
+        else if (i == 0)
+            cb->put = n != 0;
+        else if (i == 6)
+            cb->attempts = (int)(n < INT32_MAX ? n : INT32_MAX);
+        else if (i == 7)
+            cb->last_status = (int)(n < 1000 ? n : 0);
+        else
+            cb->sent = n != 0;
+        return 0;
+    }
+    return 0;
+}
+
+static int unpack_callback(const msgpack_object *o, struct job *out)
+{
+    if (o->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (o->type != MSGPACK_OBJECT_MAP || !(out->callback = calloc(1, sizeof(*out->callback))))
+        return -1;
+    for (uint32_t i = 0; i < o->via.map.size; i++)
+        if (unpack_callback_entry(&o->via.map.ptr[i].key, &o->via.map.ptr[i].val, out->callback) < 0)
+            return -1;
+    return out->callback->url || out->callback->endpoint ? 0 : -1;
 }
 
 /* Reads a decimal number of at most 18 digits (up to the next '|') at *p; empty gives -1. */
@@ -267,7 +412,7 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
 
 /* Where the fields of a record's tail are; key and headers NULL when left off. */
 struct tail_fields {
-    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr;
+    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr, *callback;
 };
 
 /* Finds the fields of tail a: [topic, body, delay_ms, key, {headers}], the key and headers
@@ -282,13 +427,14 @@ static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
         return -1;
     e = a->via.array.ptr;
     n = a->via.array.size;
-    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL };
+    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL, NULL };
     if (e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         f->delay = &e[2];
         f->key = n > 3 ? &e[3] : NULL;
         f->headers = n > 4 ? &e[4] : NULL;
         f->deliver = n > 6 ? &e[5] : NULL;
         f->ttr = n > 6 ? &e[6] : NULL;
+        f->callback = n > 7 ? &e[7] : NULL;
         return 0;
     }
     if (n < 5)
@@ -308,7 +454,7 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
         return "body";
     if (f->key && f->key->type != MSGPACK_OBJECT_NIL && !(out->key = dup_str(f->key, NULL)))
         return "key";
-    if (f->headers && unpack_headers(f->headers, out) < 0)
+    if (f->headers && unpack_headers(f->headers, &out->headers, &out->nheaders) < 0)
         return "headers";
     if (f->delay->type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         f->delay->via.u64 > (uint64_t)out->due_ms)
@@ -323,6 +469,8 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
     if (f->ttr->type != MSGPACK_OBJECT_POSITIVE_INTEGER || f->ttr->via.u64 > JOB_TTR_MAX_MS)
         return "ttr_ms";
     out->ttr_ms = (int64_t)f->ttr->via.u64;
+    if (f->callback && unpack_callback(f->callback, out) < 0)
+        return "callback";
     return NULL;
 }
 

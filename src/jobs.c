@@ -425,7 +425,8 @@ static int produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
     rd_kafka_headers_t *h = rd_kafka_headers_new(4);
     rd_kafka_resp_err_t e;
 
-    headers_add(h, HDR_TOPIC, job->topic, strlen(job->topic));
+    if (job->topic[0])   /* a callback-only job has none */
+        headers_add(h, HDR_TOPIC, job->topic, strlen(job->topic));
     headers_add(h, HDR_ID, job->id, strlen(job->id));
     if (job->tag[0])   /* a record written before tags has none */
         headers_add(h, HDR_TAG, job->tag, strlen(job->tag));
@@ -654,6 +655,8 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
     jobs->limits.levels = &cfg->delay.levels;
     jobs->limits.dlq_topic = cfg->delay.dlq_topic;
     jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
+    jobs->limits.endpoints = cfg->callbacks.endpoints;
+    jobs->limits.nendpoints = cfg->callbacks.nendpoints;
     jobs->q_tail = &jobs->q_head;
     pthread_mutex_init(&jobs->stats_mu, NULL);
     pthread_mutex_init(&jobs->q_mu, NULL);
@@ -1341,6 +1344,7 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
         size_t n = pull_counts(w->pull, counts, STATS_PULL_TOPICS);
         for (size_t i = 0; i < n; i++)
             api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
+        api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
         answer(w->done, w->opaque, 200, API_OK, "ok", d);
     } else
         answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);

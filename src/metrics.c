@@ -43,6 +43,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_PULL_RELEASES] = { "delayq_pull_releases_total", "Reserved jobs released (ready again, now or after a delay)." },
     [M_PULL_EXPIRIES] = { "delayq_pull_expiries_total", "Reservations that ran out: the job is ready again, its attempt raised." },
     [M_PULL_DEAD] = { "delayq_pull_dead_letters_total", "Pull jobs sent to the dead-letter topic: buried, or out of attempts." },
+    [M_CALL_DEFERRED] = { "delayq_callback_deferrals_total", "Callback jobs not called but sent back to wait in the delay topics: their endpoint's queue was seconds long (its calls slow or timing out)." },
 };
 
 static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
@@ -51,13 +52,14 @@ static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
     [M_IN_MEMORY] = { "delayq_messages_in_memory", "Messages held in memory (read ahead or retried)." },
     [M_LIVE_INSTANCES] = { "delayq_live_instances", "Instances with a live heartbeat." },
     [M_OVERDUE_MS] = { "delayq_overdue_ms", "How late the most overdue delay-topic head is, milliseconds, at the last look at Kafka." },
+    [M_CALL_RETRIES_WAITING] = { "delayq_callback_retries_waiting", "Callback jobs of every instance waiting for their next attempt, at most a second old." },
 };
 
 static const char *const dlq_names[DLQ_REASONS] = {
     [DLQ_ENVELOPE] = "envelope", [DLQ_TOPIC] = "bad_topic", [DLQ_LOOP] = "delay_topic",
     [DLQ_DEAD_LETTER_TOPIC] = "dead_letter_topic",
     [DLQ_TOO_FAR] = "too_far", [DLQ_ID] = "bad_id", [DLQ_RECORD] = "bad_record",
-    [DLQ_REFUSED] = "refused",
+    [DLQ_REFUSED] = "refused", [DLQ_CALLBACK] = "callback",
 };
 
 static const char *const skip_names[SKIP_REASONS] = {
@@ -100,9 +102,83 @@ static atomic_uint_fast64_t skipped[SKIP_REASONS];
 static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
 static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
 static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
-/* [0]: deliveries to Kafka, [1]: first pops of pull jobs */
-static atomic_uint_fast64_t late_bucket[2][LATE_BUCKETS];
-static atomic_uint_fast64_t late_count[2], late_sum_ms[2];
+/* [0]: deliveries to Kafka, [1]: first pops of pull jobs, [2]: first calls of callbacks */
+#define LATE_KINDS 3
+static atomic_uint_fast64_t late_bucket[LATE_KINDS][LATE_BUCKETS];
+static atomic_uint_fast64_t late_count[LATE_KINDS], late_sum_ms[LATE_KINDS];
+
+/* Callbacks per endpoint: calls by status class, their latency, retries, dead letters, in
+ * flight. Rows are taken by the first METRICS_ENDPOINTS_MAX endpoints, the last row is
+ * "other". */
+enum call_class { CC_2XX, CC_3XX, CC_4XX, CC_5XX, CC_NONE, CALL_CLASSES };
+static const char *const call_class_names[CALL_CLASSES] = { "2xx", "3xx", "4xx", "5xx", "none" };
+static const double call_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30 };
+#define CALL_BUCKETS (sizeof(call_bounds) / sizeof(call_bounds[0]))
+struct call_row {
+    char endpoint[300];
+    uint64_t calls[CALL_CLASSES];
+    uint64_t bucket[CALL_BUCKETS];
+    double sum_s;
+    uint64_t retries, dead;
+    int64_t in_flight;
+};
+static struct call_row call_rows[METRICS_ENDPOINTS_MAX + 1];
+static int ncall_rows;
+static pthread_mutex_t calls_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The row of endpoint, taken when new; with calls_mu held. */
+static struct call_row *call_row(const char *endpoint)
+{
+    struct call_row *r;
+
+    for (int i = 0; i < ncall_rows; i++)
+        if (strcmp(call_rows[i].endpoint, endpoint) == 0)
+            return &call_rows[i];
+    if (ncall_rows < METRICS_ENDPOINTS_MAX) {
+        r = &call_rows[ncall_rows++];
+        snprintf(r->endpoint, sizeof(r->endpoint), "%s", endpoint);
+        return r;
+    }
+    r = &call_rows[METRICS_ENDPOINTS_MAX];
+    snprintf(r->endpoint, sizeof(r->endpoint), "other");
+    return r;
+}
+
+void metrics_call(const char *endpoint, int status, double seconds)
+{
+    enum call_class c = status >= 200 && status < 600 ? (enum call_class)(status / 100 - 2) : CC_NONE;
+    struct call_row *r;
+
+    pthread_mutex_lock(&calls_mu);
+    r = call_row(endpoint);
+    r->calls[c]++;
+    for (size_t b = 0; b < CALL_BUCKETS; b++)
+        if (seconds <= call_bounds[b])
+            r->bucket[b]++;
+    r->sum_s += seconds;
+    pthread_mutex_unlock(&calls_mu);
+}
+
+void metrics_call_in_flight(const char *endpoint, int64_t n)
+{
+    pthread_mutex_lock(&calls_mu);
+    call_row(endpoint)->in_flight = n;
+    pthread_mutex_unlock(&calls_mu);
+}
+
+void metrics_call_retry(const char *endpoint)
+{
+    pthread_mutex_lock(&calls_mu);
+    call_row(endpoint)->retries++;
+    pthread_mutex_unlock(&calls_mu);
+}
+
+void metrics_call_dead(const char *endpoint)
+{
+    pthread_mutex_lock(&calls_mu);
+    call_row(endpoint)->dead++;
+    pthread_mutex_unlock(&calls_mu);
+}
 
 #define ADD(a, n) atomic_fetch_add_explicit(&(a), (n), memory_order_relaxed)
 #define GET(a) atomic_load_explicit(&(a), memory_order_relaxed)
@@ -110,6 +186,7 @@ static atomic_uint_fast64_t late_count[2], late_sum_ms[2];
 void metrics_inc(enum metric_counter c) { ADD(counters[c], 1); }
 void metrics_add(enum metric_counter c, uint64_t n) { ADD(counters[c], n); }
 void metrics_set(enum metric_gauge g, int64_t v) { atomic_store_explicit(&gauges[g], v, memory_order_relaxed); }
+int64_t metrics_gauge(enum metric_gauge g) { return GET(gauges[g]); }
 void metrics_dead_letter(enum dlq_reason r) { ADD(dead[r], 1); }
 void metrics_skipped(enum skip_reason r) { ADD(skipped[r], 1); }
 
@@ -161,6 +238,11 @@ void metrics_pop_lateness(int64_t ms)
     late(1, ms);
 }
 
+void metrics_call_lateness(int64_t ms)
+{
+    late(2, ms);
+}
+
 void metrics_reset(void)
 {
     memset((void *)counters, 0, sizeof(counters));
@@ -175,6 +257,10 @@ void metrics_reset(void)
     pthread_mutex_lock(&families_mu);
     memset(families, 0, sizeof(families));
     pthread_mutex_unlock(&families_mu);
+    pthread_mutex_lock(&calls_mu);
+    memset(call_rows, 0, sizeof(call_rows));
+    ncall_rows = 0;
+    pthread_mutex_unlock(&calls_mu);
 }
 
 /* A growing text buffer; on out of memory it stops growing and buf_take returns NULL. */
@@ -243,14 +329,17 @@ static void render_http(struct buf *b)
 
 static void render_lateness(struct buf *b)
 {
-    static const char *const name[2] = { "delayq_delivery_lateness_ms", "delayq_pull_lateness_ms" };
-    static const char *const help[2] = {
+    static const char *const name[LATE_KINDS] = { "delayq_delivery_lateness_ms",
+                                                  "delayq_pull_lateness_ms",
+                                                  "delayq_callback_lateness_ms" };
+    static const char *const help[LATE_KINDS] = {
         "Kafka's acknowledgement of a delivered message minus its due time, milliseconds.",
         "When a pull job was first handed out by a pop minus its due time, milliseconds (a pop "
         "waiting for it: how soon it heard; none waiting: how long the job waited ready).",
+        "When a callback job's first call was sent minus its due time, milliseconds.",
     };
 
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < LATE_KINDS; i++) {
         put(b, "# HELP %s %s\n# TYPE %s histogram\n", name[i], help[i], name[i]);
         for (size_t k = 0; k < LATE_BUCKETS; k++)
             put(b, "%s_bucket{le=\"%lld\"} %llu\n", name[i], (long long)late_bounds[k],
@@ -259,6 +348,51 @@ static void render_lateness(struct buf *b)
             (unsigned long long)GET(late_count[i]), name[i], (unsigned long long)GET(late_sum_ms[i]),
             name[i], (unsigned long long)GET(late_count[i]));
     }
+}
+
+static void render_calls(struct buf *b)
+{
+    pthread_mutex_lock(&calls_mu);
+    put(b, "# HELP delayq_callback_calls_total Callback calls by endpoint and status class "
+           "(none: no answer came).\n# TYPE delayq_callback_calls_total counter\n");
+    for (int i = 0; i <= METRICS_ENDPOINTS_MAX; i++)
+        for (int c = 0; c < CALL_CLASSES && call_rows[i].endpoint[0]; c++)
+            put(b, "delayq_callback_calls_total{endpoint=\"%s\",class=\"%s\"} %llu\n",
+                call_rows[i].endpoint, call_class_names[c], (unsigned long long)call_rows[i].calls[c]);
+    put(b, "# HELP delayq_callback_seconds Callback call latency by endpoint.\n"
+           "# TYPE delayq_callback_seconds histogram\n");
+    for (int i = 0; i <= METRICS_ENDPOINTS_MAX; i++) {
+        const struct call_row *r = &call_rows[i];
+        uint64_t total = 0;
+        if (!r->endpoint[0])
+            continue;
+        for (int c = 0; c < CALL_CLASSES; c++)
+            total += r->calls[c];
+        for (size_t k = 0; k < CALL_BUCKETS; k++)
+            put(b, "delayq_callback_seconds_bucket{endpoint=\"%s\",le=\"%g\"} %llu\n", r->endpoint,
+                call_bounds[k], (unsigned long long)r->bucket[k]);
+        put(b, "delayq_callback_seconds_bucket{endpoint=\"%s\",le=\"+Inf\"} %llu\n"
+               "delayq_callback_seconds_sum{endpoint=\"%s\"} %.6f\n"
+               "delayq_callback_seconds_count{endpoint=\"%s\"} %llu\n",
+            r->endpoint, (unsigned long long)total, r->endpoint, r->sum_s, r->endpoint,
+            (unsigned long long)total);
+    }
+    put(b, "# HELP delayq_callback_retries_total Failed calls planned again, by endpoint.\n"
+           "# TYPE delayq_callback_retries_total counter\n");
+    for (int i = 0; i <= METRICS_ENDPOINTS_MAX && call_rows[i].endpoint[0]; i++)
+        put(b, "delayq_callback_retries_total{endpoint=\"%s\"} %llu\n", call_rows[i].endpoint,
+            (unsigned long long)call_rows[i].retries);
+    put(b, "# HELP delayq_callback_dead_letters_total Callback jobs dead-lettered, by endpoint.\n"
+           "# TYPE delayq_callback_dead_letters_total counter\n");
+    for (int i = 0; i <= METRICS_ENDPOINTS_MAX && call_rows[i].endpoint[0]; i++)
+        put(b, "delayq_callback_dead_letters_total{endpoint=\"%s\"} %llu\n", call_rows[i].endpoint,
+            (unsigned long long)call_rows[i].dead);
+    put(b, "# HELP delayq_callback_in_flight Calls in flight now, by endpoint.\n"
+           "# TYPE delayq_callback_in_flight gauge\n");
+    for (int i = 0; i <= METRICS_ENDPOINTS_MAX && call_rows[i].endpoint[0]; i++)
+        put(b, "delayq_callback_in_flight{endpoint=\"%s\"} %lld\n", call_rows[i].endpoint,
+            (long long)call_rows[i].in_flight);
+    pthread_mutex_unlock(&calls_mu);
 }
 
 static void render_families(struct buf *b)
@@ -302,6 +436,7 @@ char *metrics_render(void)
             (unsigned long long)GET(skipped[r]));
     render_http(&b);
     render_lateness(&b);
+    render_calls(&b);
     render_families(&b);
     if (b.oom) {
         free(b.s);

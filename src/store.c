@@ -25,6 +25,8 @@ struct undo {
     char tag[JOB_TAG_LEN + 1];
 };
 
+#define RETRIES_KEPT_MS 60000   /* a planned retry stays listed this long past its due time */
+
 struct store {
     const struct config *cfg;
     struct rdb *db;
@@ -174,17 +176,20 @@ static const char claim_lua[] =
 
 /* Mark, ARGV per record: the head its claim wrote ("s<due>||<token>|"), the head to write in its
  * place ("<letter><due>|<now>|<rest of the token>|": the stamp takes the token's place, so the
- * two have the same length), a ttl in ms to renew the expiry with, or "" to keep it, and why the
- * job failed, or "" (appended to the record as a msgpack string, see job.h).
+ * two have the same length), a ttl in ms to renew the expiry with, or "" to keep it, why the
+ * job failed, or "" (appended to the record as a msgpack string, see job.h), and a new tail, or
+ * "" to keep the record's (a callback job's tail holds how its calls went).
  * Returns 1 per record marked, 0 per record no longer claimed by that token (delivered, or taken
  * over by another instance). The head is compared and written in place: no read or write of
  * the tail, and a few bytes to the AOF instead of the whole value. Numbers go to redis.call as
  * strings, which Lua would otherwise format with printf's floating point. */
 static const char mark_lua[] =
-    "local function one(claimed, head, ttl, why, key)\n"
+    "local function one(claimed, head, ttl, why, tail, key)\n"
     "local v = redis.pcall('GETRANGE', key, '0', tostring(#claimed - 1))\n"
     "if v ~= claimed then return 0 end\n"
-    "if #head == #claimed then\n"
+    "if tail ~= '' then\n"
+    "  redis.call('SET', key, head .. tail, 'KEEPTTL')\n"
+    "elseif #head == #claimed then\n"
     "  redis.call('SETRANGE', key, '0', head)\n"
     "else\n"
     "  v = redis.call('GET', key)\n"
@@ -193,7 +198,7 @@ static const char mark_lua[] =
     "if why ~= '' then redis.call('APPEND', key, cmsgpack.pack(why)) end\n"
     "if ttl ~= '' and redis.call('PTTL', key) < tonumber(ttl) then redis.call('PEXPIRE', key, ttl) end\n"
     "return 1\n"
-    END_EACH("one(ARGV[4 * i - 3], ARGV[4 * i - 2], ARGV[4 * i - 1], ARGV[4 * i], KEYS[i])");
+    END_EACH("one(ARGV[5 * i - 4], ARGV[5 * i - 3], ARGV[5 * i - 2], ARGV[5 * i - 1], ARGV[5 * i], KEYS[i])");
 
 /* Replace, ARGV: the head the record is to have still, the new value, its ttl ms. Returns 1 when
  * replaced, 0 when the head is another (claimed, removed or rescheduled meanwhile) or there is
@@ -1021,13 +1026,14 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
 {
     struct mark_args *a = malloc((n ? n : 1) * sizeof(*a));
     const char **ids = malloc((n ? n : 1) * sizeof(*ids));
-    const char **argv = malloc((n ? n : 1) * 4 * sizeof(*argv));
-    struct mark_batch b = { { .st = st, .script = S_MARK, .n = n, .ids = ids, .per = 4, .args = argv },
-                            failed, "" };
+    const char **argv = malloc((n ? n : 1) * 5 * sizeof(*argv));
+    size_t *lens = malloc((n ? n : 1) * 5 * sizeof(*lens));
+    struct mark_batch b = { { .st = st, .script = S_MARK, .n = n, .ids = ids, .per = 5, .args = argv,
+                              .argslen = lens }, failed, "" };
     int rc = -1;
 
     memset(failed, 0, n);
-    if (!a || !ids || !argv) {
+    if (!a || !ids || !argv || !lens) {
         memset(failed, 1, n);
         snprintf(err, errlen, "out of memory");
         goto out;
@@ -1035,10 +1041,14 @@ int store_mark_batch(struct store *st, size_t n, const struct store_mark *marks,
     for (size_t i = 0; i < n; i++) {
         mark_args(&marks[i], now_ms, retention_ms, &a[i]);
         ids[i] = marks[i].id;
-        argv[4 * i] = a[i].claimed;
-        argv[4 * i + 1] = a[i].head;
-        argv[4 * i + 2] = a[i].ttl;
-        argv[4 * i + 3] = marks[i].error ? marks[i].error : "";
+        argv[5 * i] = a[i].claimed;
+        argv[5 * i + 1] = a[i].head;
+        argv[5 * i + 2] = a[i].ttl;
+        argv[5 * i + 3] = marks[i].error ? marks[i].error : "";
+        argv[5 * i + 4] = marks[i].tail ? marks[i].tail : "";
+        for (int k = 0; k < 4; k++)
+            lens[5 * i + k] = strlen(argv[5 * i + k]);
+        lens[5 * i + 4] = marks[i].tail ? marks[i].tail_len : 0;
     }
     run_chunked(&b.c, mark_reply, &b, RDB_WAIT_END, err, errlen);
     if (b.first_err[0])
@@ -1049,7 +1059,46 @@ out:
     free(a);
     free(ids);
     free(argv);
+    free(lens);
     return rc;
+}
+
+/* The retries planned, by due time: a sorted set of job ids, kept a minute past each due time. */
+static void retries_key(const struct store *st, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s{cb}:retries", st->cfg->redis.prefix);
+}
+
+int store_retry_planned(struct store *st, const char *id, int64_t at_ms, int64_t now_ms, char *err,
+                        size_t errlen)
+{
+    char key[KEY_MAX], at[24], old[24];
+    struct rdb_reply *r;
+
+    retries_key(st, key, sizeof(key));
+    snprintf(at, sizeof(at), "%lld", (long long)at_ms);
+    snprintf(old, sizeof(old), "(%lld", (long long)(now_ms - RETRIES_KEPT_MS));
+    if (!(r = rdb_command(st->db, err, errlen, "ZADD", key, at, id, NULL)))
+        return -1;
+    rdb_reply_free(r);
+    if (!(r = rdb_command(st->db, err, errlen, "ZREMRANGEBYSCORE", key, "-inf", old, NULL)))
+        return -1;
+    rdb_reply_free(r);
+    return 0;
+}
+
+int store_retries_waiting(struct store *st, int64_t now_ms, int64_t *n, char *err, size_t errlen)
+{
+    char key[KEY_MAX], now[24];
+    struct rdb_reply *r;
+
+    retries_key(st, key, sizeof(key));
+    snprintf(now, sizeof(now), "%lld", (long long)now_ms);
+    if (!(r = rdb_command(st->db, err, errlen, "ZCOUNT", key, now, "+inf", NULL)))
+        return -1;
+    *n = rdb_int(r);
+    rdb_reply_free(r);
+    return 0;
 }
 
 int store_evicts(char *policy, size_t len)

@@ -319,6 +319,7 @@ log:   {{ level = "{x.get('log_level', 'info')}"; }};
 pull:  {{ topics = [ {", ".join('"%s"' % t for t in x.get("pull_topics", []))} ];
          ttr_s = {x.get('ttr_s', 60)}; max_attempts = {x.get('max_attempts', 10)};
          also_kafka = {"true" if x.get("also_kafka") else "false"}; }};
+callbacks: {{ {x.get('callbacks', '')} }};
 compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
           ouqiang = {"true" if x.get("ouqiang") else "false"};
           changsongl = {"true" if x.get("changsongl") else "false"}; }};
@@ -420,6 +421,10 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
         st, doc = self.http("GET", "/delay-queue/api/claims")
         assert st == 200 and doc["code"] == 0, (st, doc)
         return {g["group"]: g["owner"] for g in doc["data"]["groups"]}
+
+    def metrics_text(self):
+        """GET /metrics, whole."""
+        return run(["curl", "-sS", "-m", "10", f"http://127.0.0.1:{self.port}/metrics"]).stdout
 
     def metric(self, name):
         """The value of an unlabelled metric from GET /metrics."""

@@ -55,6 +55,9 @@ int main(void)
     unit_config();
     unit_pending();
     unit_sign();
+    unit_callplan();
+    unit_netaddr();
+    unit_ratelimit();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

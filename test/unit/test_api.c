@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include <jansson.h>
+#include <msgpack.h>
 
 #include "api.h"
 #include "pending.h"
@@ -16,6 +17,7 @@ static const struct api_limits *limits(void)
     static const char *const names[] = { "1s", "5s" };
     static struct levels lv;
     static struct api_limits lim;
+    static struct config_endpoint endpoint;
     char err[256];
 
     if (!lim.levels) {
@@ -24,6 +26,10 @@ static const struct api_limits *limits(void)
         lim.levels = &lv;
         lim.dlq_topic = "delay_topic_dlq";
         lim.max_delay_ms = MAX_DELAY_MS;
+        snprintf(endpoint.name, sizeof(endpoint.name), "billing");
+        snprintf(endpoint.url, sizeof(endpoint.url), "https://billing.example/hook");
+        lim.endpoints = &endpoint;
+        lim.nendpoints = 1;
     }
     return &lim;
 }
@@ -763,8 +769,90 @@ static void pull_requests_parse(void)
     CHECK(add_fails("{\"topic\":\"mail\",\"delay\":1,\"deliver\":1}", 400, 400, "deliver"));
 }
 
+/* A callback job: its target, method, headers, timeout and own retry bounds, kept through its
+ * record; and every bad field named. */
+static void callback_add_parses_and_keeps(void)
+{
+    struct job j, back;
+    struct job_record rec;
+    msgpack_sbuffer sb;
+    char err[256];
+    int id_given;
+
+    CHECK(add_ok("{\"delay\":5,\"body\":{\"order\":7},\"callback\":{\"url\":\"https://shop.example/"
+                 "expire\",\"method\":\"PUT\",\"headers\":{\"X-Trace\":\"t1\"},\"timeout_ms\":2500,"
+                 "\"retry\":{\"max_attempts\":3,\"min_backoff_ms\":200}}}", &j, &id_given));
+    CHECK_STR(j.topic, "");
+    CHECK(j.callback && j.callback->put && j.callback->nheaders == 1);
+    CHECK_STR(j.callback->url, "https://shop.example/expire");
+    CHECK_STR(j.callback->headers[0].name, "X-Trace");
+    CHECK_EQ_INT(j.callback->timeout_ms, 2500);
+    CHECK_EQ_INT(j.callback->max_attempts, 3);
+    CHECK_EQ_INT(j.callback->min_backoff_ms, 200);
+    j.callback->attempts = 2;
+    j.callback->last_status = 503;
+    j.callback->last_error = strdup("HTTP 503");
+    j.callback->first_ms = NOW;
+    snprintf(j.id, sizeof(j.id), "order-7");
+    msgpack_sbuffer_init(&sb);
+    CHECK_EQ_INT(job_record_pack(&j, &sb), 0);
+    CHECK_EQ_INT(job_record_read("order-7", sb.data, sb.size, &back, &rec, err, sizeof(err)), 0);
+    msgpack_sbuffer_destroy(&sb);
+    CHECK(back.callback && back.callback->put && back.callback->attempts == 2);
+    CHECK_STR(back.callback->url, "https://shop.example/expire");
+    CHECK_STR(back.callback->last_error, "HTTP 503");
+    CHECK_STR(back.callback->headers[0].value, "t1");
+    CHECK_EQ_INT(back.callback->last_status, 503);
+    CHECK_EQ_INT(back.callback->first_ms, NOW);
+    CHECK_EQ_INT(back.callback->max_attempts, 3);
+    CHECK_STR(back.topic, "");
+    job_release(&back);
+    job_release(&j);
+    CHECK(add_ok("{\"topic\":\"orders\",\"delay\":5,\"callback\":{\"endpoint\":\"billing\"}}", &j,
+                 &id_given));
+    CHECK_STR(j.topic, "orders");
+    CHECK_STR(j.callback->endpoint, "billing");
+    CHECK(!j.callback->put && !j.callback->url);
+    job_release(&j);
+}
+
+static void callback_faults_are_named(void)
+{
+    CHECK(add_fails("{\"delay\":5}", 400, API_BAD_REQUEST, "topic is required"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{}}", 400, API_BAD_REQUEST, "exactly one of url, endpoint"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"ftp://x/\"}}", 400, API_BAD_REQUEST,
+                    "http:// or https://"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"endpoint\":\"nope\"}}", 400, API_BAD_REQUEST,
+                    "callback.endpoint nope"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"method\":\"GET\"}}", 400,
+                    API_BAD_REQUEST, "callback.method"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"headers\":{\"webhook-id\":\"1\"}}}",
+                    400, API_BAD_REQUEST, "delayqd sets it"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"headers\":{\"a b\":\"1\"}}}",
+                    400, API_BAD_REQUEST, "token characters"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"headers\":{\"a\":\"1\\r\\nb: 2\"}}}",
+                    400, API_BAD_REQUEST, "control characters"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"timeout_ms\":5}}", 400,
+                    API_BAD_REQUEST, "callback.timeout_ms must be"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"retry\":{\"max_attempts\":0}}}",
+                    400, API_BAD_REQUEST, "callback.retry.max_attempts"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"retry\":{\"tries\":2}}}",
+                    400, API_BAD_REQUEST, "callback.retry.tries: unknown"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"verb\":1}}", 400,
+                    API_BAD_REQUEST, "callback.verb: unknown"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":\"http://x/\"}", 400, API_BAD_REQUEST,
+                    "callback must be an object"));
+    CHECK_EQ_INT(api_is_json("{\"a\":1}", 7), 1);
+    CHECK_EQ_INT(api_is_json(" [1,2]", 6), 1);
+    CHECK_EQ_INT(api_is_json("hello", 5), 0);
+    CHECK_EQ_INT(api_is_json("{oops", 5), 0);
+    CHECK_EQ_INT(api_is_json("42", 2), 0);
+}
+
 void unit_api(void)
 {
+    RUN(callback_add_parses_and_keeps);
+    RUN(callback_faults_are_named);
     RUN(pull_requests_parse);
     RUN(batch_parse);
     RUN(reschedule_parse);

@@ -458,8 +458,39 @@ static void file_loads_and_names_itself(void)
     CHECK_EQ_INT(cfg.log.level, LOG_ERROR);
 }
 
+/* The callbacks section: secrets checked at load, endpoints, networks, retry rules. */
+static void callbacks_section(void)
+{
+    CHECK(load_ok("callbacks: { secret = [ \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\", "
+                  "\"whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\" ]; allow_private = true; "
+                  "networks = [ \"10.1.0.0/16\", \"fd00::/8\", \"127.0.0.1\" ]; max_redirects = 2; "
+                  "timeout_ms = 3000; max_concurrency = 8; rate_per_s = 100; "
+                  "retry = { min_backoff_ms = 100; max_backoff_ms = 5000; max_attempts = 4; }; "
+                  "endpoints = { billing = { url = \"https://billing.example/hook\"; "
+                  "secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"; rate_per_s = 5; }; }; };"));
+    CHECK_EQ_INT(cfg.callbacks.nsecrets, 2);
+    CHECK_EQ_INT(cfg.callbacks.nnetworks, 3);
+    CHECK_EQ_INT(cfg.callbacks.limits.max_concurrency, 8);
+    CHECK_EQ_INT(cfg.callbacks.retry.max_attempts, 4);
+    CHECK_EQ_INT(cfg.callbacks.retry.max_retry_duration_ms, 86400000);   /* default kept */
+    CHECK_EQ_INT(cfg.callbacks.nendpoints, 1);
+    CHECK_STR(cfg.callbacks.endpoints[0].name, "billing");
+    CHECK_EQ_INT(cfg.callbacks.endpoints[0].limits.rate_per_s, 5);
+    CHECK_EQ_INT(cfg.callbacks.endpoints[0].nsecrets, 1);
+    CHECK(load_fails("callbacks: { secret = \"whsec_c2hvcnQ=\"; };", "callbacks.secret", "24"));
+    CHECK(load_fails("callbacks: { networks = [ \"10.0.0.0/33\" ]; };", "callbacks.networks",
+                     "element 0"));
+    CHECK(load_fails("callbacks: { retry = { min_backoff_ms = 5000; max_backoff_ms = 100; }; };",
+                     "callbacks.retry", "max_backoff_ms must not be below"));
+    CHECK(load_fails("callbacks: { retry = { attempts = 3; }; };", "callbacks.retry", "attempts: unknown"));
+    CHECK(load_fails("callbacks: { endpoints = { b = { url = \"ftp://x\"; }; }; };",
+                     "callbacks.endpoints", "b: url"));
+    CHECK(load_fails("callbacks: { max_redirects = 4; };", "callbacks.max_redirects", "0 to 3"));
+}
+
 void unit_config(void)
 {
+    RUN(callbacks_section);
     RUN(defaults_servers);
     RUN(defaults_delay);
     RUN(empty_text_keeps_defaults);

@@ -373,8 +373,34 @@ static void parse_pull_headers(void)
     CHECK_EQ_INT(parse(h, 3, &env, err), -1);
 }
 
+/* dq-callback makes dq-topic optional, as dq-id does; a direct callback's retry carries its
+ * id and count. */
+static void parse_callback_headers(void)
+{
+    struct hdr h[] = { H(HDR_CALLBACK, "{\"url\":\"http://x/\"}"), H(HDR_CALL_ID, "t-0-7"),
+                       H(HDR_CALL_ATTEMPTS, "2"), H(HDR_CALL_FIRST, "1700000000000") };
+    struct hdr job[] = { H(HDR_ID, "job-1") };
+    struct hdr bad[] = { H(HDR_CALLBACK, "{}"), H(HDR_CALL_ATTEMPTS, "two") };
+    struct hdr none[] = { H(HDR_CALL_ID, "t-0-7") };
+    struct envelope env;
+    char err[256];
+
+    CHECK_EQ_INT(parse(h, 4, &env, err), 0);
+    CHECK(!env.topic && env.callback_len == 19 && memcmp(env.callback, "{\"url\"", 6) == 0);
+    CHECK(env.call_id_len == 5 && memcmp(env.call_id, "t-0-7", 5) == 0);
+    CHECK_EQ_INT(env.call_attempts, 2);
+    CHECK_EQ_INT(env.call_first_ms, 1700000000000LL);
+    CHECK_EQ_INT(parse(job, 1, &env, err), 0);   /* a job's record names its target */
+    CHECK(!env.topic && !env.callback);
+    CHECK_EQ_INT(parse(bad, 2, &env, err), -1);
+    CHECK_HAS(err, HDR_CALL_ATTEMPTS);
+    CHECK_EQ_INT(parse(none, 1, &env, err), -1);
+    CHECK_HAS(err, "dq-topic is missing");
+}
+
 void unit_envelope(void)
 {
+    RUN(parse_callback_headers);
     RUN(parse_pull_headers);
     RUN(parse_all_headers);
     RUN(parse_topic_only);

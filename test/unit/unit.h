@@ -61,6 +61,7 @@ void unit_offsets(void);
 void unit_api(void);
 void unit_pending(void);
 void unit_sign(void);
+void unit_callplan(void);
 void unit_config(void);
 void unit_log(void);
 void unit_share(void);
@@ -70,5 +71,7 @@ void unit_slots(void);
 void unit_rpipe(void);
 void unit_addrs(void);
 void unit_workers(void);
+void unit_netaddr(void);
+void unit_ratelimit(void);
 
 #endif

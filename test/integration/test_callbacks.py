@@ -1,0 +1,325 @@
+"""callbacks: a due job calls an HTTP endpoint, signed as Standard Webhooks sign, retried with
+backoff on failures that may pass, dead-lettered on the others, each endpoint held to its own
+limits so that a dead one delays nobody else; the receivers here are local HTTP servers, and
+every signature is checked with Python's own hmac."""
+
+import base64
+import hashlib
+import hmac
+import http.server
+import json
+import threading
+import time
+import uuid
+
+from harness import Delayqd, Reader, now_ms, wait_until
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+NEW_SECRET = "whsec_" + base64.b64encode(b"a newer key of thirty-two bytes!").decode()
+
+
+def verify(secrets, headers, body):
+    """The Standard Webhooks check: some v1 signature of "id.timestamp.body" by some secret."""
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    want = {base64.b64encode(hmac.new(base64.b64decode(s[len("whsec_"):]), signed,
+                                      hashlib.sha256).digest()).decode() for s in secrets}
+    got = {v.split(",", 1)[1] for v in headers.get("webhook-signature", "").split() if v.startswith("v1,")}
+    return bool(want & got)
+
+
+class Receiver:
+    """A local HTTP endpoint: records every call (when it arrived, method, path, headers, body)
+    and answers as answer(path, calls of that path so far) says: a status, (status, headers), or
+    "stall" (read the request, never answer)."""
+
+    def __init__(self, answer=None):
+        self.calls = []
+        self.lock = threading.Lock()
+        self.answer = answer or (lambda path, n: 200)
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def handle_call(self):
+                t = now_ms()
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    n = sum(1 for c in receiver.calls if c["path"] == self.path)
+                    receiver.calls.append({"ms": t, "method": self.command, "path": self.path,
+                                           "headers": {k.lower(): v for k, v in self.headers.items()},
+                                           "body": body})
+                a = receiver.answer(self.path, n)
+                if a == "stall":
+                    time.sleep(60)
+                    return
+                status, extra = a if isinstance(a, tuple) else (a, {})
+                text = json.dumps({"status": status}).encode()
+                self.send_response(status)
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
+
+            do_POST = do_PUT = handle_call
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda request, address: None   # a caller gone: its business
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path="/hook"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def of(self, path):
+        with self.lock:
+            return [c for c in self.calls if c["path"] == path]
+
+    def by_id(self):
+        out = {}
+        with self.lock:
+            for c in self.calls:
+                out.setdefault(c["headers"]["webhook-id"], []).append(c)
+        return out
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def callbacks_conf(extra=""):
+    return (f'secret = "{SECRET}"; allow_private = true; '
+            f'retry = {{ min_backoff_ms = 300; max_backoff_ms = 3000; max_attempts = 5; }}; {extra}')
+
+
+def test_due_jobs_call_back_signed_once_and_never_early(stack):
+    rx = Receiver()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    ids = {}
+    for i in range(20):
+        cb = {"url": rx.url(f"/hook/{i % 2}"), "headers": {"X-Order": str(i)}}
+        if i % 4 == 3:
+            cb["method"] = "PUT"
+        body = {"order": i} if i % 2 == 0 else f"order {i}"
+        ids[d.add_ok(delay_ms=1000 + 50 * i, body=body, callback=cb)] = (i, body)
+    wait_until(lambda: len(rx.calls) >= 20, 20, "20 calls")
+    time.sleep(0.5)
+    calls = rx.by_id()
+    assert set(calls) == set(ids), (set(calls) ^ set(ids))
+    for job_id, (i, body) in ids.items():
+        assert len(calls[job_id]) == 1, calls[job_id]   # once
+        c = calls[job_id][0]
+        got = d.get(job_id)
+        assert c["ms"] >= got["exec_time_ms"], (c["ms"], got)   # never early
+        assert verify([SECRET], c["headers"], c["body"]), c["headers"]
+        assert abs(int(c["headers"]["webhook-timestamp"]) - time.time()) < 60
+        assert c["method"] == ("PUT" if i % 4 == 3 else "POST")
+        assert c["headers"]["x-order"] == str(i)
+        if isinstance(body, dict):
+            assert json.loads(c["body"]) == body and c["headers"]["content-type"] == "application/json"
+        else:
+            assert c["body"] == body.encode() and c["headers"]["content-type"].startswith("text/plain")
+        assert got["state"] == "delivered", got
+        assert got["callback"]["attempts"] == 1 and got["callback"]["last_status"] == 200, got
+    metrics = d.metrics_text()
+    assert f'delayq_callback_calls_total{{endpoint="http://127.0.0.1:{rx.port}",class="2xx"}} 20' in metrics
+    assert "delayq_callback_lateness_ms_count 20" in metrics
+
+    # Bad callbacks are refused at add, naming the field.
+    status, doc = d.add(delay=1, callback={"url": "ftp://x/"})
+    assert status == 400 and "callback.url" in doc["message"], doc
+    status, doc = d.add(delay=1, callback={"url": rx.url(), "headers": {"webhook-id": "x"}})
+    assert status == 400 and "webhook-id" in doc["message"], doc
+    status, doc = d.add(delay=1, callback={"endpoint": "nope"})
+    assert status == 400 and "callbacks.endpoints" in doc["message"], doc
+    rx.close()
+
+
+def test_failures_retry_with_backoff_or_go_to_the_dead_letters(stack):
+    def answer(path, n):
+        if path == "/flaky":
+            return 500 if n < 2 else 200
+        if path == "/later":
+            return (503, {"Retry-After": "2"}) if n == 0 else 200
+        if path == "/moved":
+            return (302, {"Location": "/elsewhere"})
+        return {"/bad": 400, "/down": 502}.get(path, 200)
+
+    rx = Receiver(answer)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    dlq = Reader(stack, d.dlq)
+    flaky = d.add_ok(delay=1, body="f", callback={"url": rx.url("/flaky")})
+    later = d.add_ok(delay=1, body="l", callback={"url": rx.url("/later")})
+    bad = d.add_ok(delay=1, body="b", callback={"url": rx.url("/bad")})
+    moved = d.add_ok(delay=1, body="m", callback={"url": rx.url("/moved")})
+    down = d.add_ok(delay=1, body="d", callback={"url": rx.url("/down"), "retry": {"max_attempts": 2}})
+
+    wait_until(lambda: len(rx.of("/flaky")) >= 1, 10, "the first call")
+    wait_until(lambda: d.get(flaky)["callback"]["attempts"] >= 1 and d.get(flaky)["state"] == "pending",
+               5, "the retry planned")
+    g = d.get(flaky)
+    assert g["callback"]["last_status"] == 500 and g["callback"]["last_error"] == "HTTP 500", g
+    assert g["callback"]["next_attempt_ms"] == g["exec_time_ms"] > rx.of("/flaky")[0]["ms"], g
+    def waiting():   # counted at most a second ago; /later's retry waits 2 s
+        st, doc = d.http("GET", "/delay-queue/api/stats")
+        return st == 200 and doc["data"]["callbacks"]["waiting_for_retry"] >= 1
+    wait_until(waiting, 5, "/stats to count a retry waiting")
+    wait_until(lambda: d.get(flaky)["state"] == "delivered", 15, "the third call to succeed")
+    calls = rx.of("/flaky")
+    assert len(calls) == 3, calls
+    assert {c["headers"]["webhook-id"] for c in calls} == {flaky}   # one id for every attempt
+    assert calls[1]["ms"] - calls[0]["ms"] >= 150      # half of min_backoff_ms at least
+    assert calls[2]["ms"] - calls[1]["ms"] >= 300      # doubled
+    assert all(verify([SECRET], c["headers"], c["body"]) for c in calls)
+    assert d.get(flaky)["callback"]["attempts"] == 3
+
+    wait_until(lambda: d.get(later)["state"] == "delivered", 15, "the call after Retry-After")
+    calls = rx.of("/later")
+    assert len(calls) == 2 and calls[1]["ms"] - calls[0]["ms"] >= 2000 - 50, calls
+
+    letters = {}
+    wait_until(lambda: {bad, moved, down} <= set(letters.update(
+        {m["headers"]["dq-id"]: m for m in dlq.all()}) or letters), 20, "three dead letters")
+    assert len(rx.of("/bad")) == 1 and len(rx.of("/moved")) == 1 and len(rx.of("/down")) == 2
+    h = letters[bad]["headers"]
+    assert h["dq-status"] == "400" and h["dq-attempts"] == "1", h
+    assert h["dq-error"] == "HTTP 400 (not retried)" and "dq-topic" not in h, h
+    assert json.loads(h["dq-callback"]) == {"url": rx.url("/bad")}, h   # as added: it can be added again
+    assert json.loads(h["dq-response"]) == {"status": 400}, h
+    assert letters[bad]["payload"] == "b"
+    assert letters[moved]["headers"]["dq-status"] == "302", letters[moved]
+    h = letters[down]["headers"]
+    assert h["dq-error"] == "gave up after 2 attempts: HTTP 502" and h["dq-attempts"] == "2", h
+    g = d.get(bad)
+    assert g["state"] == "failed" and "HTTP 400" in g["error"], g
+    assert d.metric("delayq_callback_retries_total" + f'{{endpoint="http://127.0.0.1:{rx.port}"}}') >= 4
+    rx.close()
+
+
+def test_a_dead_endpoint_delays_no_other_nor_kafka(stack):
+    stalled = Receiver(lambda path, n: "stall")
+    healthy = Receiver()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf(
+        "timeout_ms = 4000; max_concurrency = 4;")}).start()
+    topic = "cbk-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    due = now_ms() + 2000
+    stuck = [d.add_ok(deliver_at_ms=due, body=str(i), callback={"url": stalled.url()}) for i in range(40)]
+    ok = [d.add_ok(deliver_at_ms=due + 5, body=str(i), callback={"url": healthy.url()}) for i in range(40)]
+    kafka = [d.add_ok(topic=topic, deliver_at_ms=due + 10, body=str(i)) for i in range(40)]
+    wait_until(lambda: len(healthy.calls) >= 40, 20, "the healthy endpoint's calls")
+    reader.wait_ids(kafka, 20)
+    # The dead endpoint's first calls are still hanging (4 s timeout) while every other job
+    # arrived: nothing waited for it.
+    latest = max(c["ms"] for c in healthy.calls)
+    latest_kafka = max(m["recv_ms"] for m in reader.all())
+    print(f"    healthy endpoint: last call {latest - due} ms after due; Kafka: {latest_kafka - due} ms;"
+          f" the dead one holds {len(stalled.calls)} calls")
+    assert latest < due + 4000 and latest_kafka < due + 4000, (latest - due, latest_kafka - due)
+    assert len(stalled.calls) <= 4 + 1, len(stalled.calls)    # its own max_concurrency
+    assert d.get(stuck[0])["state"] in ("delivering", "pending")
+    assert all(d.get(j)["state"] == "delivered" for j in ok[:5])
+    stalled.close()
+    healthy.close()
+
+
+def test_private_addresses_are_refused_unless_allowed(stack):
+    rx = Receiver()
+    d = Delayqd(stack, extra={"callbacks": f'secret = "{SECRET}";'}).start()
+    dlq = Reader(stack, d.dlq)
+    job = d.add_ok(delay=1, body="x", callback={"url": rx.url()})
+    m = dlq.wait_count(1, 15)[0]
+    assert m["headers"]["dq-id"] == job, m
+    assert "127.0.0.1" in m["headers"]["dq-error"] and "not retried" in m["headers"]["dq-error"], m
+    assert rx.calls == []
+    d.stop()
+    allowed = Delayqd(stack, extra={"callbacks": 'networks = [ "127.0.0.0/8" ];'}).start()
+    job = allowed.add_ok(delay=1, body="y", callback={"url": rx.url()})
+    wait_until(lambda: rx.by_id().get(job), 15, "the call to an allowed network")
+    assert "webhook-signature" not in rx.calls[0]["headers"]   # no secret: unsigned
+    rx.close()
+
+
+def test_named_endpoints_rotated_secrets_and_a_topic_too(stack):
+    rx = Receiver()
+    conf = callbacks_conf(f'endpoints = {{ billing = {{ url = "{rx.url("/billing")}"; '
+                          f'secret = [ "{NEW_SECRET}", "{SECRET}" ]; }}; }};')
+    d = Delayqd(stack, extra={"callbacks": conf}).start()
+    topic = "cbt-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    job = d.add_ok(delay=1, body={"invoice": 1}, callback={"endpoint": "billing"})
+    both = d.add_ok(topic=topic, delay=1, body="both", callback={"url": rx.url("/also")})
+    wait_until(lambda: rx.of("/billing") and rx.of("/also"), 15, "both calls")
+    c = rx.of("/billing")[0]
+    assert c["headers"]["webhook-id"] == job
+    assert len(c["headers"]["webhook-signature"].split()) == 2   # one per secret
+    assert verify([NEW_SECRET], c["headers"], c["body"]) and verify([SECRET], c["headers"], c["body"])
+    got = reader.wait_ids([both], 15)[both]
+    assert len(got) == 1 and got[0]["payload"] == "both", got
+    assert got[0]["recv_ms"] >= rx.of("/also")[0]["ms"]   # on to its topic once called
+    assert d.get(job)["callback"]["endpoint"] == "billing"
+    rx.close()
+
+
+def test_kill_during_calls_calls_again_with_the_same_ids(stack):
+    slow = Receiver(lambda path, n: (time.sleep(1.5), 200)[1])
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_concurrency = 50;")}).start()
+    due = now_ms() + 1500
+    ids = [d.add_ok(deliver_at_ms=due, body=str(i), callback={"url": slow.url()}) for i in range(300)]
+    wait_until(lambda: len(slow.calls) >= 20, 15, "calls in flight")
+    d.kill()
+    before = len(slow.calls)
+    d.start()
+    wait_until(lambda: set(ids) <= set(slow.by_id()), 60, "every job called")
+    wait_until(lambda: all(d.get(j)["state"] == "delivered" for j in ids[::10]), 30, "marked")
+    calls = slow.by_id()
+    again = [j for j in ids if len(calls[j]) > 1]
+    print(f"    {before} calls before the kill; {len(again)} jobs called again after the restart")
+    assert again, "the calls in flight at the kill were made again"
+    assert set(calls) == set(ids)   # nothing lost, and the repeats carry the same webhook-id
+    slow.close()
+
+
+def test_direct_producers_name_a_callback_in_a_header(stack):
+    rx = Receiver(lambda path, n: 503 if path == "/retry" and n == 0 else 200)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    dlq = Reader(stack, d.dlq)
+    sent = now_ms()
+    stack.produce(d.delay_topic("1s"), "direct body", key="k1",
+                  headers={"dq-callback": json.dumps({"url": rx.url("/direct"), "headers": {"X-A": "1"}})})
+    stack.produce(d.delay_topic("1s"), "again", headers={"dq-callback": json.dumps({"url": rx.url("/retry")})})
+    stack.produce(d.delay_topic("1s"), "bad", headers={"dq-callback": "{not json"})
+    wait_until(lambda: rx.of("/direct") and len(rx.of("/retry")) >= 2, 20, "the direct calls")
+    c = rx.of("/direct")[0]
+    assert c["body"] == b"direct body" and c["headers"]["x-a"] == "1", c
+    assert c["ms"] >= sent + 1000   # never before its timestamp plus the topic's delay
+    assert c["headers"]["webhook-id"].startswith(d.delay_topic("1s") + "-"), c["headers"]
+    assert verify([SECRET], c["headers"], c["body"])
+    first, second = rx.of("/retry")[:2]
+    assert first["headers"]["webhook-id"] == second["headers"]["webhook-id"]   # its retry: one id
+    assert second["ms"] - first["ms"] >= 150
+    m = dlq.wait_count(1, 15)[0]
+    assert m["payload"] == "bad" and "dq-callback" in m["headers"]["dq-error"], m
+    time.sleep(1)
+    assert len(rx.of("/retry")) == 2 and len(rx.of("/direct")) == 1
+    rx.close()
+
+
+def test_a_dead_endpoints_backlog_waits_in_the_delay_topics_not_in_memory(stack):
+    stalled = Receiver(lambda path, n: "stall")
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("timeout_ms = 500; max_concurrency = 2;")}).start()
+    first = [d.add_ok(delay=1, body=str(i), callback={"url": stalled.url()}) for i in range(40)]
+    wait_until(lambda: d.metric("delayq_callback_retries_total" + f'{{endpoint="http://127.0.0.1:{stalled.port}"}}')
+               if "retries_total{" in d.metrics_text() else 0, 15, "timeouts retried")
+    later = [d.add_ok(delay_ms=500, body=str(i), callback={"url": stalled.url()}) for i in range(20)]
+    wait_until(lambda: d.metric("delayq_callback_deferrals_total") >= 20, 15, "the later jobs sent back")
+    g = d.get(later[-1])
+    assert g["state"] == "pending" and g["callback"]["attempts"] == 0, g
+    assert "busy" in g["callback"]["last_error"] and g["exec_time_ms"] > now_ms(), g
+    assert any(d.get(j)["callback"]["attempts"] >= 1 for j in first[:4])
+    stalled.close()
