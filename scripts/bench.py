@@ -377,6 +377,97 @@ def phase_pull(stack, seconds):
     return out
 
 
+class Receiver:
+    """scripts/bench/receiver.py in its own process (its own core, not this one's GIL)."""
+
+    def __init__(self, stack, stall=False):
+        self.port = harness.free_port()
+        self.out = os.path.join(stack.tmp, f"receiver-{self.port}.json")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "bench", "receiver.py"),
+                                      "--port", str(self.port), "--out", self.out] + (["--stall"] if stall else []))
+        harness.wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0, 10,
+                           "the receiver")
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/due"
+
+    def calls(self):
+        """{webhook-id: [receive ms, ...]}; stops the receiver."""
+        self.proc.terminate()
+        self.proc.wait(30)
+        with open(self.out) as f:
+            return json.load(f)
+
+
+def callback_fill(d, jobs):
+    for k in range(0, len(jobs), 1000):
+        (status, doc), = d.bulk([("POST", "/delay-queue/api/jobs/add_batch", {"jobs": jobs[k:k + 1000]})])
+        if status != 200 or doc["data"]["failed"]:
+            raise RuntimeError(f"callbacks phase: adding failed: {status} {str(doc)[:300]}")
+        for j, a in zip(jobs[k:k + 1000], doc["data"]["jobs"]):
+            j["id"] = a["job_id"]
+
+
+def lateness_of(jobs, calls):
+    late = [calls[j["id"]][0] - j["deliver_at_ms"] for j in jobs if j["id"] in calls]
+    return {"jobs": len(jobs), "called": len(late), "early": sum(1 for x in late if x < 0),
+            "p50_ms": pct(late, 50), "p99_ms": pct(late, 99), "max_ms": round(max(late)) if late else None}
+
+
+def phase_callbacks(stack, n):
+    """n callbacks due over 5 s to one endpoint (lateness: received minus due); 4 n due at one
+    instant (calls per second); a stalled endpoint with n / 2.5 due beside a healthy one and a
+    Kafka topic with as many (their lateness)."""
+    d = Delayqd(stack, name="callbacks", partitions=8, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                extra={"log_level": "warn", "max_body_bytes": 4 << 20,
+                       "callbacks": "allow_private = true; timeout_ms = 10000; max_concurrency = 64; "
+                                    'secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";'}).start()
+    out = {"target": "p50 <= 10 ms, p99 <= 50 ms; >= 5000 calls/s; a stalled endpoint leaves "
+                     "the others' p99 <= 50 ms"}
+    try:
+        d.wait_groups_owned()
+        rx = Receiver(stack)
+        t0 = now_ms() + 8000
+        jobs = [{"deliver_at_ms": t0 + i * 5000 // n, "body": {"n": i}, "callback": {"url": rx.url()}}
+                for i in range(n)]
+        callback_fill(d, jobs)
+        time.sleep(max(0, (t0 + 5000 - now_ms()) / 1000) + 3)
+        out["spread"] = dict(lateness_of(jobs, rx.calls()), over_s=5)
+
+        rx = Receiver(stack)
+        t0 = now_ms() + 10000
+        jobs = [{"deliver_at_ms": t0, "body": {"n": i}, "callback": {"url": rx.url()}} for i in range(4 * n)]
+        callback_fill(d, jobs)
+        time.sleep(max(0, (t0 - now_ms()) / 1000) + 15)
+        calls = rx.calls()
+        first = [v[0] for v in calls.values()]
+        took = (max(first) - min(first)) / 1000 if first else 0
+        out["burst"] = {"jobs": len(jobs), "called": len(calls),
+                        "calls_per_s": round(len(calls) / took) if took else None}
+
+        dead, ok, reader = Receiver(stack, stall=True), Receiver(stack), Reader(stack, "bench_cb_kafka")
+        m = int(n / 2.5)
+        t0 = now_ms() + 8000
+        stuck = [{"deliver_at_ms": t0 + i * 2000 // m, "body": "s", "callback": {"url": dead.url()}}
+                 for i in range(m)]
+        fine = [{"deliver_at_ms": t0 + i * 2000 // m, "body": "h", "callback": {"url": ok.url()}}
+                for i in range(m)]
+        kafka = [{"topic": "bench_cb_kafka", "deliver_at_ms": t0 + i * 2000 // m, "body": "k"} for i in range(m)]
+        for batch in (stuck, fine, kafka):
+            callback_fill(d, batch)
+        time.sleep(max(0, (t0 + 2000 - now_ms()) / 1000) + 4)
+        got = {msg["headers"].get("dq-id"): msg["recv_ms"] for msg in reader.all()}
+        kl = [got[j["id"]] - j["deliver_at_ms"] for j in kafka if j["id"] in got]
+        out["isolation"] = {"healthy": lateness_of(fine, ok.calls()),
+                            "kafka": {"jobs": m, "delivered": len(kl), "p50_ms": pct(kl, 50),
+                                      "p99_ms": pct(kl, 99)},
+                            "stalled_calls_open": len(dead.calls())}
+        reader.close()
+    finally:
+        d.stop()
+    return out
+
+
 def phase_fairness(d, stack, seconds, n_idle=2000):
     """Adds from 127.0.0.1 while 127.0.0.2 holds n_idle half-open connections (a request line
     and one header, then nothing): what one client's idle connections cost the others."""
@@ -874,7 +965,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,pull,replicated,cluster")
+                                        "memory,claims,pull,callbacks,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -944,6 +1035,9 @@ def main():
         if "pull" in phases:
             res["pull"] = phase_pull(stack, 5 if q else 15)
             print(json.dumps({"pull": res["pull"]}, indent=1), flush=True)
+        if "callbacks" in phases:
+            res["callbacks"] = phase_callbacks(stack, 1000 if q else 5000)
+            print(json.dumps({"callbacks": res["callbacks"]}, indent=1), flush=True)
         if "replicated" in phases:
             d.stop()
             res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)
