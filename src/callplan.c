@@ -82,13 +82,14 @@ enum callplan_action callplan_decide(const struct callplan_facts *f,
         return CALL_DEAD;
     }
     if (f->attempts >= rules->max_attempts) {
-        snprintf(why, whylen, "gave up after %d attempts: %s", f->attempts, what);
+        snprintf(why, whylen, "gave up after %d attempt%s: %s", f->attempts,
+                 f->attempts == 1 ? "" : "s", what);
         return CALL_DEAD;
     }
     *at_ms = f->now_ms + backoff(f, rules);
     if (*at_ms - f->first_ms > rules->max_retry_duration_ms) {
-        snprintf(why, whylen, "gave up after %d attempts over %lld ms (max_retry_duration_ms): %s",
-                 f->attempts, (long long)(f->now_ms - f->first_ms), what);
+        snprintf(why, whylen, "gave up after %d attempt%s over %lld ms (max_retry_duration_ms): %s",
+                 f->attempts, f->attempts == 1 ? "" : "s", (long long)(f->now_ms - f->first_ms), what);
         return CALL_DEAD;
     }
     snprintf(why, whylen, "%s", what);

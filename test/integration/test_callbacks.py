@@ -8,11 +8,13 @@ import hashlib
 import hmac
 import http.server
 import json
+import ssl
 import threading
 import time
 import uuid
 
 from harness import Delayqd, Reader, now_ms, wait_until
+from test_security import make_cert
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 NEW_SECRET = "whsec_" + base64.b64encode(b"a newer key of thirty-two bytes!").decode()
@@ -32,7 +34,7 @@ class Receiver:
     and answers as answer(path, calls of that path so far) says: a status, (status, headers), or
     "stall" (read the request, never answer)."""
 
-    def __init__(self, answer=None):
+    def __init__(self, answer=None, tls=None):
         self.calls = []
         self.lock = threading.Lock()
         self.answer = answer or (lambda path, n: 200)
@@ -70,11 +72,17 @@ class Receiver:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, address: None   # a caller gone: its business
+        self.scheme = "http"
+        if tls:   # (cert, key): HTTPS
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def url(self, path="/hook"):
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"{self.scheme}://127.0.0.1:{self.port}{path}"
 
     def of(self, path):
         with self.lock:
@@ -323,3 +331,32 @@ def test_a_dead_endpoints_backlog_waits_in_the_delay_topics_not_in_memory(stack)
     assert "busy" in g["callback"]["last_error"] and g["exec_time_ms"] > now_ms(), g
     assert any(d.get(j)["callback"]["attempts"] >= 1 for j in first[:4])
     stalled.close()
+
+
+def test_redirects_when_allowed_and_https_verified(stack):
+    def answer(path, n):
+        hops = {"/one": "/done", "/two": "/one-more", "/one-more": "/done"}
+        return (307, {"Location": hops[path]}) if path in hops else 200
+
+    rx = Receiver(answer)
+    cert, key, _ = make_cert(stack.tmp, "callback")
+    untrusted = Receiver(tls=(cert, key))   # signed by a CA the system does not know
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_redirects = 1;")}).start()
+    dlq = Reader(stack, d.dlq)
+    one = d.add_ok(delay=1, body={"a": 1}, callback={"url": rx.url("/one")})
+    two = d.add_ok(delay=1, body="b", callback={"url": rx.url("/two")})
+    tls = d.add_ok(delay=1, body="c", callback={"url": untrusted.url(), "retry": {"max_attempts": 1}})
+    wait_until(lambda: d.get(one)["state"] == "delivered", 15, "the redirected call")
+    done = rx.of("/done")[0]
+    assert done["method"] == "POST" and json.loads(done["body"]) == {"a": 1}, done   # still a POST
+    assert verify([SECRET], done["headers"], done["body"])
+    letters = {}
+    wait_until(lambda: {two, tls} <= set(letters.update(
+        {m["headers"]["dq-id"]: m for m in dlq.all()}) or letters), 20, "two dead letters")
+    assert "redirect" in letters[two]["headers"]["dq-error"].lower(), letters[two]
+    assert not rx.of("/done")[1:], rx.of("/done")   # the second hop was not followed
+    err = letters[tls]["headers"]["dq-error"]
+    assert err.startswith("gave up after 1 attempt:") and "certificate" in err.lower(), err
+    assert untrusted.calls == []   # no request went over the unverified connection
+    rx.close()
+    untrusted.close()
