@@ -69,7 +69,10 @@ class Receiver:
 
             do_POST = do_PUT = handle_call
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            request_queue_size = 1024   # a thousand calls may connect at once
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, address: None   # a caller gone: its business
         self.scheme = "http"
@@ -275,12 +278,16 @@ def test_named_endpoints_rotated_secrets_and_a_topic_too(stack):
 
 
 def test_kill_during_calls_calls_again_with_the_same_ids(stack):
-    slow = Receiver(lambda path, n: (time.sleep(1.5), 200)[1])
-    d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_concurrency = 50;")}).start()
-    due = now_ms() + 1500
-    ids = [d.add_ok(deliver_at_ms=due, body=str(i), callback={"url": slow.url()}) for i in range(300)]
-    wait_until(lambda: len(slow.calls) >= 20, 15, "calls in flight")
-    d.kill()
+    slow = Receiver(lambda path, n: (time.sleep(2), 200)[1])
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_concurrency = 1000;"),
+                              "max_body_bytes": 1 << 20}).start()
+    due = now_ms() + 2000
+    st, doc = d.http("POST", "/delay-queue/api/jobs/add_batch", {"jobs": [
+        {"deliver_at_ms": due, "body": str(i), "callback": {"url": slow.url()}} for i in range(1000)]})
+    assert st == 200 and doc["data"]["added"] == 1000, (st, str(doc)[:300])
+    ids = [j["job_id"] for j in doc["data"]["jobs"]]
+    wait_until(lambda: len(slow.calls) >= 500, 20, "calls in flight")
+    d.kill()   # before any was answered: each answer takes 2 s
     before = len(slow.calls)
     d.start()
     wait_until(lambda: set(ids) <= set(slow.by_id()), 60, "every job called")
