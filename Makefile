@@ -35,7 +35,7 @@ PURE     := log levels route envelope job heap api offsets config metrics share 
             pending workers sign callplan netaddr ratelimit
 # Adapters and wings.
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
-            forwarder stats pull compat callbacks
+            forwarder callout stats pull compat callbacks
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

@@ -1,18 +1,20 @@
 /* forwarder: the delivery path of a message whose time has come: claim its record, produce to
  * the business topic, mark the record, or move the message down a level, or dead-letter it.
- * Owns the refusal rules, claim tokens and the Redis pipelines of claims and marks. The
- * contract is in include/forwarder.h. */
+ * Owns the refusal rules, claim tokens and the Redis pipelines of claims and marks; a callback
+ * job's calls are made by callout.c, whose outcomes are acted on here. The contract is in
+ * include/forwarder.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "callbacks.h"
-#include "callplan.h"
+#include "callout.h"
 #include "claims.h"
 #include "clock.h"
+#include "config.h"
+#include "envelope.h"
 #include "forwarder.h"
 #include "groups.h"
+#include "held.h"
 #include "job.h"
 #include "log.h"
 #include "metrics.h"
@@ -31,7 +33,6 @@
  * old message asks again this often (the wait ends with Kafka's answer, within
  * kafka.produce_timeout_ms). */
 #define MOVED_WAIT_MS 20
-#define RETRY_COUNT_INTERVAL_MS 1000   /* how old /stats's count of callbacks retrying may be */
 #define DELIVERY_TIMEOUT_MS 30000
 /* A due job leaves within a millisecond, yet a burst still travels in batches. */
 #define FORWARD_LINGER_MS 1
@@ -53,32 +54,16 @@ enum stage {
     ST_CALL,           /* a callback job, its call made (m->call) */
 };
 
-/* A callback job whose call is being made: its record as claimed, to write its next attempt
- * into or mark; on the forwarder's list of calls until its result is taken. */
-struct call {
-    struct held *m;
-    struct job job;             /* a direct message's: made of the message (call_direct) */
-    int direct;                 /* 1: a direct message's callback (no record) */
-    char why[512];              /* what the call came to: the record's and dead letter's reason */
-    struct cb_result res;       /* the last call's result, once it came (res_set) */
-    int res_set;
-    struct call *prev, *next;
-};
-
-/* A due pull job on its way into its topic's ready set, with the record poppers will read. */
-struct ready_item {
-    struct held *m;
-    char id[JOB_ID_MAX + 1];
-    char topic[TOPIC_NAME_MAX + 1];
-    msgpack_sbuffer rec;
-    int64_t due_ms;
-    int64_t ttr_ms;
-};
-
 struct vec {
     struct held **v;
     size_t n, cap;
 };
+
+/* Each vector holds messages in flight only, and forwarder_submit made room for all of them. */
+static void vec_push(struct vec *v, struct held *m)
+{
+    v->v[v->n++] = m;
+}
 
 /* A claim token, "<instance>:<message>", has as many characters as a stamp (13), so that a mark
  * puts the stamp where the token was and rewrites the record's head in place (store.c).
@@ -89,15 +74,8 @@ struct vec {
 #define TOKEN_PART 6
 #define CLAIM_TOKEN_LEN (2 * TOKEN_PART + 1)
 
-/* The text arguments of one record's claim or mark. */
-struct rec_args {
-    char id[JOB_ID_MAX + 1];
-    char due[24];
-    char tag[ENVELOPE_TAG_MAX + 1];
-    char token[CLAIM_TOKEN_LEN + 1];
-    char *error;                /* a failed job's reason, owned; NULL for the others */
-    msgpack_sbuffer tail;       /* a callback job's record, its tail written by the mark */
-};
+struct rec_args;
+struct store_mark;
 
 /* Per-batch arrays for the Redis pipelines, kept and grown across flushes. */
 struct scratch {
@@ -128,13 +106,41 @@ struct forwarder {
     int64_t claim_now;       /* epoch ms: the flush's, while its claims are answered */
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
-    struct callbacks *calls; /* the HTTP client of callback jobs */
-    struct call *calling;    /* calls made, results not yet taken */
-    int called;              /* a callback was called since the start */
-    int64_t next_count_ms;   /* monotonic ms: when to count the retries waiting again */
+    struct callout *co;      /* callback jobs' calls (callout.c) */
     size_t in_flight;
     struct fw_outcome *out;  /* messages handed back, out[out_next .. nout) not yet taken */
     size_t nout, out_next, out_cap;
+};
+
+/* Logs a failure that is retried, at most once per WARN_INTERVAL_MS for each gate. */
+#define warn_retried(gate, ...)                                                              \
+    do {                                                                                     \
+        unsigned long held_;                                                                 \
+        if (log_gate_open((gate), clock_mono_ms(), WARN_INTERVAL_MS, &held_)) {              \
+            log_warn(__VA_ARGS__);                                                           \
+            if (held_)                                                                       \
+                log_warn("%lu more such failures in the last %d s", held_, WARN_INTERVAL_MS / 1000); \
+        }                                                                                    \
+    } while (0)
+
+/* A due pull job on its way into its topic's ready set, with the record poppers will read. */
+struct ready_item {
+    struct held *m;
+    char id[JOB_ID_MAX + 1];
+    char topic[TOPIC_NAME_MAX + 1];
+    msgpack_sbuffer rec;
+    int64_t due_ms;
+    int64_t ttr_ms;
+};
+
+/* The text arguments of one record's claim or mark. */
+struct rec_args {
+    char id[JOB_ID_MAX + 1];
+    char due[24];
+    char tag[ENVELOPE_TAG_MAX + 1];
+    char token[CLAIM_TOKEN_LEN + 1];
+    char *error;                /* a failed job's reason, owned; NULL for the others */
+    msgpack_sbuffer tail;       /* a callback job's record, its tail written by the mark */
 };
 
 /* Room for n elements of elem bytes at arr, whose capacity is *cap: arr or its new place (*cap
@@ -165,33 +171,20 @@ static int vec_reserve(struct vec *v, size_t n)
     return 0;
 }
 
-/* Each vector holds messages in flight only, and forwarder_submit made room for all of them. */
-static void vec_push(struct vec *v, struct held *m)
-{
-    v->v[v->n++] = m;
-}
-
 static int claim_owner_gone(struct forwarder *fw, const char *claim, size_t len);
-static void claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1]);
-
-static void call_free(struct call *c)
-{
-    job_release(&c->job);
-    free(c);
-}
+static void fw_claim_token(const struct forwarder *fw, const struct held *m,
+                           char out[CLAIM_TOKEN_LEN + 1]);
 
 /* Hands m back with its outcome; forwarder_submit made room for it. */
 static void hand_back(struct forwarder *fw, struct held *m, enum fw_result result, int64_t at_ms)
 {
-    if (m->call) {
-        call_free(m->call);
-        m->call = NULL;
-    }
+    callout_call_free(m->call);
+    m->call = NULL;
     fw->in_flight--;
     fw->out[fw->nout++] = (struct fw_outcome){ m, result, at_ms };
 }
 
-static void done(struct forwarder *fw, struct held *m)
+static void fw_done(struct forwarder *fw, struct held *m)
 {
     hand_back(fw, m, FW_DONE, 0);
 }
@@ -202,7 +195,7 @@ static void hold_back(struct forwarder *fw, struct held *m, int64_t at_ms)
     hand_back(fw, m, FW_RETRY, at_ms);
 }
 
-static void retry(struct forwarder *fw, struct held *m)
+static void fw_retry(struct forwarder *fw, struct held *m)
 {
     int64_t wait = BACKOFF_MIN_MS << (m->attempts < 6 ? m->attempts : 6);
 
@@ -260,17 +253,6 @@ static void note_failure(struct held *m, rd_kafka_resp_err_t e)
 }
 
 /* 1 when the business topic has refused m for job.refused_retry_s: it goes to the dead letters. */
-/* Logs a failure that is retried, at most once per WARN_INTERVAL_MS for each gate. */
-#define warn_retried(gate, ...)                                                              \
-    do {                                                                                     \
-        unsigned long held_;                                                                 \
-        if (log_gate_open((gate), clock_mono_ms(), WARN_INTERVAL_MS, &held_)) {              \
-            log_warn(__VA_ARGS__);                                                           \
-            if (held_)                                                                       \
-                log_warn("%lu more such failures in the last %d s", held_, WARN_INTERVAL_MS / 1000); \
-        }                                                                                    \
-    } while (0)
-
 static int refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now)
 {
     return m->refused_since_ms &&
@@ -296,7 +278,7 @@ static void refusal_reason(const struct held *m, char *out, size_t outlen)
                  (long long)((clock_now_ms() - m->refused_since_ms) / 1000), rd_kafka_err2str(e));
 }
 
-static const char *topic_of(const struct forwarder *fw, const struct held *m)
+static const char *fw_topic_of(const struct forwarder *fw, const struct held *m)
 {
     return fw->cfg->delay.levels.topic[m->level];
 }
@@ -304,24 +286,25 @@ static const char *topic_of(const struct forwarder *fw, const struct held *m)
 /* Checked at the last moment before a send or a pull job made ready: a lease that ran out
  * while this instance was stopped must not let it pass on anything of a group another
  * instance took over. 1 when m's group is no longer surely ours: m is dropped (done). */
-static int dropped_if_not_ours(struct forwarder *fw, struct held *m)
+static int fw_dropped_if_not_ours(struct forwarder *fw, struct held *m)
 {
     if (groups_may_send(fw->groups, m, clock_mono_ms()))
         return 0;
-    log_debug("drop topic=%s offset=%lld: group no longer ours", topic_of(fw, m), (long long)m->offset);
-    done(fw, m);
+    log_debug("drop topic=%s offset=%lld: group no longer ours", fw_topic_of(fw, m),
+              (long long)m->offset);
+    fw_done(fw, m);
     return 1;
 }
 
 /* Produces with a copy of every buffer; takes hdrs. Returns 0 (sent), -1 (failed: the caller
  * retries) or 1 (m's group is no longer surely ours: m was dropped, nothing was sent). */
-static int produce(struct forwarder *fw, struct held *m, const char *topic, const void *key,
-                   size_t key_len, const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
-                   int64_t timestamp_ms)
+static int fw_produce(struct forwarder *fw, struct held *m, const char *topic, const void *key,
+               size_t key_len, const void *value, size_t value_len, rd_kafka_headers_t *hdrs,
+               int64_t timestamp_ms)
 {
     rd_kafka_resp_err_t e;
 
-    if (dropped_if_not_ours(fw, m)) {
+    if (fw_dropped_if_not_ours(fw, m)) {
         rd_kafka_headers_destroy(hdrs);
         return 1;
     }
@@ -342,7 +325,7 @@ static int produce(struct forwarder *fw, struct held *m, const char *topic, cons
 }
 
 /* Copies m's headers, leaving out control headers (all, or only the named one). */
-static rd_kafka_headers_t *copy_headers(const struct held *m, int drop_control, const char *drop)
+static rd_kafka_headers_t *fw_copy_headers(const struct held *m, int drop_control, const char *drop)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(m->nhdrs + 4);
 
@@ -355,50 +338,34 @@ static rd_kafka_headers_t *copy_headers(const struct held *m, int drop_control, 
     return hdrs;
 }
 
-/* A callback's dead letter says what its calls came to: the callback (JSON; a direct
- * message carries its own already), the calls made, the last status and answer. */
-static void add_call_headers(rd_kafka_headers_t *hdrs, const struct call *c)
+static void fw_dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, const char *reason)
 {
-    const struct cb_result *res = &c->res;
-    char *json;
-
-    if (!c->direct && (json = api_callback_json(c->job.callback))) {
-        headers_add(hdrs, HDR_CALLBACK, json, strlen(json));
-        free(json);
-    }
-    headers_add_int(hdrs, HDR_CALL_ATTEMPTS, c->job.callback->attempts);
-    if (c->res_set && res->status)
-        headers_add_int(hdrs, HDR_CALL_STATUS, res->status);
-    if (c->res_set && res->response_len)
-        headers_add(hdrs, HDR_CALL_RESPONSE, res->response, res->response_len);
-}
-
-static void dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, const char *reason)
-{
-    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+    rd_kafka_headers_t *hdrs = fw_copy_headers(m, 0, NULL);
     char source[TOPIC_NAME_MAX + 48];
 
-    log_warn("dead letter topic=%s partition=%d offset=%lld: %s", topic_of(fw, m), m->partition,
-             (long long)m->offset, reason);
+    log_warn("dead letter topic=%s partition=%d offset=%lld: %s", fw_topic_of(fw, m),
+             m->partition, (long long)m->offset, reason);
     metrics_dead_letter(why);
-    snprintf(source, sizeof(source), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
+    snprintf(source, sizeof(source), "%s/%d/%lld", fw_topic_of(fw, m), m->partition,
+             (long long)m->offset);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     headers_add(hdrs, "dq-source", source, strlen(source));
     if (m->call) {
         rd_kafka_header_remove(hdrs, HDR_CALL_ATTEMPTS);   /* a retry's count, now the total */
-        add_call_headers(hdrs, m->call);
+        callout_dead_headers(hdrs, m->call);
     }
     if (m->dead_bare)
         headers_add(hdrs, "dq-body", BODY_OMITTED_DIRECT, strlen(BODY_OMITTED_DIRECT));
     m->stage = ST_SEND_DEAD;
-    if (produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len, m->dead_bare ? NULL : m->value,
-                m->dead_bare ? 0 : m->value_len, hdrs, clock_now_ms()) < 0)
-        retry(fw, m);
+    if (fw_produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len,
+                   m->dead_bare ? NULL : m->value, m->dead_bare ? 0 : m->value_len, hdrs,
+                   clock_now_ms()) < 0)
+        fw_retry(fw, m);
 }
 
 /* The job's own body and headers go to the dead-letter topic, so nothing accepted is lost. */
-static void dead_letter_job(struct forwarder *fw, struct held *m, const struct job *job,
-                            const char *reason)
+static void fw_dead_letter_job(struct forwarder *fw, struct held *m, const struct job *job,
+                        const char *reason)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 9);
     const char *key = job->key ? job->key : job->id;
@@ -413,13 +380,14 @@ static void dead_letter_job(struct forwarder *fw, struct held *m, const struct j
     headers_add_int(hdrs, HDR_DUE, job->due_ms);
     headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     if (m->call)
-        add_call_headers(hdrs, m->call);
+        callout_dead_headers(hdrs, m->call);
     if (m->dead_bare)
         headers_add(hdrs, "dq-body", BODY_OMITTED_JOB, strlen(BODY_OMITTED_JOB));
     m->stage = ST_SEND_DEAD_JOB;
-    if (produce(fw, m, fw->cfg->delay.dlq_topic, key, strlen(key), m->dead_bare ? NULL : job->body,
-                m->dead_bare ? 0 : job->body_len, hdrs, clock_now_ms()) < 0)
-        retry(fw, m);
+    if (fw_produce(fw, m, fw->cfg->delay.dlq_topic, key, strlen(key),
+                   m->dead_bare ? NULL : job->body, m->dead_bare ? 0 : job->body_len, hdrs,
+                   clock_now_ms()) < 0)
+        fw_retry(fw, m);
 }
 
 /* Not due yet: on to the largest level not above the remaining time. */
@@ -427,7 +395,7 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
 {
     const struct levels *lv = &fw->cfg->delay.levels;
     int level = levels_route(lv, m->due_ms - now);
-    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+    rd_kafka_headers_t *hdrs = fw_copy_headers(m, 0, NULL);
     int rc;
 
     /* dq-due-ms is the due time: the message's own, the one its level gave it, or the one its
@@ -436,12 +404,12 @@ static void move_down(struct forwarder *fw, struct held *m, int64_t now)
     rd_kafka_header_remove(hdrs, HDR_HOPS);
     headers_add_int(hdrs, HDR_DUE, m->due_ms);
     headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);
-    log_debug("move topic=%s offset=%lld to=%s due=%lld", topic_of(fw, m), (long long)m->offset,
-              lv->topic[level], (long long)m->due_ms);
+    log_debug("move topic=%s offset=%lld to=%s due=%lld", fw_topic_of(fw, m),
+              (long long)m->offset, lv->topic[level], (long long)m->due_ms);
     m->stage = ST_SEND_MOVE;
-    rc = produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now);
+    rc = fw_produce(fw, m, lv->topic[level], m->key, m->key_len, m->value, m->value_len, hdrs, now);
     if (rc < 0)
-        retry(fw, m);
+        fw_retry(fw, m);
     else if (rc == 0)
         metrics_inc(M_MOVES);
 }
@@ -457,23 +425,23 @@ static void note_forward(struct forwarder *fw, const char *topic)
     }
 }
 
-static void deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
+static void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
 {
-    rd_kafka_headers_t *hdrs = copy_headers(m, 1, NULL);
+    rd_kafka_headers_t *hdrs = fw_copy_headers(m, 1, NULL);
     int rc;
 
     m->sent_ms = now;
     headers_add_int(hdrs, HDR_DUE, m->due_ms);
     headers_add_int(hdrs, HDR_SENT, now);
     m->stage = ST_SEND_DIRECT;
-    rc = produce(fw, m, topic, m->key, m->key_len, m->value, m->value_len, hdrs, now);
+    rc = fw_produce(fw, m, topic, m->key, m->key_len, m->value, m->value_len, hdrs, now);
     if (rc < 0)
-        retry(fw, m);
+        fw_retry(fw, m);
     else if (rc == 0)
         note_forward(fw, topic);
 }
 
-static void deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
+static void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 3);
     const char *key = job->key ? job->key : job->id;
@@ -489,11 +457,11 @@ static void deliver_job(struct forwarder *fw, struct held *m, const struct job *
     m->sent_ms = now;
     /* go-delayqueue's consumers take the job id from the message and get the job by it. */
     if (fw->cfg->compat.go_delayqueue)
-        rc = produce(fw, m, job->topic, key, strlen(key), job->id, strlen(job->id), hdrs, now);
+        rc = fw_produce(fw, m, job->topic, key, strlen(key), job->id, strlen(job->id), hdrs, now);
     else
-        rc = produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
+        rc = fw_produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
     if (rc < 0)
-        retry(fw, m);
+        fw_retry(fw, m);
     else if (rc == 0)
         note_forward(fw, job->topic);
 }
@@ -513,7 +481,7 @@ static void ready_job(struct forwarder *fw, struct held *m, const struct job *jo
             fw->entries = e;
         if (!r || !e) {
             log_error("out of memory making job=%s ready; retrying", job->id);
-            retry(fw, m);
+            fw_retry(fw, m);
             return;
         }
         fw->ready_cap = cap;
@@ -528,7 +496,7 @@ static void ready_job(struct forwarder *fw, struct held *m, const struct job *jo
     if (job_record_pack(job, &it->rec) < 0) {
         msgpack_sbuffer_destroy(&it->rec);
         log_error("out of memory making job=%s ready; retrying", job->id);
-        retry(fw, m);
+        fw_retry(fw, m);
         return;
     }
     m->stage = ST_READY;
@@ -545,7 +513,7 @@ static void ready_direct(struct forwarder *fw, struct held *m)
     struct job_header hdrs[JOB_HEADERS_MAX];
     char topic[TOPIC_NAME_MAX + 1], key[1024];
 
-    snprintf(job.id, sizeof(job.id), "%s-%d-%lld", topic_of(fw, m), m->partition,
+    snprintf(job.id, sizeof(job.id), "%s-%d-%lld", fw_topic_of(fw, m), m->partition,
              (long long)m->offset);
     snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
     job.topic = topic;
@@ -580,7 +548,7 @@ static void id_of(const struct held *m, char out[JOB_ID_MAX + 1])
 }
 
 /* Copies the message's dq-tag into out ("" when it has none); the envelope checked its length. */
-static void tag_of(const struct held *m, char out[ENVELOPE_TAG_MAX + 1])
+static void fw_tag_of(const struct held *m, char out[ENVELOPE_TAG_MAX + 1])
 {
     memcpy(out, m->env.tag ? m->env.tag : "", m->env.tag_len);
     out[m->env.tag_len] = '\0';
@@ -622,17 +590,17 @@ static void skip(struct forwarder *fw, struct held *m, const char *id, enum skip
 
     metrics_skipped(why);
     if (why == SKIP_MISSING)
-        log_warn("skip job=%s topic=%s partition=%d offset=%lld: %s", id, topic_of(fw, m),
+        log_warn("skip job=%s topic=%s partition=%d offset=%lld: %s", id, fw_topic_of(fw, m),
                  m->partition, (long long)m->offset, text[why]);
     else
         log_info("skip job=%s: %s", id, text[why]);
-    done(fw, m);
+    fw_done(fw, m);
 }
 
 /* The job of m was rescheduled to the later due_ms: its message goes on to that time, down the
  * levels or, with less than the smallest level left, waiting here; then it claims the record
  * with that due time. */
-static void move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_t now)
+static void fw_move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_t now)
 {
     m->due_ms = due_ms;
     if (due_ms - now >= fw->cfg->delay.levels.ms[0])
@@ -641,298 +609,101 @@ static void move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_
         hold_back(fw, m, due_ms);
 }
 
-/* The URL a callback calls: its own, or its named endpoint's (NULL when the config no longer
- * names it). */
-static const char *call_url(const struct config *cfg, const struct job_callback *cb)
-{
-    if (cb->url)
-        return cb->url;
-    for (int i = 0; i < cfg->callbacks.nendpoints; i++)
-        if (strcmp(cfg->callbacks.endpoints[i].name, cb->endpoint) == 0)
-            return cfg->callbacks.endpoints[i].url;
-    return NULL;
-}
-
-static void call_link(struct forwarder *fw, struct call *c)
-{
-    c->next = fw->calling;
-    if (c->next)
-        c->next->prev = c;
-    fw->calling = c;
-}
-
-static void call_unlink(struct forwarder *fw, struct call *c)
-{
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        fw->calling = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-}
-
-static struct call *call_new(struct held *m)
-{
-    struct call *c = calloc(1, sizeof(*c));
-
-    if (c) {
-        c->m = m;
-        m->call = c;
-    }
-    return c;
-}
-
-/* Makes c's call (its job's callback, body and id: the webhook-id, the same on every attempt;
- * its result is taken in forwarder_poll). One that cannot be made is dead-lettered. */
-static void call_submit(struct forwarder *fw, struct call *c)
-{
-    const struct job_callback *cb = c->job.callback;
-    const char *url = call_url(fw->cfg, cb);
-    char err[256];
-
-    if (!url)
-        snprintf(err, sizeof(err), "callback endpoint %s is not in callbacks.endpoints", cb->endpoint);
-    if (!url || callbacks_submit(fw->calls, &(struct cb_call){
-                    .ctx = c, .url = url, .endpoint = cb->endpoint, .put = cb->put,
-                    .headers = cb->headers, .nheaders = cb->nheaders, .body = c->job.body,
-                    .body_len = c->job.body_len, .json = api_is_json(c->job.body, c->job.body_len),
-                    .timeout_ms = cb->timeout_ms, .webhook_id = c->job.id },
-                    err, sizeof(err)) < 0) {
-        snprintf(c->why, sizeof(c->why), "%s (not called)", err);
-        if (c->direct)
-            dead_letter(fw, c->m, DLQ_CALLBACK, c->why);
-        else
-            dead_letter_job(fw, c->m, &c->job, c->why);
-        return;
-    }
-    c->m->stage = ST_CALL;
-    call_link(fw, c);
-}
-
-/* A due callback job: takes job. */
-static void call_job(struct forwarder *fw, struct held *m, struct job *job)
-{
-    struct call *c;
-
-    if (dropped_if_not_ours(fw, m))
-        return;
-    if (!(c = call_new(m))) {
-        log_error("job=%s: out of memory calling back; retrying", job->id);
-        retry(fw, m);
-        return;
-    }
-    c->job = *job;
-    memset(job, 0, sizeof(*job));
-    call_submit(fw, c);
-}
-
-/* The job a direct message with dq-callback makes: its id (a retry's dq-call-id, else where
- * the message is), topic (or none), body, callback and the calls made so far. 0, or -1 with
- * why in err. */
-static int direct_job(struct forwarder *fw, const struct held *m, struct job *job, char *err,
-                      size_t errlen)
-{
-    const struct envelope *env = &m->env;
-    struct api_limits lim = { .endpoints = fw->cfg->callbacks.endpoints,
-                              .nendpoints = fw->cfg->callbacks.nendpoints };
-    struct api_error e;
-
-    if (env->call_id && env->call_id_len <= JOB_ID_MAX)
-        snprintf(job->id, sizeof(job->id), "%.*s", (int)env->call_id_len, env->call_id);
-    else
-        snprintf(job->id, sizeof(job->id), "%s-%d-%lld", topic_of(fw, m), m->partition,
-                 (long long)m->offset);
-    job->due_ms = job->created_ms = m->due_ms;
-    job->topic = env->topic ? strndup(env->topic, env->topic_len) : strdup("");
-    job->body = malloc(m->value_len + 1);
-    if (!job->topic || !job->body) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    if (m->value_len)
-        memcpy(job->body, m->value, m->value_len);
-    job->body[m->value_len] = '\0';
-    job->body_len = m->value_len;
-    if (api_parse_callback(env->callback, env->callback_len, &lim, &job->callback, &e) < 0) {
-        snprintf(err, errlen, "header %s: %s", HDR_CALLBACK, e.message);
-        return -1;
-    }
-    job->callback->attempts = (int)env->call_attempts;
-    job->callback->first_ms = env->call_first_ms;
-    return 0;
-}
-
-/* A due direct message with dq-callback. */
-static void call_direct(struct forwarder *fw, struct held *m)
-{
-    struct call *c;
-    char err[300];
-
-    if (dropped_if_not_ours(fw, m))
-        return;
-    if (!(c = call_new(m))) {
-        log_error("out of memory calling back; retrying");
-        retry(fw, m);
-        return;
-    }
-    c->direct = 1;
-    if (direct_job(fw, m, &c->job, err, sizeof(err)) < 0) {
-        m->call = NULL;   /* no call was made: a plain dead letter */
-        call_free(c);
-        dead_letter(fw, m, DLQ_ENVELOPE, err);
-        return;
-    }
-    call_submit(fw, c);
-}
-
 /* A direct message's failed call, made again at at_ms: a copy of the message goes into the
  * delay topics due then, carrying its webhook-id and the calls made so far; the message is
  * done once Kafka has the copy. */
-static void call_again_direct(struct forwarder *fw, struct call *c, int64_t at_ms, int64_t now)
+static void call_again_direct(struct forwarder *fw, struct held *m, int64_t at_ms, int64_t now)
 {
-    static const char *const drop[] = { HDR_DUE, HDR_HOPS, HDR_CALL_ID, HDR_CALL_ATTEMPTS,
-                                        HDR_CALL_FIRST };
     const struct levels *lv = &fw->cfg->delay.levels;
-    struct held *m = c->m;
-    rd_kafka_headers_t *hdrs = copy_headers(m, 0, NULL);
+    rd_kafka_headers_t *hdrs = fw_copy_headers(m, 0, NULL);
 
-    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
-        rd_kafka_header_remove(hdrs, drop[i]);
-    headers_add_int(hdrs, HDR_DUE, at_ms);
-    headers_add_int(hdrs, HDR_HOPS, m->env.hops + 1);   /* routed: due at dq-due-ms exactly */
-    headers_add(hdrs, HDR_CALL_ID, c->job.id, strlen(c->job.id));
-    headers_add_int(hdrs, HDR_CALL_ATTEMPTS, c->job.callback->attempts);
-    headers_add_int(hdrs, HDR_CALL_FIRST, c->job.callback->first_ms);
+    callout_again_headers(hdrs, m->call, at_ms);
     m->stage = ST_SEND_MOVE;
-    if (produce(fw, m, lv->topic[levels_route(lv, at_ms - now)], m->key, m->key_len, m->value,
-                m->value_len, hdrs, now) < 0)
-        retry(fw, m);   /* called again sooner than planned: never lost */
+    if (fw_produce(fw, m, lv->topic[levels_route(lv, at_ms - now)], m->key, m->key_len,
+                   m->value, m->value_len, hdrs, now) < 0)
+        fw_retry(fw, m);   /* called again sooner than planned: never lost */
 }
 
-/* A failed call to be made again at at_ms: the record, still claimed by m, becomes pending
- * again with that due time and what the calls came to so far, and m moves on to it (down the
- * levels, or held here). The record is written first: should delayqd stop before m moves on,
- * m is read again, finds the record due later and moves on then. */
-static void call_again(struct forwarder *fw, struct call *c, int64_t at_ms, int64_t now)
+/* Acts on what callout.c reports of a callback's message. After a next attempt was (or was
+ * not) written, m is new again: retried sooner than planned on a failure, never lost. */
+static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
 {
-    struct held *m = c->m;
-    struct job *job = &c->job;
-    char head[64], token[CLAIM_TOKEN_LEN + 1], tag[ENVELOPE_TAG_MAX + 1], err[256];
-    msgpack_sbuffer buf;
-    int n, replaced = 0, rc;
+    struct held *m = o->m;
 
-    free(job->callback->last_error);
-    job->callback->last_error = strdup(c->why);
-    job->due_ms = at_ms;
-    job->delay_ms = at_ms - job->created_ms;
-    tag_of(m, tag);
-    if (strlen(tag) == JOB_TAG_LEN)
-        memcpy(job->tag, tag, JOB_TAG_LEN + 1);
-    claim_token(fw, m, token);
-    n = snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
-                 (long long)m->claimed_due_ms, token);
-    msgpack_sbuffer_init(&buf);
-    rc = job_record_pack(job, &buf) < 0 ? -1
-         : store_replace(fw->st, job->id, head, (size_t)n, buf.data, buf.size,
-                         at_ms - now + fw->cfg->job.retention_s * 1000, &replaced, err, sizeof(err));
-    msgpack_sbuffer_destroy(&buf);
-    m->stage = ST_NEW;
-    if (rc < 0) {   /* called again after retry's wait: sooner than planned, never lost */
+    switch (o->act) {
+    case CO_MADE:
+        m->stage = ST_CALL;
+        break;
+    case CO_RETRY:
+        fw_retry(fw, m);
+        break;
+    case CO_WRITE_FAILED:
+        m->stage = ST_NEW;
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "job=%s: writing its next attempt failed (retried): %s",
-                     job->id, err);
-        retry(fw, m);
-    } else if (!replaced) {
-        log_info("job=%s: its record changed during its call (removed, or taken over): no "
-                 "attempt planned here", job->id);
-        done(fw, m);
-    } else {
-        if (store_retry_planned(fw->st, job->id, at_ms, now, err, sizeof(err)) < 0)
-            log_debug("job=%s: listing its retry failed: %s", job->id, err);
-        move_on(fw, m, at_ms, now);
+                     o->job->id, o->why);
+        fw_retry(fw, m);
+        break;
+    case CO_GONE:
+        m->stage = ST_NEW;
+        fw_done(fw, m);
+        break;
+    case CO_AGAIN:
+        m->stage = ST_NEW;
+        fw_move_on(fw, m, o->at_ms, o->now_ms);
+        break;
+    case CO_AGAIN_DIRECT:
+        call_again_direct(fw, m, o->at_ms, o->now_ms);
+        break;
+    case CO_DELIVERED:
+        fw_done(fw, m);
+        break;
+    case CO_DELIVER_DIRECT:
+        fw_deliver_direct(fw, m, o->topic, o->now_ms);
+        break;
+    case CO_DELIVER_JOB:
+        fw_deliver_job(fw, m, o->job, o->now_ms);
+        break;
+    case CO_MARK:
+        m->mark = JOB_DELIVERED;
+        m->stage = ST_MARK;
+        vec_push(&fw->marks, m);
+        break;
+    case CO_DEAD:
+        fw_dead_letter(fw, m, o->dlq, o->why);
+        break;
+    case CO_DEAD_JOB:
+        fw_dead_letter_job(fw, m, o->job, o->why);
+        break;
     }
 }
 
-/* The retries waiting, for /stats and /metrics: looked up at most once a second by an
- * instance that calls back (one that never did is spared the round trips). */
-static void count_retries(struct forwarder *fw)
+/* A due callback job, m its message: its call made by callout.c, which takes job, under the
+ * record's head as claimed and m's tag (its next attempt is written under them). */
+static void call_job(struct forwarder *fw, struct held *m, struct job *job)
 {
-    int64_t now = clock_mono_ms(), n;
-    char err[256];
+    char head[CALL_HEAD_MAX], token[CLAIM_TOKEN_LEN + 1], tag[ENVELOPE_TAG_MAX + 1];
+    struct call_outcome o;
 
-    if (!fw->called || now < fw->next_count_ms)
+    if (fw_dropped_if_not_ours(fw, m))
         return;
-    fw->next_count_ms = now + RETRY_COUNT_INTERVAL_MS;
-    if (store_retries_waiting(fw->st, clock_now_ms(), &n, err, sizeof(err)) == 0)
-        metrics_set(M_CALL_RETRIES_WAITING, n);
+    fw_claim_token(fw, m, token);
+    snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
+             (long long)m->claimed_due_ms, token);
+    fw_tag_of(m, tag);
+    callout_job(fw->co, m, job, head, tag, &o);
+    act_on_call(fw, &o);
 }
 
-/* What a call came to: delivered (marked, or on to its topic too), called again later, or
- * dead-lettered. */
-static void on_call_result(struct forwarder *fw, const struct cb_result *r)
+/* A due direct message with dq-callback: its call made by callout.c. */
+static void call_direct(struct forwarder *fw, struct held *m)
 {
-    struct call *c = r->ctx;
-    struct job_callback *cb = c->job.callback;
-    int64_t now = clock_now_ms(), at = 0;
-    struct config_call_retry rules = callplan_rules(&fw->cfg->callbacks.retry, cb);
-    struct callplan_facts f = { .status = r->status, .retry_after_ms = r->retry_after_ms,
-                                .transient = r->error == CB_E_CONNECT || r->error == CB_E_TIMEOUT ||
-                                             r->error == CB_E_INTERNAL,
-                                .deferred = r->error == CB_E_BUSY,
-                                .error = r->error ? r->error_text : NULL,
-                                .attempts = cb->attempts + (r->error != CB_E_BUSY),
-                                .now_ms = now, .random = (uint32_t)rand() };
+    struct call_outcome o;
 
-    call_unlink(fw, c);
-    fw->called = 1;
-    if (!f.deferred) {   /* a call was made: what it came to is the job's to keep */
-        c->res = *r;
-        c->res_set = 1;
-        cb->attempts = f.attempts;
-        cb->last_status = r->status;
-        if (!cb->first_ms)
-            cb->first_ms = r->sent_ms;
-    }
-    f.first_ms = cb->first_ms ? cb->first_ms : now;
-    switch (callplan_decide(&f, &rules, &at, c->why, sizeof(c->why))) {
-    case CALL_DONE:
-        if (cb->attempts == 1)
-            metrics_call_lateness(r->sent_ms - c->job.due_ms);
-        if (c->direct && c->job.topic[0]) {
-            deliver_direct(fw, c->m, c->job.topic, now);
-        } else if (c->direct) {
-            done(fw, c->m);
-        } else if (c->job.topic[0]) {
-            deliver_job(fw, c->m, &c->job, now);
-        } else {
-            c->m->mark = JOB_DELIVERED;
-            c->m->stage = ST_MARK;
-            vec_push(&fw->marks, c->m);
-        }
-        break;
-    case CALL_DEAD:
-        metrics_call_dead(r->endpoint);
-        if (c->direct)
-            dead_letter(fw, c->m, DLQ_CALLBACK, c->why);
-        else
-            dead_letter_job(fw, c->m, &c->job, c->why);
-        break;
-    case CALL_RETRY:
-        if (f.deferred) {
-            metrics_inc(M_CALL_DEFERRED);
-            log_debug("job=%s: %s; called at %lld", c->job.id, c->why, (long long)at);
-        } else {
-            metrics_call_retry(r->endpoint);
-            log_info("job=%s: callback to %s: %s; attempt %d at %lld", c->job.id, r->endpoint,
-                     c->why, cb->attempts + 1, (long long)at);
-        }
-        if (c->direct)
-            call_again_direct(fw, c, at, now);
-        else
-            call_again(fw, c, at, now);
-        break;
-    }
+    if (fw_dropped_if_not_ours(fw, m))
+        return;
+    callout_direct(fw->co, m, fw_topic_of(fw, m), &o);
+    act_on_call(fw, &o);
 }
 
 /* What a claimed record says to do with its message. */
@@ -953,14 +724,14 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
                 snprintf(m->take_over, sizeof(m->take_over), "*");
             hold_back(fw, m, now);
         } else if (gone < 0) {
-            retry(fw, m);
+            fw_retry(fw, m);
         } else {
             skip(fw, m, id, SKIP_ELSEWHERE);
         }
         return;
     }
     if (c->moved_due_ms > 0) {
-        move_on(fw, m, c->moved_due_ms, now);
+        fw_move_on(fw, m, c->moved_due_ms, now);
         return;
     }
     if (c->wait) {
@@ -973,14 +744,14 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     }
     if (job_record_read(id, c->data, c->len, &job, &rec, err, sizeof(err)) < 0) {
         snprintf(reason, sizeof(reason), "record of job %s does not decode: %s", id, err);
-        dead_letter(fw, m, DLQ_RECORD, reason);
+        fw_dead_letter(fw, m, DLQ_RECORD, reason);
         job_release(&job);
         return;
     }
     m->claimed_due_ms = job.due_ms;   /* the claim wrote it into the head, with the token */
     if (refused_for_good(fw, m, now)) {
         refusal_reason(m, reason, sizeof(reason));
-        dead_letter_job(fw, m, &job, reason);
+        fw_dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
     } else if (job.callback) {
@@ -988,7 +759,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
     } else if (route_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
         ready_job(fw, m, &job);
     } else {
-        deliver_job(fw, m, &job, now);
+        fw_deliver_job(fw, m, &job, now);
     }
     job_release(&job);
 }
@@ -1052,11 +823,12 @@ static void token_part(uint64_t v, char *out)
 
 /* The claim token of m: this instance's part (from its lease token), then its message's: 24
  * bits of a hash of where the message is, and 12 bits of its group. */
-static void claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1])
+static void fw_claim_token(const struct forwarder *fw, const struct held *m, char out[CLAIM_TOKEN_LEN + 1])
 {
     char where[TOPIC_NAME_MAX + 48];
 
-    snprintf(where, sizeof(where), "%s/%d/%lld", topic_of(fw, m), m->partition, (long long)m->offset);
+    snprintf(where, sizeof(where), "%s/%d/%lld", fw_topic_of(fw, m), m->partition,
+             (long long)m->offset);
     memcpy(out, fw->instance, TOKEN_PART + 1);
     token_part((fnv1a(where) & 0xffffff) | (uint64_t)m->group << 24, out + TOKEN_PART + 1);
     out[CLAIM_TOKEN_LEN] = '\0';
@@ -1101,11 +873,11 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
     struct rec_args *a = &fw->sc.a[i];
 
     id_of(m, a->id);
-    tag_of(m, a->tag);
+    fw_tag_of(m, a->tag);
     a->due[0] = '\0';
     if (m->env.has_due)   /* its dq-due-ms, or the due time it moved on to (move_on) */
         snprintf(a->due, sizeof(a->due), "%lld", (long long)m->due_ms);
-    claim_token(fw, m, a->token);
+    fw_claim_token(fw, m, a->token);
     fw->sc.ids[i] = a->id;
     fw->sc.args[4 * i] = a->due;
     fw->sc.args[4 * i + 1] = a->tag;
@@ -1116,7 +888,7 @@ static void claim_args(struct forwarder *fw, const struct held *m, size_t i)
 static void retry_all(struct forwarder *fw, struct vec *v)
 {
     for (size_t i = 0; i < v->n; i++)
-        retry(fw, v->v[i]);
+        fw_retry(fw, v->v[i]);
     v->n = 0;
 }
 
@@ -1133,7 +905,7 @@ static void on_claim(void *ctx, size_t i, const struct store_claim *c, const cha
     }
     if (!fw->claim_failures++)
         snprintf(fw->claim_err, sizeof(fw->claim_err), "%s", err);
-    retry(fw, m);
+    fw_retry(fw, m);
 }
 
 static void run_claims(struct forwarder *fw, int64_t now)
@@ -1169,17 +941,17 @@ static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
     size_t head = 0;
 
     id_of(m, a->id);
-    claim_token(fw, m, a->token);
+    fw_claim_token(fw, m, a->token);
     a->error = NULL;
     msgpack_sbuffer_init(&a->tail);
     if (m->mark == JOB_FAILED) {
         if (m->call)
-            snprintf(reason, sizeof(reason), "callback: %.480s", m->call->why);
+            snprintf(reason, sizeof(reason), "callback: %.480s", callout_why(m->call));
         else
             refusal_reason(m, reason, sizeof(reason));
         a->error = strdup(reason);   /* without it, the record is still marked */
     }
-    if (m->call && job_record_pack(&m->call->job, &a->tail) == 0)
+    if (m->call && job_record_pack(callout_job_of(m->call), &a->tail) == 0)
         head = job_record_head_len(a->tail.data, a->tail.size);
     fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
                                            (enum job_state)m->mark, a->error,
@@ -1213,9 +985,9 @@ static void run_marks(struct forwarder *fw)
     }
     for (size_t i = 0; i < n; i++) {   /* a record Redis did not mark: only its message again */
         if (fw->sc.failed[i])
-            retry(fw, fw->marks.v[i]);
+            fw_retry(fw, fw->marks.v[i]);
         else
-            done(fw, fw->marks.v[i]);
+            fw_done(fw, fw->marks.v[i]);
     }
     fw->marks.n = 0;
 }
@@ -1231,13 +1003,13 @@ static void deliver_too(struct forwarder *fw, struct ready_item *it)
     it->m->stage = ST_NEW;
     if (!it->m->env.id) {
         snprintf(topic, sizeof(topic), "%.*s", (int)it->m->env.topic_len, it->m->env.topic);
-        deliver_direct(fw, it->m, topic, now);
+        fw_deliver_direct(fw, it->m, topic, now);
     } else if (job_record_read(it->id, it->rec.data, it->rec.size, &job, &rec, err,
                                sizeof(err)) == 0) {
-        deliver_job(fw, it->m, &job, now);
+        fw_deliver_job(fw, it->m, &job, now);
     } else {   /* it packed the record itself: out of memory at most */
         log_error("job=%s: reading back its record failed (%s); retrying", it->id, err);
-        retry(fw, it->m);
+        fw_retry(fw, it->m);
     }
     job_release(&job);
 }
@@ -1251,7 +1023,7 @@ static void act_on_ready(struct forwarder *fw, struct ready_item *it, const stru
         (*failed)++;
         *why = e->failed ? e->err : "another job of its id is still ready or reserved";
         it->m->stage = ST_NEW;
-        retry(fw, it->m);
+        fw_retry(fw, it->m);
         return;
     }
     if (e->res == PULLQ_MADE_READY)
@@ -1263,7 +1035,7 @@ static void act_on_ready(struct forwarder *fw, struct ready_item *it, const stru
         it->m->stage = ST_MARK;
         vec_push(&fw->marks, it->m);
     } else {
-        done(fw, it->m);
+        fw_done(fw, it->m);
     }
 }
 
@@ -1276,7 +1048,7 @@ static void run_ready(struct forwarder *fw)
 
     for (size_t i = 0; i < fw->nready; i++) {
         struct ready_item *it = &fw->ready[i];
-        if (dropped_if_not_ours(fw, it->m)) {
+        if (fw_dropped_if_not_ours(fw, it->m)) {
             it->m = NULL;
             continue;
         }
@@ -1361,7 +1133,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
     switch (route_decide(&f, &r)) {
     case ROUTE_DEAD:
         dead_reason(fw, m, r, reason, sizeof(reason));
-        dead_letter(fw, m, r, reason);
+        fw_dead_letter(fw, m, r, reason);
         break;
     case ROUTE_MOVE:
         move_down(fw, m, now);
@@ -1382,7 +1154,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
             break;
         }
         snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-        deliver_direct(fw, m, topic, now);
+        fw_deliver_direct(fw, m, topic, now);
         break;
     }
 }
@@ -1405,7 +1177,8 @@ int forwarder_submit(struct forwarder *fw, struct held *m)
     /* every message in flight may be in each batch at once, and each leaves with an outcome */
     if (vec_reserve(&fw->batch, n) < 0 || vec_reserve(&fw->claims, n) < 0 ||
         vec_reserve(&fw->marks, n) < 0 || out_reserve(fw, n + fw->nout) < 0) {
-        log_error("out of memory taking topic=%s offset=%lld", topic_of(fw, m), (long long)m->offset);
+        log_error("out of memory taking topic=%s offset=%lld", fw_topic_of(fw, m),
+                  (long long)m->offset);
         return -1;
     }
     fw->in_flight++;
@@ -1458,7 +1231,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
                      rd_kafka_topic_name(rkm->rkt), rd_kafka_err2str(rkm->err));
         note_failure(m, rkm->err);
         m->stage = ST_NEW;
-        retry(fw, m);
+        fw_retry(fw, m);
         return;
     }
     if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DIRECT) {
@@ -1470,18 +1243,17 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
         m->stage = ST_MARK;
         vec_push(&fw->marks, m);
     } else {
-        done(fw, m);
+        fw_done(fw, m);
     }
 }
 
 void forwarder_poll(struct forwarder *fw)
 {
-    struct cb_result r;
+    struct call_outcome o;
 
     rd_kafka_poll(fw->rk, 0);
-    while (callbacks_result(fw->calls, &r))
-        on_call_result(fw, &r);
-    count_retries(fw);
+    while (callout_outcome(fw->co, &o))
+        act_on_call(fw, &o);
     if (fw->marks.n)
         run_marks(fw);
 }
@@ -1521,7 +1293,7 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int
         return NULL;
     }
     if (!(fw->warm = warm_new(fw->rk, err, errlen)) ||
-        !(fw->calls = callbacks_new(cfg, wake_fd, err, errlen))) {
+        !(fw->co = callout_new(cfg, fw->st, wake_fd, err, errlen))) {
         warm_free(fw->warm);
         rd_kafka_destroy(fw->rk);
         store_free(fw->st);
@@ -1542,13 +1314,7 @@ void forwarder_free(struct forwarder *fw)
 {
     if (!fw)
         return;
-    callbacks_free(fw->calls);   /* calls unanswered: made again after a restart */
-    while (fw->calling) {
-        struct call *c = fw->calling;
-        call_unlink(fw, c);
-        free(c->m);
-        call_free(c);
-    }
+    callout_free(fw->co);   /* calls unanswered: made again after a restart */
     rd_kafka_flush(fw->rk, 5000);
     if (fw->marks.n)
         run_marks(fw);
