@@ -32,10 +32,10 @@ LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
 # Pure modules: no network library, unit-tested alone.
 PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots rpipe addrs \
-            pending workers sign callplan netaddr ratelimit
+            pending workers sign callplan netaddr ratelimit recur schedjson cron tz
 # Adapters and wings.
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
-            forwarder callout stats pull compat callbacks
+            forwarder callout stats pull compat callbacks schedstore schedules
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

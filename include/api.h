@@ -178,12 +178,17 @@ void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t 
  * "pull": {topic: {"ready": n, "reserved": n}, ...}. */
 /* Adds "callbacks": {"waiting_for_retry": waiting} to a stats answer. */
 void api_stats_callbacks(void *data, int64_t waiting);
+/* Adds "schedules": {"count"} to a stats answer's data. */
+void api_stats_schedules(void *data, int64_t count);
 
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved);
 
 /* Builds {"code":..,"message":..,"data":..}; takes ownership of data (may be NULL for null).
  * Returns a malloc'd NUL-terminated string (caller frees), or NULL when out of memory. */
 char *api_response(int code, const char *message, void *data);
+
+/* Frees data made for api_response that will not be answered. Safe on NULL. */
+void api_data_free(void *data);
 
 /* data of an add answer: {"job_id": id}. Returns a jansson json_t * as void *. */
 void *api_job_id_data(const char *id);

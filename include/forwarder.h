@@ -9,6 +9,7 @@
 #define DQ_FORWARDER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <librdkafka/rdkafka.h>
 
@@ -58,6 +59,19 @@ void forwarder_poll(struct forwarder *fw);
 /* Takes the next message handed back (after a flush or poll) into *out: 1, or 0 when there is
  * none. The caller owns out->m again. */
 int forwarder_outcome(struct forwarder *fw, struct fw_outcome *out);
+
+struct job;
+struct recur_timing;
+struct recur_plan;
+
+/* A schedule's occurrence job came due and was planned (sched.h): fire_ms its fire time. Called
+ * on the holder's thread before the occurrence is delivered (or, skipped, marked so), again if
+ * its message is acted on again: it must not wait, and must be idempotent. */
+typedef void forwarder_occurrence_fn(void *ctx, const struct job *job, int64_t fire_ms,
+                                     const struct recur_timing *t, const struct recur_plan *plan);
+
+/* Sets what an occurrence that comes due tells (before the holder runs). */
+void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn, void *ctx);
 
 /* Messages submitted and not yet handed back. */
 size_t forwarder_in_flight(const struct forwarder *fw);

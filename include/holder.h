@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "forwarder.h"
 #include "held.h"
 
 struct holder;
@@ -23,6 +24,10 @@ struct warm;
 /* The metadata warmer of the producer that delivers (see warm.h), for the intake to note the
  * topics of the jobs it adds. Valid until holder_free. */
 struct warm *holder_warm(struct holder *h);
+
+/* What an occurrence of a schedule that comes due tells (forwarder_on_occurrence); set before
+ * holder_run. */
+void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn, void *ctx);
 
 /* Creates the consumer, the forwarder and the group leases. Partitions are assigned group by
  * group as their leases are won. partitions[level] is each delay topic's partition count.

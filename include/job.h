@@ -53,6 +53,15 @@ struct job_callback {
     int sent;                    /* 1: delivered to its topic already (a job with both) */
 };
 
+/* The schedule an occurrence job belongs to (schedules.h): kept in its record so that the
+ * forwarder, when the occurrence is due, plans the next one without reading the schedule. */
+struct job_sched {
+    char *id;                    /* owned: the schedule's id */
+    int64_t gen;                 /* the schedule's generation when the occurrence was made */
+    int64_t runs;                /* occurrences of the schedule run before this one */
+    char *timing;                /* owned: the schedule's timing as JSON (api_parse_timing) */
+};
+
 struct job {
     char id[JOB_ID_MAX + 1];
     char *topic;                 /* business topic, owned */
@@ -67,6 +76,7 @@ struct job {
     enum job_deliver deliver;    /* as asked at add */
     int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
     struct job_callback *callback;   /* owned; NULL: none */
+    struct job_sched *sched;     /* owned; NULL: not an occurrence of a schedule */
     int override;                /* the add replaces a pending or removed job of its id (asked
                                   * at add; not kept in the record) */
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
@@ -74,6 +84,9 @@ struct job {
 
 /* Frees what the callback owns and the callback. Safe on NULL. */
 void job_callback_free(struct job_callback *cb);
+
+/* Frees what the schedule reference owns and it. Safe on NULL. */
+void job_sched_free(struct job_sched *s);
 
 /* Frees what the job owns and zeroes it. Safe on a zeroed job. */
 void job_release(struct job *job);
@@ -101,9 +114,9 @@ void job_new_tag(char out[JOB_TAG_LEN + 1]);
  * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
  * stamp where they were, so the head keeps its length and store.c writes heads in place.
  * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}, deliver, ttr_ms,
- * {callback}], written at add (and again between a callback's attempts), with what follows
- * delay_ms left off when it says nothing (no key, no headers, deliver AUTO, no callback) and any
- * later elements ignored. A callback-only job's topic is "".
+ * {callback} or nil, {schedule}], written at add (and again between a callback's attempts),
+ * with what follows delay_ms left off when it says nothing (no key, no headers, deliver AUTO, no
+ * callback, no schedule) and any later elements ignored. A callback-only job's topic is "".
  * A failed record may carry a msgpack string after the tail: why it failed. The id is the
  * key's, created_ms is due_ms - delay_ms. Records written before tags hold JOB_CLAIM_ROOM in
  * a pending record's claim field, and no tag is asked of their messages; records written

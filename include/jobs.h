@@ -33,6 +33,9 @@ void jobs_free(struct jobs *jobs, int timeout_ms);
  * bad request or a Redis failure, or later from the intake thread once Kafka answered. */
 void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
 
+/* Adds job (its id set; parsed or built by the caller, which it takes: *job is zeroed) as
+ * jobs_add would add a request's: the same answers through done. */
+void jobs_add_job(struct jobs *jobs, struct job *job, jobs_done_fn done, void *opaque);
 /* Adds the jobs of an add_batch request, each on its own as jobs_add would: done is called
  * exactly once, 200 with every job's answer in order once all are answered, or at once with
  * 400/413 when the batch itself cannot be read. */

@@ -31,6 +31,9 @@ enum metric_counter {
     M_PULL_EXPIRIES,        /* reservations that ran out: the job is ready again */
     M_PULL_DEAD,            /* pull jobs sent to the dead-letter topic (buried, or out of attempts) */
     M_CALL_DEFERRED,        /* callback jobs sent back to wait: their endpoint was busy */
+    M_SCHED_RUN,            /* occurrences of schedules that came due and ran */
+    M_SCHED_SKIPPED,        /* occurrences that came due missed and were skipped (catch_up) */
+    M_SCHED_MADE,           /* occurrences made (the next of each, a trigger's, a sweep's) */
     M_COUNTERS
 };
 
@@ -41,6 +44,7 @@ enum metric_gauge {
     M_LIVE_INSTANCES,
     M_OVERDUE_MS,           /* how late the most overdue delay-topic head is (see stats.h) */
     M_CALL_RETRIES_WAITING, /* callback jobs waiting for their next attempt, all instances */
+    M_SCHEDULES,            /* schedules in Redis, at the last look */
     M_GAUGES
 };
 
@@ -63,7 +67,8 @@ enum skip_reason {
 };
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
-                  R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_OTHER,
+                  R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_SCHEDULES,
+                  R_OTHER,
                   HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);
@@ -91,6 +96,8 @@ void metrics_call_retry(const char *endpoint);
 void metrics_call_dead(const char *endpoint);
 /* A callback job's first call: when its request went minus its due time, milliseconds. */
 void metrics_call_lateness(int64_t ms);
+/* A schedule's occurrence that ran: when it was taken for delivery minus its due time, ms. */
+void metrics_sched_lateness(int64_t ms);
 
 /* Labelled gauges of what waits in the delay topics, set whole from one view (see stats.h). */
 enum metric_family {

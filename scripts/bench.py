@@ -11,6 +11,8 @@ on free ports in a temp dir. Phases:
   precision  2,000 jobs/s for 60 s, delays spread over 1-30 s: lateness of each delivery
   memory     delayqd RSS idle and with 1,000,000 pending jobs; Redis bytes per pending job
   claims     adds' latency alone, then beside a client reading /claims of 500 groups in a loop
+  schedules  10,000 schedules of every_ms 10000 for 60 s: lateness of each occurrence, Redis
+             bytes per schedule
 Prints a table and writes the figures as JSON (--json FILE, default run/bench.json).
   scripts/bench.py [--quick] [--json FILE] [--phases add,batch,reschedule,profile,backlog,...]"""
 
@@ -462,6 +464,60 @@ def phase_callbacks(stack, n):
                             "kafka": {"jobs": m, "delivered": len(kl), "p50_ms": pct(kl, 50),
                                       "p99_ms": pct(kl, 99)},
                             "stalled_calls_open": len(dead.calls())}
+        reader.close()
+    finally:
+        d.stop()
+    return out
+
+
+def redis_used(stack):
+    info = stack.redis("INFO", "memory")
+    return int(re.search(r"used_memory:(\d+)", info).group(1))
+
+
+def phase_schedules(stack, n, seconds):
+    """n schedules of every_ms 10000 put at once, then run for seconds: each occurrence's
+    lateness (its delivery's dq-sent-ms minus its fire time, and received minus fire time),
+    occurrences delivered twice, and Redis bytes per schedule (its hash, its entries in the
+    sets, its pending occurrence's record)."""
+    d = Delayqd(stack, name="schedules", partitions=8, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                extra={"log_level": "warn"}).start()
+    out = {"target": "every occurrence on time: p99 <= 20 ms; none twice"}
+    try:
+        d.wait_groups_owned()
+        topic = "bench_schedules"
+        reader = Reader(stack, topic)
+        before = redis_used(stack)
+        t0 = time.time()
+        res = d.bulk([("PUT", f"/delay-queue/api/schedules/s{i}", {"every_ms": 10000, "topic": topic,
+                                                                   "body": "tick"})
+                      for i in range(n)], threads=8)
+        bad = [r for r in res if r[0] != 200]
+        if bad:
+            raise RuntimeError(f"schedules phase: puts failed: {bad[:3]}")
+        out["put_s"] = round(time.time() - t0, 1)
+        time.sleep(2)
+        out["redis_bytes_per_schedule"] = round((redis_used(stack) - before) / n)
+        start = now_ms()
+        time.sleep(seconds)
+        end = now_ms() - 1000
+        seen, sent, recv, twice = set(), [], [], 0
+        for m in reader.all():
+            job = m["headers"].get("dq-id", "")
+            fire = int(job.rsplit("@", 1)[1])
+            if not (start <= fire <= end):
+                continue
+            if job in seen:
+                twice += 1
+                continue
+            seen.add(job)
+            sent.append(int(m["headers"]["dq-sent-ms"]) - fire)
+            recv.append(m["recv_ms"] - fire)
+        expected = n * (end - start) // 10000
+        out.update({"schedules": n, "seconds": seconds, "occurrences": len(seen),
+                    "expected_about": expected, "twice": twice, "early": sum(1 for x in sent if x < 0),
+                    "sent_p50_ms": pct(sent, 50), "sent_p99_ms": pct(sent, 99), "sent_max_ms": max(sent) if sent else None,
+                    "received_p50_ms": pct(recv, 50), "received_p99_ms": pct(recv, 99)})
         reader.close()
     finally:
         d.stop()
@@ -965,7 +1021,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,pull,callbacks,replicated,cluster")
+                                        "memory,claims,pull,callbacks,schedules,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -1038,6 +1094,9 @@ def main():
         if "callbacks" in phases:
             res["callbacks"] = phase_callbacks(stack, 1000 if q else 5000)
             print(json.dumps({"callbacks": res["callbacks"]}, indent=1), flush=True)
+        if "schedules" in phases:
+            res["schedules"] = phase_schedules(stack, 1000 if q else 10000, 15 if q else 60)
+            print(json.dumps({"schedules": res["schedules"]}, indent=1), flush=True)
         if "replicated" in phases:
             d.stop()
             res["replicated"] = phase_replicated(stack, 5 if q else 15, 10000 if q else 100000)

@@ -714,6 +714,11 @@ char *api_response(int code, const char *message, void *data)
     return text;
 }
 
+void api_data_free(void *data)
+{
+    json_decref((json_t *)data);
+}
+
 void *api_job_id_data(const char *id)
 {
     return json_pack("{s:s}", "job_id", id);
@@ -771,6 +776,9 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
         json_object_set_new(d, "ttr_ms", json_integer(job->ttr_ms));
     if (job->callback)
         json_object_set_new(d, "callback", callback_object(job->callback, state, job->due_ms));
+    if (job->sched)
+        json_object_set_new(d, "schedule", json_pack("{s:s, s:I}", "id", job->sched->id,
+                                                     "generation", (json_int_t)job->sched->gen));
     return d;
 }
 
@@ -971,6 +979,11 @@ void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t 
 void api_stats_callbacks(void *data, int64_t waiting)
 {
     json_object_set_new(data, "callbacks", json_pack("{s:I}", "waiting_for_retry", (json_int_t)waiting));
+}
+
+void api_stats_schedules(void *data, int64_t count)
+{
+    json_object_set_new(data, "schedules", json_pack("{s:I}", "count", (json_int_t)count));
 }
 
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)

@@ -20,6 +20,8 @@
 #include "metrics.h"
 #include "producer.h"
 #include "pullq.h"
+#include "recur.h"
+#include "schedjson.h"
 #include "route.h"
 #include "store.h"
 #include "warm.h"
@@ -107,6 +109,8 @@ struct forwarder {
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
     struct callout *co;      /* callback jobs' calls (callout.c) */
+    forwarder_occurrence_fn *occurred;   /* told of each schedule occurrence that comes due */
+    void *occurred_ctx;
     size_t in_flight;
     struct fw_outcome *out;  /* messages handed back, out[out_next .. nout) not yet taken */
     size_t nout, out_next, out_cap;
@@ -706,6 +710,47 @@ static void call_direct(struct forwarder *fw, struct held *m)
     act_on_call(fw, &o);
 }
 
+/* The fire time of an occurrence: its id is "<schedule id>@<fire time, epoch ms>". */
+static int64_t fire_of(const char *id)
+{
+    const char *at = strrchr(id, '@');
+
+    return at ? strtoll(at + 1, NULL, 10) : -1;
+}
+
+/* A due occurrence of a schedule: planned, its schedule told, and 1 when it runs; a missed one
+ * that catch_up skips is marked cancelled (0), and not delivered. */
+static int occurrence_runs(struct forwarder *fw, struct held *m, const struct job *job,
+                           int64_t now)
+{
+    struct recur_timing t;
+    struct recur_plan plan;
+    char err[256];
+    int64_t fire = fire_of(job->id);
+
+    if (fire < 0 || schedjson_parse_timing(job->sched->timing, strlen(job->sched->timing), &t,
+                                           err, sizeof(err)) < 0) {
+        log_warn("job=%s: its schedule's timing does not read (%s): delivered, the schedule "
+                 "goes on from its sweep", job->id, fire < 0 ? "no fire time in the id" : err);
+        return 1;
+    }
+    recur_plan(&t, fire, job->sched->runs, now, &plan);
+    if (fw->occurred)
+        fw->occurred(fw->occurred_ctx, job, fire, &t, &plan);
+    if (plan.run) {
+        metrics_inc(M_SCHED_RUN);
+        metrics_sched_lateness(now - job->due_ms);
+        return 1;
+    }
+    metrics_inc(M_SCHED_SKIPPED);
+    log_info("job=%s skipped: missed, a later fire time passed too (catch_up %s)", job->id,
+             recur_catch_up_name(t.catch_up));
+    m->mark = JOB_CANCELLED;
+    m->stage = ST_MARK;
+    vec_push(&fw->marks, m);
+    return 0;
+}
+
 /* What a claimed record says to do with its message. */
 static void act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -754,6 +799,8 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         fw_dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
+    } else if (job.sched && !occurrence_runs(fw, m, &job, now)) {
+        ;   /* skipped: marked */
     } else if (job.callback) {
         call_job(fw, m, &job);
     } else if (route_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
@@ -950,6 +997,9 @@ static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
         else
             refusal_reason(m, reason, sizeof(reason));
         a->error = strdup(reason);   /* without it, the record is still marked */
+    } else if (m->mark == JOB_CANCELLED) {
+        a->error = strdup("skipped: a later fire time of its schedule had passed too when it "
+                          "came due (catch_up)");
     }
     if (m->call && job_record_pack(callout_job_of(m->call), &a->tail) == 0)
         head = job_record_head_len(a->tail.data, a->tail.size);
@@ -1303,6 +1353,12 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int
     }
     producer_warm(fw->rk, cfg, WARM_TIMEOUT_MS);
     return fw;
+}
+
+void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn, void *ctx)
+{
+    fw->occurred = fn;
+    fw->occurred_ctx = ctx;
 }
 
 struct warm *forwarder_warm(struct forwarder *fw)

@@ -771,6 +771,11 @@ struct warm *holder_warm(struct holder *h)
     return forwarder_warm(h->fw);
 }
 
+void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn, void *ctx)
+{
+    forwarder_on_occurrence(h->fw, fn, ctx);
+}
+
 struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_MAX], char *err,
                           size_t errlen)
 {

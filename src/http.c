@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "schedules.h"
 #include "tls.h"
 
 #define LOG_MODULE "http"
@@ -73,6 +74,7 @@ struct server {
 struct http {
     const struct config *cfg;
     struct jobs *jobs;
+    struct schedules *schedules;
     struct server *srv;       /* http.threads of them, all accepting on one listening socket */
     int nsrv;
     atomic_int quiesce;       /* set at drain: the threads stop accepting connections */
@@ -223,6 +225,9 @@ static const struct {
     { API_PREFIX "release", R_RELEASE, METHOD_POST, "release takes POST" },
     { API_PREFIX "touch", R_TOUCH, METHOD_POST, "touch takes POST" },
     { API_PREFIX "bury", R_BURY, METHOD_POST, "bury takes POST" },
+    { "/delay-queue/api/schedules", R_SCHEDULES, METHOD_GET, "this path takes GET" },
+    { "/delay-queue/api/schedules/", R_SCHEDULES, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE,
+      "a schedule takes GET, PUT, POST or DELETE" },
     /* ouqiang/delay-queue's, with compat.ouqiang */
     { "/push", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
     { "/pop", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
@@ -240,7 +245,7 @@ static int is_async(enum http_route route)
     switch (route) {
     case R_ADD: case R_ADD_BATCH: case R_RESCHEDULE: case R_GET: case R_REMOVE: case R_CLAIMS:
     case R_STATS: case R_POP: case R_FINISH: case R_RELEASE: case R_TOUCH: case R_BURY:
-    case R_COMPAT:
+    case R_COMPAT: case R_SCHEDULES:
         return 1;
     default:
         return 0;
@@ -376,7 +381,9 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = send_error(req, 404, API_NOT_FOUND, "no such path");
         return -1;
     }
-    if (!authorized(req->http, conn, req->route)) {
+    /* The schedule routes' reads (GET) are the read token's, as get's. */
+    if (!authorized(req->http, conn, req->route == R_SCHEDULES && strcmp(req->method, "GET") == 0
+                                     ? R_GET : req->route)) {
         *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
@@ -535,6 +542,26 @@ static void start_compat(struct request *req, const char *body)
     compat_serve(req->http->jobs, req->http->cfg, &c, async_done, req);
 }
 
+/* A schedule route: the request as schedules.h takes it. */
+static void start_schedules(struct request *req, const char *body)
+{
+    const char *prefix = "/delay-queue/api/schedules";
+    struct schedules_request r = { .method = req->method, .path = req->url + strlen(prefix),
+                                   .body = body, .len = req->len };
+    static const char *const keys[] = { "n", "from_ms", "limit", "after" };
+    const char **vals[] = { &r.n, &r.from_ms, &r.limit, &r.after };
+    char msg[64];
+
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        if (query_value(req->conn, keys[i], vals[i]) < 0) {
+            snprintf(msg, sizeof(msg), "%s: holds a NUL byte", keys[i]);
+            async_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
+            return;
+        }
+    }
+    schedules_serve(req->http->schedules, &r, async_done, req);
+}
+
 /* Hands the request to the jobs module, which answers it through async_done. */
 static void start(struct request *req)
 {
@@ -562,6 +589,9 @@ static void start(struct request *req)
         break;
     case R_COMPAT:
         start_compat(req, body);
+        break;
+    case R_SCHEDULES:
+        start_schedules(req, body);
         break;
     case R_FINISH:
     case R_RELEASE:
@@ -681,9 +711,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->path = match(req->http->cfg, url);
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
-        if (req->route == R_COMPAT) {
+        if (req->route == R_COMPAT || req->route == R_SCHEDULES) {
             snprintf(req->method, sizeof(req->method), "%s", method);
-            req->url = strdup(url);   /* out of memory: answered as an unknown path */
+            if (!(req->url = strdup(url)))
+                req->route = R_OTHER;   /* out of memory: answered as an unknown path */
         }
         req->start_us = clock_mono_us();
         pthread_mutex_init(&req->mu, NULL);
@@ -928,8 +959,8 @@ static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, c
     return fd;
 }
 
-struct http *http_new(const struct config *cfg, struct jobs *jobs, atomic_int *reload,
-                      char *err, size_t errlen)
+struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedules *schedules,
+                      atomic_int *reload, char *err, size_t errlen)
 {
     struct http *http = calloc(1, sizeof(*http));
     int n = (int)cfg->http.threads, fd = -1;
@@ -953,6 +984,7 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, atomic_int *r
         goto fail;
     http->cfg = cfg;
     http->jobs = jobs;
+    http->schedules = schedules;
     http->reload = reload;
     for (http->nsrv = 0; http->nsrv < n; http->nsrv++) {
         struct server *s = &http->srv[http->nsrv];

@@ -51,9 +51,19 @@ void job_callback_free(struct job_callback *cb)
     free(cb);
 }
 
+void job_sched_free(struct job_sched *s)
+{
+    if (!s)
+        return;
+    free(s->id);
+    free(s->timing);
+    free(s);
+}
+
 void job_release(struct job *job)
 {
     job_callback_free(job->callback);
+    job_sched_free(job->sched);
     free(job->topic);
     free(job->key);
     free(job->body);
@@ -216,6 +226,20 @@ static void pack_callback(msgpack_packer *pk, const struct job_callback *cb)
     callback_fields(pk, cb, NULL);
 }
 
+/* The schedule reference: {s: id, g: generation, q: runs before, t: timing JSON}. */
+static void pack_sched(msgpack_packer *pk, const struct job_sched *sc)
+{
+    msgpack_pack_map(pk, 4);
+    pack_str(pk, "s", 1);
+    pack_str(pk, sc->id, strlen(sc->id));
+    pack_str(pk, "g", 1);
+    msgpack_pack_int64(pk, sc->gen);
+    pack_str(pk, "q", 1);
+    msgpack_pack_int64(pk, sc->runs);
+    pack_str(pk, "t", 1);
+    pack_str(pk, sc->timing, strlen(sc->timing));
+}
+
 /* A pending record of job, its stamp field empty (until_ms < 0) or until_ms. */
 static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer *buf)
 {
@@ -231,25 +255,32 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    msgpack_pack_array(&pk, job->callback ? 8 : job->deliver ? 7 : job->nheaders ? 5 : job->key ? 4 : 3);
+    int more = job->deliver || job->callback || job->sched;   /* elements after the headers */
+
+    msgpack_pack_array(&pk, job->sched ? 9 : job->callback ? 8 : more ? 7 : job->nheaders ? 5
+                            : job->key ? 4 : 3);
     pack_str(&pk, job->topic, strlen(job->topic));
     pack_str(&pk, job->body, job->body_len);
     msgpack_pack_int64(&pk, job->delay_ms);
-    if (!job->key && !job->nheaders && !job->deliver && !job->callback)
+    if (!job->key && !job->nheaders && !more)
         return 0;
     if (job->key)
         pack_str(&pk, job->key, strlen(job->key));
     else
         msgpack_pack_nil(&pk);
-    if (!job->nheaders && !job->deliver && !job->callback)
+    if (!job->nheaders && !more)
         return 0;
     pack_headers(&pk, job->headers, job->nheaders);
-    if (!job->deliver && !job->callback)
+    if (!more)
         return 0;
     msgpack_pack_int(&pk, (int)job->deliver);
     msgpack_pack_int64(&pk, job->ttr_ms);
     if (job->callback)
         pack_callback(&pk, job->callback);
+    else if (job->sched)
+        msgpack_pack_nil(&pk);
+    if (job->sched)
+        pack_sched(&pk, job->sched);
     return 0;
 }
 
@@ -304,6 +335,25 @@ static int key_is(const msgpack_object *o, const char *k)
 {
     return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(k) &&
            memcmp(o->via.str.ptr, k, o->via.str.size) == 0;
+}
+
+/* The schedule reference (pack_sched) into out->sched; -1 when it is not one. */
+static int unpack_sched(const msgpack_object *o, struct job *out)
+{
+    struct job_sched *sc;
+
+    if (o->type != MSGPACK_OBJECT_MAP || !(sc = out->sched = calloc(1, sizeof(*sc))))
+        return -1;
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
+        if (key_is(k, "s") && !sc->id)
+            sc->id = dup_str(v, NULL);
+        else if (key_is(k, "t") && !sc->timing)
+            sc->timing = dup_str(v, NULL);
+        else if ((key_is(k, "g") || key_is(k, "q")) && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            *(key_is(k, "g") ? &sc->gen : &sc->runs) = (int64_t)v->via.u64;
+    }
+    return sc->id && sc->timing ? 0 : -1;
 }
 
 /* One entry of the callback map into cb; -1 when its value is not of its key's type. Unknown
@@ -412,7 +462,7 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
 
 /* Where the fields of a record's tail are; key and headers NULL when left off. */
 struct tail_fields {
-    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr, *callback;
+    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr, *callback, *sched;
 };
 
 /* Finds the fields of tail a: [topic, body, delay_ms, key, {headers}], the key and headers
@@ -427,14 +477,15 @@ static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
         return -1;
     e = a->via.array.ptr;
     n = a->via.array.size;
-    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL, NULL };
+    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     if (e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         f->delay = &e[2];
         f->key = n > 3 ? &e[3] : NULL;
         f->headers = n > 4 ? &e[4] : NULL;
         f->deliver = n > 6 ? &e[5] : NULL;
         f->ttr = n > 6 ? &e[6] : NULL;
-        f->callback = n > 7 ? &e[7] : NULL;
+        f->callback = n > 7 && e[7].type != MSGPACK_OBJECT_NIL ? &e[7] : NULL;
+        f->sched = n > 8 ? &e[8] : NULL;
         return 0;
     }
     if (n < 5)
@@ -471,6 +522,8 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
     out->ttr_ms = (int64_t)f->ttr->via.u64;
     if (f->callback && unpack_callback(f->callback, out) < 0)
         return "callback";
+    if (f->sched && unpack_sched(f->sched, out) < 0)
+        return "schedule";
     return NULL;
 }
 

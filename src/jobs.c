@@ -825,6 +825,21 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
         enqueue(jobs, pa, &pa->next);
 }
 
+void jobs_add_job(struct jobs *jobs, struct job *job, jobs_done_fn done, void *opaque)
+{
+    struct pending_add *pa = calloc(1, sizeof(*pa));
+
+    if (!pa) {
+        job_release(job);
+        answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        return;
+    }
+    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque, .job = *job };
+    memset(job, 0, sizeof(*job));
+    if (prepare(jobs, pa, 1) == 0)
+        enqueue(jobs, pa, &pa->next);
+}
+
 /* A batch whose n answers the jobs of parsed fill; NULL when out of memory. */
 static struct batch *batch_new(size_t n, jobs_done_fn done, void *opaque)
 {
@@ -1345,6 +1360,7 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
         for (size_t i = 0; i < n; i++)
             api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
         api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
+        api_stats_schedules(d, metrics_gauge(M_SCHEDULES));
         answer(w->done, w->opaque, 200, API_OK, "ok", d);
     } else
         answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);

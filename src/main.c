@@ -13,6 +13,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "producer.h"
+#include "schedules.h"
 #include "store.h"
 #include "tls.h"
 #include "topics.h"
@@ -106,6 +107,7 @@ static int serve(const struct config *cfg)
     int partitions[LEVELS_MAX];
     struct holder *holder = NULL;
     struct jobs *jobs = NULL;
+    struct schedules *schedules = NULL;
     struct http *http = NULL;
     char err[512];
     int rc = 1;
@@ -118,10 +120,12 @@ static int serve(const struct config *cfg)
         goto out;
     if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
         !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||
-        !(http = http_new(cfg, jobs, &reload_requested, err, sizeof(err)))) {
+        !(schedules = schedules_new(cfg, jobs, err, sizeof(err))) ||
+        !(http = http_new(cfg, jobs, schedules, &reload_requested, err, sizeof(err)))) {
         log_error("%s", err);
         goto out;
     }
+    holder_on_occurrence(holder, schedules_occurred, schedules);
     /* Every thread is started, with these signals blocked: from here on they come to this
      * one, whose loop looks at the flags, and no other thread's call is cut short by them. */
     pthread_sigmask(SIG_UNBLOCK, handled_signals(), NULL);
@@ -131,8 +135,10 @@ static int serve(const struct config *cfg)
     http_drain(http, (int)cfg->kafka.produce_timeout_ms + 1000);
     rc = 0;
 out:
-    /* jobs first: it answers every add still waiting, so none is left suspended in the HTTP
-     * server, and none is answered after it is gone. */
+    /* schedules, then jobs: they answer every request still waiting (the schedules' own adds
+     * are the jobs'), so none is left suspended in the HTTP server, and none is answered after
+     * it is gone. */
+    schedules_free(schedules);
     jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
     http_free(http);
     holder_free(holder);

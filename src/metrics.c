@@ -43,6 +43,9 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_PULL_RELEASES] = { "delayq_pull_releases_total", "Reserved jobs released (ready again, now or after a delay)." },
     [M_PULL_EXPIRIES] = { "delayq_pull_expiries_total", "Reservations that ran out: the job is ready again, its attempt raised." },
     [M_PULL_DEAD] = { "delayq_pull_dead_letters_total", "Pull jobs sent to the dead-letter topic: buried, or out of attempts." },
+    [M_SCHED_RUN] = { "delayq_schedule_runs_total", "Occurrences of recurring schedules that came due and were run." },
+    [M_SCHED_SKIPPED] = { "delayq_schedule_skips_total", "Occurrences that came due after a later fire time had passed too, and were skipped (catch_up skip, or beyond catch_up_max)." },
+    [M_SCHED_MADE] = { "delayq_schedule_occurrences_made_total", "Occurrence jobs made by this instance: each schedule's next, triggered ones, and those a sweep made again." },
     [M_CALL_DEFERRED] = { "delayq_callback_deferrals_total", "Callback jobs not called but sent back to wait in the delay topics: their endpoint's queue was seconds long (its calls slow or timing out)." },
 };
 
@@ -52,6 +55,7 @@ static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
     [M_IN_MEMORY] = { "delayq_messages_in_memory", "Messages held in memory (read ahead or retried)." },
     [M_LIVE_INSTANCES] = { "delayq_live_instances", "Instances with a live heartbeat." },
     [M_OVERDUE_MS] = { "delayq_overdue_ms", "How late the most overdue delay-topic head is, milliseconds, at the last look at Kafka." },
+    [M_SCHEDULES] = { "delayq_schedules", "Recurring schedules in Redis, paused ones included, at most a few seconds old." },
     [M_CALL_RETRIES_WAITING] = { "delayq_callback_retries_waiting", "Callback jobs of every instance waiting for their next attempt, at most a second old." },
 };
 
@@ -73,7 +77,7 @@ static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
     [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
     [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
-    [R_BURY] = "bury", [R_COMPAT] = "compat",
+    [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 
@@ -103,7 +107,7 @@ static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
 static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
 static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
 /* [0]: deliveries to Kafka, [1]: first pops of pull jobs, [2]: first calls of callbacks */
-#define LATE_KINDS 3
+#define LATE_KINDS 4
 static atomic_uint_fast64_t late_bucket[LATE_KINDS][LATE_BUCKETS];
 static atomic_uint_fast64_t late_count[LATE_KINDS], late_sum_ms[LATE_KINDS];
 
@@ -243,6 +247,11 @@ void metrics_call_lateness(int64_t ms)
     late(2, ms);
 }
 
+void metrics_sched_lateness(int64_t ms)
+{
+    late(3, ms);
+}
+
 void metrics_reset(void)
 {
     memset((void *)counters, 0, sizeof(counters));
@@ -331,12 +340,15 @@ static void render_lateness(struct buf *b)
 {
     static const char *const name[LATE_KINDS] = { "delayq_delivery_lateness_ms",
                                                   "delayq_pull_lateness_ms",
-                                                  "delayq_callback_lateness_ms" };
+                                                  "delayq_callback_lateness_ms",
+                                                  "delayq_schedule_fire_lateness_ms" };
     static const char *const help[LATE_KINDS] = {
         "Kafka's acknowledgement of a delivered message minus its due time, milliseconds.",
         "When a pull job was first handed out by a pop minus its due time, milliseconds (a pop "
         "waiting for it: how soon it heard; none waiting: how long the job waited ready).",
         "When a callback job's first call was sent minus its due time, milliseconds.",
+        "When a schedule's occurrence that ran was taken for delivery minus its due time, "
+        "milliseconds (its delivery follows as any job's).",
     };
 
     for (int i = 0; i < LATE_KINDS; i++) {

@@ -56,6 +56,9 @@ int main(void)
     unit_pending();
     unit_sign();
     unit_callplan();
+    unit_tz();
+    unit_cron();
+    unit_recur();
     unit_netaddr();
     unit_ratelimit();
     printf("%d passed, %d failed\n", passed, failed);

@@ -73,5 +73,12 @@ void unit_addrs(void);
 void unit_workers(void);
 void unit_netaddr(void);
 void unit_ratelimit(void);
+void unit_cron(void);
+void unit_tz(void);
+void unit_recur(void);
+
+struct tz;
+/* A zone that must load (test_tz.c); NULL, and its error on stderr, when it does not. */
+const struct tz *unit_zone(const char *name);
 
 #endif

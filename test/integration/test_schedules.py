@@ -1,0 +1,268 @@
+"""schedules: recurring jobs by cron or interval. Each occurrence is an ordinary job
+"<schedule id>@<fire time ms>", made when the one before comes due, by whichever instance
+delivers that one; tests read the business topic with kcat, as a user's consumer would."""
+
+import time
+import uuid
+
+from harness import Delayqd, Reader, now_ms, wait_until
+
+SCHED = "/delay-queue/api/schedules"
+
+
+def put(d, sid, **spec):
+    st, doc = d.http("PUT", f"{SCHED}/{sid}", spec)
+    assert st == 200 and doc["code"] == 0, (st, doc)
+    return doc["data"]
+
+
+def occurrences(reader, sid):
+    """{fire time: [messages]} of the schedule's occurrences delivered so far."""
+    out = {}
+    for m in reader.all():
+        job = m["headers"].get("dq-id", "")
+        if job.startswith(sid + "@"):
+            out.setdefault(int(job.rsplit("@", 1)[1]), []).append(m)
+    return out
+
+
+def test_an_interval_runs_once_per_fire_time_never_early(stack):
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_ticks"
+    reader = Reader(stack, topic)
+    sid = "tick-" + uuid.uuid4().hex[:6]
+    data = put(d, sid, every_ms=1000, topic=topic, body="tick", headers={"X-Kind": "tick"})
+    assert len(data["next"]) == 5, data
+    first = data["next"][0]["at_ms"]
+    assert [n["at_ms"] - first for n in data["next"]] == [0, 1000, 2000, 3000, 4000], data
+    assert data["next_at_ms"] == first and data["runs"] == 0 and not data["paused"], data
+    wait_until(lambda: len(occurrences(reader, sid)) >= 6, 20, "6 occurrences")
+    occ = occurrences(reader, sid)
+    fires = sorted(occ)
+    assert fires[:6] == [first + 1000 * i for i in range(6)], fires
+    for fire, msgs in occ.items():
+        assert len(msgs) == 1, msgs   # once
+        m = msgs[0]
+        assert m["payload"] == "tick" and m["headers"]["X-Kind"] == "tick", m
+        assert m["recv_ms"] >= fire, (m["recv_ms"], fire)   # never early
+        assert m["key"] == f"{sid}@{fire}", m
+    got = d.get(f"{sid}@{first}")
+    assert got["state"] == "delivered" and got["exec_time_ms"] == first, got
+    st, doc = d.http("GET", f"{SCHED}/{sid}")
+    assert st == 200 and doc["data"]["runs"] >= 6 and doc["data"]["last_at_ms"] >= fires[5], doc
+    assert doc["data"]["every_ms"] == 1000 and doc["data"]["topic"] == topic, doc
+
+    # pause: nothing more is delivered, the pending occurrence is removed
+    st, doc = d.http("POST", f"{SCHED}/{sid}/pause")
+    assert st == 200 and doc["data"]["paused"], (st, doc)
+    time.sleep(0.5)
+    seen = len(occurrences(reader, sid))
+    time.sleep(2.5)
+    assert len(occurrences(reader, sid)) == seen, "delivered while paused"
+    # resume (catch_up skip): the next fire time after now, nothing missed is run
+    t0 = now_ms()
+    st, doc = d.http("POST", f"{SCHED}/{sid}/resume")
+    assert st == 200 and not doc["data"]["paused"] and doc["data"]["next_at_ms"] > t0, (st, doc)
+    wait_until(lambda: len(occurrences(reader, sid)) >= seen + 2, 10, "2 more after resume")
+    later = [f for f in occurrences(reader, sid) if f > fires[5] + 1000 * (seen - 5)]
+    assert all(f > t0 for f in later), (later, t0)
+    # delete: no more
+    st, doc = d.http("DELETE", f"{SCHED}/{sid}")
+    assert st == 200, (st, doc)
+    time.sleep(0.5)
+    seen = len(occurrences(reader, sid))
+    time.sleep(2.5)
+    assert len(occurrences(reader, sid)) == seen, "delivered after delete"
+    st, doc = d.http("GET", f"{SCHED}/{sid}")
+    assert st == 404 and sid in doc["message"], (st, doc)
+    reader.close()
+
+
+def test_bad_schedules_are_refused_naming_the_field(stack):
+    d = Delayqd(stack).start()
+    cases = [
+        ({"cron": "0 0 L * *", "topic": "t"}, "cron"),
+        ({"cron": "61 * * * *", "topic": "t"}, "minute"),
+        ({"cron": "0 0 30 2 *", "topic": "t"}, "never fires"),
+        ({"cron": "0 * * * *", "timezone": "Mars/Olympus", "topic": "t"}, "timezone"),
+        ({"every_ms": 10, "topic": "t"}, "every_ms"),
+        ({"every_ms": 1000, "cron": "* * * * *", "topic": "t"}, "either cron or every_ms"),
+        ({"topic": "t"}, "either cron or every_ms"),
+        ({"every_ms": 1000}, "topic"),
+        ({"every_ms": 1000, "topic": "t", "delay": 5}, "delay"),
+        ({"every_ms": 1000, "topic": "t", "catch_up": "sometimes"}, "catch_up"),
+        ({"every_ms": 1000, "topic": "t", "end_at_ms": 1000}, "never fires"),
+    ]
+    for spec, word in cases:
+        st, doc = d.http("PUT", f"{SCHED}/bad", spec)
+        assert st == 400 and word in doc["message"], (spec, st, doc)
+    st, doc = d.http("PUT", f"{SCHED}/bad", raw="{not json")
+    assert st == 400, (st, doc)
+    st, doc = d.http("GET", f"{SCHED}/bad")
+    assert st == 404, (st, doc)
+    st, doc = d.http("POST", f"{SCHED}/bad/explode")
+    assert st == 404, (st, doc)
+
+
+def test_cron_preview_follows_berlin_daylight_saving(stack):
+    d = Delayqd(stack).start()
+    put(d, "berlin", cron="30 2 * * *", timezone="Europe/Berlin", topic="t")
+    # from 2027-03-27T12:00Z: 02:30 on the 28th does not exist -> 03:00 CEST (01:00Z)
+    st, doc = d.http("GET", f"{SCHED}/berlin/next?n=3&from_ms=1806148800000")
+    assert st == 200, (st, doc)
+    assert [n["at_ms"] for n in doc["data"]["next"]] == [1806195600000, 1806280200000,
+                                                         1806366600000], doc
+    assert doc["data"]["next"][0]["local"] == "2027-03-28T03:00:00.000+02:00", doc
+    # fall back, 2027-10-31: 02:30 happens twice; it fires once, at the first (00:30Z)
+    st, doc = d.http("GET", f"{SCHED}/berlin/next?n=2&from_ms=1824897600000")
+    assert [n["local"] for n in doc["data"]["next"]] == ["2027-10-31T02:30:00.000+02:00",
+                                                        "2027-11-01T02:30:00.000+01:00"], doc
+
+
+def p99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.99))]
+
+
+def test_two_instances_run_a_one_second_interval_for_a_minute(stack):
+    a = Delayqd(stack, extra={"groups": [[0], [1]]}).start()
+    b = Delayqd(stack, cluster=a).start()
+    a.wait_groups_owned()
+    topic = f"{a.name}_minute"
+    reader = Reader(stack, topic)
+    sid = "minute"
+    first = put(a, sid, every_ms=1000, topic=topic, body="m")["next_at_ms"]
+    wait_until(lambda: now_ms() > first + 60000 + 2000, 70, "a minute")
+    occ = occurrences(reader, sid)
+    window = [f for f in occ if first <= f < first + 60000]
+    assert len(window) == 60, sorted(occ)   # every fire time of the minute, none missing
+    assert all(len(m) == 1 for m in occ.values()), [f for f, m in occ.items() if len(m) > 1]
+    late = [m[0]["recv_ms"] - f for f, m in occ.items()]
+    assert min(late) >= 0, min(late)   # never early
+    made = a.metric("delayq_schedule_runs_total") + b.metric("delayq_schedule_runs_total")
+    assert made >= 60, made
+    print(f"    every_ms 1000 on two instances: {len(window)} in 60 s, lateness at the "
+          f"consumer p50 {sorted(late)[len(late) // 2]} ms p99 {p99(late)} ms max {max(late)} ms")
+    reader.close()
+
+
+def killed_for_five_seconds(stack, catch_up):
+    """A schedule of every_ms 1000 whose instance is killed (-9) for 5 s, then started again;
+    the fire times delivered, when the kill was, and when it was back."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_{catch_up}"
+    reader = Reader(stack, topic)
+    sid = f"k-{catch_up}"
+    put(d, sid, every_ms=1000, topic=topic, body=catch_up, catch_up=catch_up)
+    wait_until(lambda: len(occurrences(reader, sid)) >= 3, 15, "3 occurrences")
+    killed = now_ms()
+    d.kill()
+    time.sleep(5)
+    restarted = now_ms()
+    d.start()
+    back = now_ms()
+    wait_until(lambda: any(f > back for f in occurrences(reader, sid)), 20, "one after the restart")
+    time.sleep(2)
+    occ = occurrences(reader, sid)
+    assert all(len(m) == 1 for m in occ.values()), {f: len(m) for f, m in occ.items()}
+    reader.close()
+    return occ, killed, restarted, back
+
+
+def test_killed_for_five_seconds_skip_runs_no_missed_occurrence(stack):
+    occ, killed, _, back = killed_for_five_seconds(stack, "skip")
+    missed = [f for f in occ if killed < f < back]
+    assert not missed, (missed, killed, back)
+    after = sorted(f for f in occ if f >= back)
+    assert len(after) >= 2 and after[1] - after[0] == 1000, after   # on at its own pace
+
+
+def test_killed_for_five_seconds_once_runs_one_missed_occurrence(stack):
+    occ, killed, restarted, back = killed_for_five_seconds(stack, "once")
+    missed = [f for f in occ if killed < f < back]
+    assert len(missed) == 1, (sorted(occ), killed, back)
+    m = occ[missed[0]][0]
+    assert m["recv_ms"] >= restarted, (m["recv_ms"], restarted)   # at once when back: late, not lost
+
+
+def test_pause_resume_catch_up_all_runs_every_missed_one(stack):
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_all"
+    reader = Reader(stack, topic)
+    put(d, "all", every_ms=1000, topic=topic, catch_up="all", catch_up_max=3)
+    wait_until(lambda: len(occurrences(reader, "all")) >= 2, 15, "2 occurrences")
+    st, doc = d.http("POST", f"{SCHED}/all/pause")
+    assert st == 200, doc
+    last = doc["data"]["last_at_ms"]
+    time.sleep(6)
+    back = now_ms()
+    st, doc = d.http("POST", f"{SCHED}/all/resume")
+    assert st == 200, doc
+    wait_until(lambda: sum(1 for f in occurrences(reader, "all") if f > back) >= 1, 10, "one after")
+    time.sleep(1)
+    occ = occurrences(reader, "all")
+    caught = sorted(f for f in occ if last < f <= back)
+    # the pause missed about six; catch_up_max 3: the last three ran, at once
+    assert len(caught) == 3 and caught[-1] > back - 1000, (caught, last, back)
+    assert all(occ[f][0]["recv_ms"] >= back for f in caught), caught
+    assert all(len(m) == 1 for m in occ.values())
+    reader.close()
+
+
+def test_trigger_replace_cron_seconds_and_stats(stack):
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_cron"
+    reader = Reader(stack, topic)
+    data = put(d, "c", cron="*/2 * * * * *", topic=topic, body="v1")
+    assert all(n["at_ms"] % 2000 == 0 for n in data["next"]), data
+    st, doc = d.http("POST", f"{SCHED}/c/trigger")
+    assert st == 200, doc
+    job = doc["data"]["job_id"]
+    reader.wait_ids([job], 10)
+    got = d.get(job)
+    assert got["state"] == "delivered" and got["body"] == "v1" and "schedule" not in got, got
+    wait_until(lambda: len(occurrences(reader, "c")) >= 3, 15, "3 occurrences")
+    # replace: the next occurrence has the new body; nothing of v1 after it
+    changed = now_ms()
+    data = put(d, "c", cron="*/2 * * * * *", topic=topic, body="v2")
+    assert data["generation"] == 2, data
+    wait_until(lambda: any(f > changed for f in occurrences(reader, "c")), 10, "one after the change")
+    time.sleep(2.5)
+    occ = occurrences(reader, "c")
+    for f, msgs in occ.items():
+        assert len(msgs) == 1, msgs
+        if f > changed:
+            assert msgs[0]["payload"] == "v2", (f, msgs)
+    fire = max(f for f in occ if f > changed)
+    got = d.get(f"c@{fire}")
+    assert got["schedule"] == {"id": "c", "generation": 2}, got
+    st, doc = d.http("GET", f"{SCHED}?limit=1")
+    assert st == 200 and [s["id"] for s in doc["data"]["schedules"]] == ["c"], doc
+    wait_until(lambda: d.metric("delayq_schedules") == 1, 5, "the gauge")
+    st, doc = d.http("GET", "/delay-queue/api/stats")
+    assert doc["data"]["schedules"] == {"count": 1}, doc
+    reader.close()
+
+
+def test_list_pages_and_tokens(stack):
+    d = Delayqd(stack, extra={"auth_token": "w", "read_token": "r"}).start()
+    w = {"Authorization": "Bearer w"}
+    r = {"Authorization": "Bearer r"}
+    for i in range(5):
+        st, doc = d.http("PUT", f"{SCHED}/s{i}", {"cron": "0 0 * * *", "topic": "t"}, headers=w)
+        assert st == 200, doc
+    st, doc = d.http("PUT", f"{SCHED}/s9", {"cron": "0 0 * * *", "topic": "t"}, headers=r)
+    assert st == 401, doc   # the read token may not write
+    seen, after = [], ""
+    while True:
+        st, doc = d.http("GET", f"{SCHED}?limit=2&after={after}", headers=r)
+        assert st == 200, doc
+        seen += [s["id"] for s in doc["data"]["schedules"]]
+        if doc["data"]["after"] is None:
+            break
+        after = doc["data"]["after"]
+    assert seen == [f"s{i}" for i in range(5)], seen
+    st, doc = d.http("DELETE", f"{SCHED}/s0", headers=r)
+    assert st == 401, doc
+    st, doc = d.http("DELETE", f"{SCHED}/s0", headers=w)
+    assert st == 200, doc

@@ -1,0 +1,189 @@
+/* recur: fire times of intervals and crons, and the plan of an occurrence that comes due. */
+#include <string.h>
+
+#include "recur.h"
+#include "schedjson.h"
+#include "unit.h"
+
+/* An interval of every_ms from anchor_ms, catch_up c. */
+static struct recur_timing every(int64_t every_ms, int64_t anchor_ms, enum recur_catch_up c)
+{
+    struct recur_timing t;
+    char err[128];
+
+    memset(&t, 0, sizeof(t));
+    t.every_ms = every_ms;
+    t.anchor_ms = anchor_ms;
+    t.catch_up = c;
+    t.catch_up_max = 100;
+    t.tz = tz_get("UTC", err, sizeof(err));
+    return t;
+}
+
+static void interval_fire_times(void)
+{
+    struct recur_timing t = every(1000, 5000, RECUR_SKIP);
+
+    CHECK_EQ_INT(recur_next(&t, 0), 5000);        /* the anchor is the first */
+    CHECK_EQ_INT(recur_next(&t, 5000), 6000);     /* strictly after */
+    CHECK_EQ_INT(recur_next(&t, 5999), 6000);
+    CHECK_EQ_INT(recur_next(&t, 6000), 7000);
+    t.start_ms = 9500;
+    CHECK_EQ_INT(recur_next(&t, 0), 10000);       /* on the anchor's grid, from the start */
+    t.end_ms = 11000;
+    CHECK_EQ_INT(recur_next(&t, 10000), 11000);   /* the end itself fires */
+    CHECK_EQ_INT(recur_next(&t, 11000), -1);
+}
+
+static void on_time_runs_and_plans_the_next(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_SKIP);
+    struct recur_plan p;
+
+    recur_plan(&t, 5000, 4, 5003, &p);   /* 3 ms late: the current one */
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.missed, 0);
+    CHECK_EQ_INT(p.next_ms, 6000);
+}
+
+static void missed_skip_once_all(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_SKIP);
+    struct recur_plan p;
+
+    recur_plan(&t, 5000, 0, 9500, &p);   /* 6000..9000 passed too */
+    CHECK_EQ_INT(p.missed, 1);
+    CHECK_EQ_INT(p.run, 0);
+    CHECK_EQ_INT(p.next_ms, 10000);
+    t.catch_up = RECUR_ONCE;
+    recur_plan(&t, 5000, 0, 9500, &p);
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, 10000);
+    t.catch_up = RECUR_ALL;
+    recur_plan(&t, 5000, 0, 9500, &p);   /* 5 missed, within catch_up_max */
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, 6000);
+    t.catch_up_max = 3;                  /* only the last 3 (7000, 8000, 9000) run */
+    recur_plan(&t, 5000, 0, 9500, &p);
+    CHECK_EQ_INT(p.run, 0);
+    CHECK_EQ_INT(p.next_ms, 7000);
+    recur_plan(&t, 7000, 0, 9500, &p);
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, 8000);
+}
+
+static void cron_catch_up_all_walks_the_calendar(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_ALL);
+    struct recur_plan p;
+    char err[128];
+
+    t.every_ms = 0;
+    CHECK(cron_parse("0 * * * *", &t.cron, err, sizeof(err)) == 0);   /* hourly */
+    t.catch_up_max = 2;
+    recur_plan(&t, 3600000, 0, 5 * 3600000 + 10, &p);   /* 1h..5h due: keep 4h and 5h */
+    CHECK_EQ_INT(p.run, 0);
+    CHECK_EQ_INT(p.next_ms, 4 * 3600000);
+    recur_plan(&t, 4 * 3600000, 0, 5 * 3600000 + 10, &p);
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, 5 * 3600000);
+}
+
+static void max_runs_and_end(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_SKIP);
+    struct recur_plan p;
+
+    t.max_runs = 3;
+    recur_plan(&t, 2000, 1, 2001, &p);   /* the 2nd run: one more to come */
+    CHECK_EQ_INT(p.next_ms, 3000);
+    recur_plan(&t, 3000, 2, 3001, &p);   /* the 3rd: the last */
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, -1);
+    t.max_runs = 0;
+    t.end_ms = 3500;
+    recur_plan(&t, 3000, 2, 3001, &p);
+    CHECK_EQ_INT(p.next_ms, -1);
+}
+
+static void first_after_a_pause(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_SKIP);
+
+    CHECK_EQ_INT(recur_first(&t, 9500, 0), 10000);
+    CHECK_EQ_INT(recur_first(&t, 9500, 5000), 10000);   /* skip: what passed is not run */
+    t.catch_up = RECUR_ONCE;
+    CHECK_EQ_INT(recur_first(&t, 9500, 5000), 6000);    /* the first missed, planned as missed */
+    CHECK_EQ_INT(recur_first(&t, 9500, 0), 10000);      /* never ran: nothing was missed */
+}
+
+static void jitter_is_the_same_everywhere_and_bounded(void)
+{
+    int64_t a = recur_jitter("s", 1000, 500), b = recur_jitter("s", 2000, 500);
+
+    CHECK_EQ_INT(recur_jitter("s", 1000, 500), a);
+    CHECK(a >= 0 && a < 500 && b >= 0 && b < 500);
+    CHECK_EQ_INT(recur_jitter("s", 1000, 0), 0);
+    CHECK(recur_jitter("s", 1000, 1000000) != recur_jitter("t", 1000, 1000000));
+}
+
+static void definitions_read_and_refused(void)
+{
+    static const char *const names[] = { "1s", "5s" };
+    struct levels lv;
+    struct api_limits lim = { .levels = &lv, .dlq_topic = "dlq", .max_delay_ms = 86400000 };
+    struct sched_def def;
+    struct recur_timing back;
+    struct api_error e;
+    char err[256];
+    const char *ok = "{\"cron\": \"30 2 * * *\", \"timezone\": \"Europe/Berlin\", \"topic\": "
+                     "\"orders\", \"body\": \"x\", \"catch_up\": \"once\", \"jitter_ms\": 100}";
+
+    CHECK(levels_init(&lv, names, 2, "d_%s", err, sizeof(err)) == 0);
+    CHECK(schedjson_parse_def(ok, strlen(ok), &lim, 1000, &def, &e) == 0);
+    CHECK_STR(def.timing.cron_text, "30 2 * * *");
+    CHECK_EQ_INT(def.timing.catch_up, RECUR_ONCE);
+    CHECK_HAS(def.job_json, "\"topic\":\"orders\"");
+    CHECK(strstr(def.job_json, "cron") == NULL);
+    CHECK(schedjson_parse_timing(def.timing_json, strlen(def.timing_json), &back, err,
+                                 sizeof(err)) == 0);
+    CHECK_STR(tz_name(back.tz), "Europe/Berlin");
+    CHECK_EQ_INT(back.jitter_ms, 100);
+    sched_def_release(&def);
+
+    ok = "{\"every_ms\": 5000, \"topic\": \"t\"}";
+    CHECK(schedjson_parse_def(ok, strlen(ok), &lim, 1234, &def, &e) == 0);
+    CHECK_EQ_INT(def.timing.anchor_ms, 1234);   /* kept, so every instance has the same grid */
+    CHECK_HAS(def.timing_json, "\"anchor_ms\":1234");
+    sched_def_release(&def);
+
+    static const struct { const char *body, *says; } bad[] = {
+        { "{\"every_ms\": 500, \"topic\": \"t\"}", "every_ms must be at least 1000" },
+        { "{\"cron\": \"0 0 * * * * *\", \"topic\": \"t\"}", "cron" },
+        { "{\"cron\": \"0 0 * * *\", \"timezone\": \"../etc/passwd\", \"topic\": \"t\"}", "timezone" },
+        { "{\"every_ms\": 1000, \"topic\": \"t\", \"id\": \"x\"}", "id is not a field" },
+        { "{\"every_ms\": 1000, \"topic\": \"d_5s\"}", "topic" },
+        { "{\"every_ms\": 1000, \"topic\": \"t\", \"catch_up_max\": 0}", "catch_up_max" },
+        { "{\"every_ms\": 1000, \"topic\": \"t\", \"anchor_ms\": 5}", "anchor_ms" },
+        { "[1]", "JSON object" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&e, 0, sizeof(e));
+        CHECK(schedjson_parse_def(bad[i].body, strlen(bad[i].body), &lim, 1000, &def, &e) < 0);
+        CHECK_EQ_INT(e.status, 400);
+        CHECK_HAS(e.message, bad[i].says);
+        sched_def_release(&def);
+    }
+}
+
+void unit_recur(void)
+{
+    RUN(interval_fire_times);
+    RUN(on_time_runs_and_plans_the_next);
+    RUN(missed_skip_once_all);
+    RUN(cron_catch_up_all_walks_the_calendar);
+    RUN(max_runs_and_end);
+    RUN(first_after_a_pause);
+    RUN(jitter_is_the_same_everywhere_and_bounded);
+    RUN(definitions_read_and_refused);
+}
