@@ -13,6 +13,7 @@ pkgs=(
   redis-server redis-tools      # local Redis and redis-cli (tests, claims script)
   kcat                          # a real Kafka client for tests and the README examples
   maven default-jre-headless    # fetches and runs the pinned Apache Kafka broker
+  tzdata                        # schedules: the IANA time zones (TZif files) delayqd reads itself
   curl procps iproute2 python3
 )
 
