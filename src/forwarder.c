@@ -735,6 +735,11 @@ static int occurrence_runs(struct forwarder *fw, struct held *m, const struct jo
         return 1;
     }
     recur_plan(&t, fire, job->sched->runs, now, &plan);
+    if (!plan.run && job->due_ms != fire + recur_jitter(job->sched->id, fire, t.jitter_ms)) {
+        plan.run = 1;   /* rescheduled by hand: it runs when asked, whatever it missed */
+        if (t.max_runs > 0 && job->sched->runs + 1 >= t.max_runs)
+            plan.next_ms = -1;
+    }
     if (fw->occurred)
         fw->occurred(fw->occurred_ctx, job, fire, &t, &plan);
     if (plan.run) {

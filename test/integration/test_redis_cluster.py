@@ -72,6 +72,25 @@ def test_pull_topics_on_a_cluster(stack):
         cs.stop()
 
 
+def test_schedules_on_a_cluster(stack):
+    cs = started(stack)
+    try:
+        d = on_cluster(stack, cs).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_sched")
+        st, doc = d.http("PUT", "/delay-queue/api/schedules/tick", {"every_ms": 1000, "topic": reader.topic})
+        assert st == 200, doc
+        wait_until(lambda: len(reader.all()) >= 3, 20, "3 occurrences")
+        st, doc = d.http("POST", "/delay-queue/api/schedules/tick/pause")
+        assert st == 200 and doc["data"]["paused"], doc
+        ids = [m["headers"]["dq-id"] for m in reader.all()]
+        assert len(ids) == len(set(ids)) and all(i.startswith("tick@") for i in ids), ids
+        st, doc = d.http("GET", "/delay-queue/api/schedules")
+        assert [s["id"] for s in doc["data"]["schedules"]] == ["tick"], doc
+        reader.close()
+    finally:
+        cs.stop()
+
+
 def test_remove_racing_delivery_has_one_winner_on_a_cluster(stack):
     cs = started(stack)
     try:
