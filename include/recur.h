@@ -41,21 +41,22 @@ struct recur_timing {
 /* The fire time strictly after after_ms (epoch ms), or -1 when there is none. */
 int64_t recur_next(const struct recur_timing *t, int64_t after_ms);
 
-/* What becomes of the occurrence of fire time fire_ms that comes due at now_ms, runs occurrences
- * of the schedule having run before it. */
+/* What becomes of the occurrence of schedule id of fire time fire_ms that comes due at now_ms,
+ * runs occurrences of the schedule having run before it. It was missed when the next one is due
+ * (its fire time and jitter passed) too. */
 struct recur_plan {
     int run;                   /* 1: deliver it; 0: skip it (missed, see catch_up) */
-    int missed;                /* 1: a later fire time had come too when it came due */
+    int missed;                /* 1: a later occurrence was due too when it came due */
     int64_t next_ms;           /* the fire time of the occurrence after it; -1: none (ended) */
 };
-void recur_plan(const struct recur_timing *t, int64_t fire_ms, int64_t runs, int64_t now_ms,
-                struct recur_plan *out);
+void recur_plan(const struct recur_timing *t, const char *id, int64_t fire_ms, int64_t runs,
+                int64_t now_ms, struct recur_plan *out);
 
 /* The fire time of a schedule's first occurrence made at now_ms: the next after now, or, when
- * it last fired at last_ms (> 0: resumed after a pause) and catch_up is once or all, the next
- * after last_ms (which may have passed: the occurrence is then missed, and planned as such).
- * -1 when it never fires. */
-int64_t recur_first(const struct recur_timing *t, int64_t now_ms, int64_t last_ms);
+ * it is resumed after a pause that cancelled its occurrence of fire time pending_ms (> 0) and
+ * catch_up is once or all, that one if it has passed (it is then planned as missed when later
+ * ones passed too). -1 when it never fires. */
+int64_t recur_first(const struct recur_timing *t, int64_t now_ms, int64_t pending_ms);
 
 /* The jitter of the occurrence of schedule id firing at fire_ms: 0 .. jitter_ms - 1, from a
  * hash of both, so that every instance computes the same. */

@@ -26,6 +26,7 @@ struct sched_kept {
     char *job_json;         /* malloc'd */
     struct sched_state st;
     int64_t advanced_from;  /* the fire time the pending occurrence was planned from; 0 none */
+    int64_t paused_pending; /* paused: the fire time of the occurrence the pause cancelled */
 };
 void sched_kept_release(struct sched_kept *k);
 
@@ -33,23 +34,32 @@ void sched_kept_release(struct sched_kept *k);
 int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out, int *found,
                    char *err, size_t errlen);
 
+/* What a put, delete or pause changed. */
+struct sched_change {
+    int64_t old_next;       /* the fire time of the occurrence it had pending (0: none) */
+    char *old_job;          /* delete, pause: that occurrence's job, as kept (malloc'd; NULL) */
+    int64_t gen;            /* put, pause: the new generation */
+    int paused;             /* put: the schedule is paused, and stays so (no occurrence) */
+};
+void sched_change_release(struct sched_change *c);
+
 /* Creates or replaces schedule id, its pending occurrence to fire at first_ms (0: none) and be
- * due at first_due_ms. *old_next: the fire time of the pending occurrence it had (0: none);
- * *gen: the new generation. Runs start again from 0; the last run is kept. */
+ * due at first_due_ms, unless it is paused: it stays paused, its definition replaced. Runs start
+ * again from 0 unless keep_runs; the last run is kept. */
 int schedstore_put(struct schedstore *ss, const char *id, const char *timing_json,
                    const char *job_json, int64_t first_ms, int64_t first_due_ms, int64_t now_ms,
-                   int64_t *old_next, int64_t *gen, char *err, size_t errlen);
+                   int keep_runs, struct sched_change *out, char *err, size_t errlen);
 
-/* Deletes schedule id: *found, and *old_next its pending occurrence's fire time (0: none). */
-int schedstore_delete(struct schedstore *ss, const char *id, int *found, int64_t *old_next,
-                      char *err, size_t errlen);
+/* Deletes schedule id: *found, and what it had pending. */
+int schedstore_delete(struct schedstore *ss, const char *id, int *found,
+                      struct sched_change *out, char *err, size_t errlen);
 
 enum sched_switch { SCHED_NONE, SCHED_SWITCHED, SCHED_ALREADY, SCHED_CHANGED };
 
-/* Pauses schedule id: *res NONE, SWITCHED (*old_next: the occurrence it had pending) or
- * ALREADY (paused before). */
+/* Pauses schedule id: *res NONE, SWITCHED (out: the occurrence it had pending, which a resume
+ * catches up from) or ALREADY (paused before). */
 int schedstore_pause(struct schedstore *ss, const char *id, int64_t now_ms,
-                     enum sched_switch *res, int64_t *old_next, char *err, size_t errlen);
+                     enum sched_switch *res, struct sched_change *out, char *err, size_t errlen);
 
 /* Resumes schedule id if its generation is still gen, its pending occurrence to fire at
  * first_ms (0: none), due at first_due_ms: *res NONE, SWITCHED (*new_gen set), ALREADY (it

@@ -41,9 +41,6 @@ struct schedules_request {
 void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
                      void *opaque);
 
-/* 1 when r only reads (the read token suffices). */
-int schedules_reads(const struct schedules_request *r);
-
 /* The forwarder's hook (forwarder_occurrence_fn; ctx is the struct schedules): queues the
  * schedule's move on to plan->next_ms and the add of that occurrence. */
 void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,

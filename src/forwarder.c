@@ -719,9 +719,10 @@ static int64_t fire_of(const char *id)
 }
 
 /* A due occurrence of a schedule: planned, its schedule told, and 1 when it runs; a missed one
- * that catch_up skips is marked cancelled (0), and not delivered. */
+ * that catch_up skips is marked cancelled (0), and not delivered. again: it was being delivered
+ * when claimed (a delivery tried again, or taken over): planned to run before. */
 static int occurrence_runs(struct forwarder *fw, struct held *m, const struct job *job,
-                           int64_t now)
+                           int again, int64_t now)
 {
     struct recur_timing t;
     struct recur_plan plan;
@@ -734,9 +735,13 @@ static int occurrence_runs(struct forwarder *fw, struct held *m, const struct jo
                  "goes on from its sweep", job->id, fire < 0 ? "no fire time in the id" : err);
         return 1;
     }
-    recur_plan(&t, fire, job->sched->runs, now, &plan);
-    if (!plan.run && job->due_ms != fire + recur_jitter(job->sched->id, fire, t.jitter_ms)) {
-        plan.run = 1;   /* rescheduled by hand: it runs when asked, whatever it missed */
+    recur_plan(&t, job->sched->id, fire, job->sched->runs, now, &plan);
+    /* Delivered again, rescheduled by hand, its callback called again after a failure (the
+     * record's due time moved), or its message moved on (a call deferred): it was planned when
+     * it first came due, and runs now, whatever passed meanwhile. */
+    if (!plan.run && (again || m->due_ms > job->due_ms ||
+                      job->due_ms != fire + recur_jitter(job->sched->id, fire, t.jitter_ms))) {
+        plan.run = 1;
         if (t.max_runs > 0 && job->sched->runs + 1 >= t.max_runs)
             plan.next_ms = -1;
     }
@@ -804,7 +809,7 @@ static void act_on_claim(struct forwarder *fw, struct held *m, const struct stor
         fw_dead_letter_job(fw, m, &job, reason);
     } else if (job.due_ms > now) {
         hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
-    } else if (job.sched && !occurrence_runs(fw, m, &job, now)) {
+    } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
     } else if (job.callback) {
         call_job(fw, m, &job);

@@ -54,10 +54,10 @@ int64_t recur_next(const struct recur_timing *t, int64_t after_ms)
     return n;
 }
 
-int64_t recur_first(const struct recur_timing *t, int64_t now_ms, int64_t last_ms)
+int64_t recur_first(const struct recur_timing *t, int64_t now_ms, int64_t pending_ms)
 {
-    if (last_ms > 0 && t->catch_up != RECUR_SKIP && last_ms < now_ms)
-        return recur_next(t, last_ms);
+    if (pending_ms > 0 && t->catch_up != RECUR_SKIP && pending_ms <= now_ms)
+        return recur_next(t, pending_ms - 1);
     return recur_next(t, now_ms);
 }
 
@@ -73,7 +73,8 @@ static int recent_window(const struct recur_timing *t, int64_t fire_ms, int64_t 
     if (max > RECUR_CATCH_UP_MAX)
         max = RECUR_CATCH_UP_MAX;
     if (t->every_ms > 0) {   /* arithmetic: no walk */
-        int64_t count = (now_ms - fire_ms) / t->every_ms + 1;
+        int64_t last = t->end_ms > 0 && t->end_ms < now_ms ? t->end_ms : now_ms;
+        int64_t count = (last - fire_ms) / t->every_ms + 1;
         *oldest = count <= max ? fire_ms : fire_ms + (count - max) * t->every_ms;
         return count <= max;
     }
@@ -90,13 +91,14 @@ static int recent_window(const struct recur_timing *t, int64_t fire_ms, int64_t 
     return seen <= max;
 }
 
-void recur_plan(const struct recur_timing *t, int64_t fire_ms, int64_t runs, int64_t now_ms,
-                struct recur_plan *out)
+void recur_plan(const struct recur_timing *t, const char *id, int64_t fire_ms, int64_t runs,
+                int64_t now_ms, struct recur_plan *out)
 {
     int64_t n = recur_next(t, fire_ms), oldest;
     int in;
 
-    out->missed = n >= 0 && n <= now_ms;
+    /* missed when the next one is due too: its fire time plus its jitter has passed */
+    out->missed = n >= 0 && n + recur_jitter(id, n, t->jitter_ms) <= now_ms;
     out->run = 1;
     out->next_ms = n;
     if (out->missed) {

@@ -10,6 +10,7 @@
 #define EVERY_MAX_MS (366LL * 86400 * 1000)   /* an interval of a year at most */
 #define JITTER_MAX_MS (86400LL * 1000)
 #define TIME_MAX_MS 253402300799999LL        /* 9999-12-31T23:59:59.999Z */
+#define GAP_LOOK 100                         /* fire times jitter_ms is checked against */
 
 /* The timing fields: the rest of a PUT body is the job of each occurrence. */
 static const char *const timing_fields[] = { "cron", "every_ms", "timezone", "start_at_ms",
@@ -149,6 +150,19 @@ static char *timing_json(json_t *o, const struct recur_timing *t)
     return text;
 }
 
+int schedjson_same_timing(const char *a, const char *b)
+{
+    json_t *x = json_loads(a, 0, NULL), *y = json_loads(b, 0, NULL);
+    int same;
+
+    json_object_del(x, "anchor_ms");
+    json_object_del(y, "anchor_ms");
+    same = x && y && json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
+}
+
 /* The job fields of o: checked as an add's (due now), and as kept. */
 static int read_job(json_t *o, const struct api_limits *lim, int64_t now_ms, char **out,
                     struct api_error *e)
@@ -183,11 +197,28 @@ static int read_job(json_t *o, const struct api_limits *lim, int64_t now_ms, cha
     return rc;
 }
 
+/* The shortest time between two of the next GAP_LOOK fire times after now_ms (an interval's is
+ * every_ms); INT64_MAX when fewer than two come. */
+static int64_t shortest_gap(const struct recur_timing *t, int64_t now_ms)
+{
+    int64_t gap = INT64_MAX, at, prev = recur_next(t, now_ms);
+
+    if (t->every_ms)
+        return t->every_ms;
+    for (int i = 0; i < GAP_LOOK && prev >= 0 && (at = recur_next(t, prev)) >= 0; i++) {
+        if (at - prev < gap)
+            gap = at - prev;
+        prev = at;
+    }
+    return gap;
+}
+
 int schedjson_parse_def(const char *body, size_t len, const struct api_limits *lim,
                         int64_t now_ms, struct sched_def *out, struct api_error *e)
 {
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL);
     char err[256];
+    int64_t gap;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
@@ -201,6 +232,11 @@ int schedjson_parse_def(const char *body, size_t len, const struct api_limits *l
     else if (out->timing.every_ms && out->timing.every_ms < lim->levels->ms[0])
         api_fail(e, 400, API_BAD_REQUEST, "every_ms must be at least %lld (the smallest delay "
                  "level)", (long long)lim->levels->ms[0]);
+    else if (out->timing.jitter_ms > 0 && out->timing.jitter_ms >= (gap = shortest_gap(
+                 &out->timing, now_ms)))
+        api_fail(e, 400, API_BAD_REQUEST, "jitter_ms must be less than the shortest time "
+                 "between two fire times (%lld ms): an occurrence is due before the next one",
+                 (long long)gap);
     else if (read_job(o, lim, now_ms, &out->job_json, e) == 0 &&
              !(out->timing_json = timing_json(o, &out->timing)))
         api_fail(e, 500, API_ADD_FAILED, "out of memory");

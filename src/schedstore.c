@@ -10,47 +10,54 @@
 
 enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_COUNT };
 
-/* KEYS: hash, due, ids. ARGV: id, timing, job, first, first due, now. {old next, generation} */
+/* The scripts that change a schedule answer {res, old next, generation, paused, old job}. */
+
+/* KEYS: hash, due, ids. ARGV: id, timing, job, first, first due, now, keep runs (1/0).
+ * {1, old next, generation, paused}: a paused schedule stays paused, with no occurrence. */
 static const char put_lua[] =
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
     "local g = redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
     "redis.call('HSETNX', KEYS[1], 'c', ARGV[6])\n"
-    "redis.call('HSET', KEYS[1], 't', ARGV[2], 'j', ARGV[3], 'p', '0', 'n', ARGV[4], 'f', '0',\n"
-    "           'r', '0', 'u', ARGV[6])\n"
+    "redis.call('HSET', KEYS[1], 't', ARGV[2], 'j', ARGV[3], 'u', ARGV[6])\n"
+    "if ARGV[7] ~= '1' then redis.call('HSET', KEYS[1], 'r', '0') end\n"
+    "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
+    "if redis.call('HGET', KEYS[1], 'p') == '1' then return {1, old, g, 1} end\n"
+    "redis.call('HSET', KEYS[1], 'p', '0', 'n', ARGV[4], 'f', '0')\n"
     "if ARGV[4] ~= '0' then redis.call('ZADD', KEYS[2], ARGV[5], ARGV[1])\n"
     "else redis.call('ZREM', KEYS[2], ARGV[1]) end\n"
-    "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
-    "return {old, g}\n";
+    "return {1, old, g, 0}\n";
 
-/* KEYS: hash, due, ids. ARGV: id. {0} none, or {1, old next} */
+/* KEYS: hash, due, ids. ARGV: id. {0} none, or {1, old next, 0, 0, job} */
 static const char delete_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end\n"
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
+    "local j = redis.call('HGET', KEYS[1], 'j') or ''\n"
     "redis.call('DEL', KEYS[1])\n"
     "redis.call('ZREM', KEYS[2], ARGV[1])\n"
     "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-    "return {1, old}\n";
+    "return {1, old, 0, 0, j}\n";
 
-/* KEYS: hash, due. ARGV: id, now. {0} none, {2} paused already, {1, old next} */
+/* KEYS: hash, due. ARGV: id, now. {0} none, {2} paused already, {1, old next, generation, 1,
+ * job}; the occurrence it cancels is kept as q, where a resume catches up from. */
 static const char pause_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end\n"
     "if redis.call('HGET', KEYS[1], 'p') == '1' then return {2} end\n"
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
-    "redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
-    "redis.call('HSET', KEYS[1], 'p', '1', 'n', '0', 'f', '0', 'u', ARGV[2])\n"
+    "local g = redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
+    "redis.call('HSET', KEYS[1], 'p', '1', 'n', '0', 'f', '0', 'q', old, 'u', ARGV[2])\n"
     "redis.call('ZREM', KEYS[2], ARGV[1])\n"
-    "return {1, old}\n";
+    "return {1, old, g, 1, redis.call('HGET', KEYS[1], 'j') or ''}\n";
 
 /* KEYS: hash, due. ARGV: id, generation, first, first due, now.
- * {0} none, {2} not paused, {3} changed since read, {1, generation} */
+ * {0} none, {2} not paused, {3} changed since read, {1, 0, generation} */
 static const char resume_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end\n"
     "if redis.call('HGET', KEYS[1], 'p') ~= '1' then return {2} end\n"
     "if redis.call('HGET', KEYS[1], 'g') ~= ARGV[2] then return {3} end\n"
     "local g = redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
-    "redis.call('HSET', KEYS[1], 'p', '0', 'n', ARGV[3], 'f', '0', 'u', ARGV[5])\n"
+    "redis.call('HSET', KEYS[1], 'p', '0', 'n', ARGV[3], 'f', '0', 'q', '0', 'u', ARGV[5])\n"
     "if ARGV[3] ~= '0' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end\n"
-    "return {1, g}\n";
+    "return {1, 0, g}\n";
 
 /* KEYS: hash, due. ARGV: id, generation, fire, next, next due, ran (0/1).
  * {0} stale; {1 advanced | 2 before, next, runs, job} */
@@ -139,21 +146,6 @@ static int64_t int_at(const struct rdb_reply *r, size_t i)
     return i < rdb_count(r) ? rdb_int(rdb_at(r, i)) : 0;
 }
 
-/* Runs a script whose answer is {a, b} (b may be left off: 0). */
-static int run_two(struct schedstore *ss, enum script s, const char *id, int nkeys,
-                   const char *const *args, int nargs, int64_t *a, int64_t *b, char *err,
-                   size_t errlen)
-{
-    struct rdb_reply *r = run(ss, s, id, nkeys, args, nargs, err, errlen);
-
-    if (!r)
-        return -1;
-    *a = int_at(r, 0);
-    *b = int_at(r, 1);
-    rdb_reply_free(r);
-    return 0;
-}
-
 static char *str_dup(const struct rdb_reply *r)
 {
     size_t len;
@@ -198,6 +190,7 @@ static void kept_field(struct sched_kept *k, const char *name, const struct rdb_
     case 'p': k->st.paused = buf[0] == '1'; break;
     case 'n': k->st.next_ms = num(buf); break;
     case 'f': k->advanced_from = num(buf); break;
+    case 'q': k->paused_pending = num(buf); break;
     case 'l': k->st.last_ms = num(buf); break;
     case 'r': k->st.runs = num(buf); break;
     case 'c': k->st.created_ms = num(buf); break;
@@ -228,40 +221,68 @@ int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out
     return 0;
 }
 
+/* Runs a change script; *res its first element, the rest into out. */
+static int run_change(struct schedstore *ss, enum script s, const char *id, int nkeys,
+                      const char *const *args, int nargs, int64_t *res, struct sched_change *out,
+                      char *err, size_t errlen)
+{
+    struct rdb_reply *r = run(ss, s, id, nkeys, args, nargs, err, errlen);
+    size_t len;
+
+    memset(out, 0, sizeof(*out));
+    if (!r)
+        return -1;
+    *res = int_at(r, 0);
+    out->old_next = int_at(r, 1);
+    out->gen = int_at(r, 2);
+    out->paused = int_at(r, 3) == 1;
+    if (rdb_count(r) > 4 && rdb_str(rdb_at(r, 4), &len) && len)
+        out->old_job = str_dup(rdb_at(r, 4));
+    rdb_reply_free(r);
+    return 0;
+}
+
+void sched_change_release(struct sched_change *c)
+{
+    free(c->old_job);
+    c->old_job = NULL;
+}
+
 int schedstore_put(struct schedstore *ss, const char *id, const char *timing_json,
                    const char *job_json, int64_t first_ms, int64_t first_due_ms, int64_t now_ms,
-                   int64_t *old_next, int64_t *gen, char *err, size_t errlen)
+                   int keep_runs, struct sched_change *out, char *err, size_t errlen)
 {
     char first[24], due[24], now[24];
-    const char *args[] = { id, timing_json, job_json, first, due, now };
+    const char *args[] = { id, timing_json, job_json, first, due, now, keep_runs ? "1" : "0" };
+    int64_t res;
 
     snprintf(first, sizeof(first), "%lld", (long long)(first_ms > 0 ? first_ms : 0));
     snprintf(due, sizeof(due), "%lld", (long long)first_due_ms);
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    return run_two(ss, S_PUT, id, 3, args, 6, old_next, gen, err, errlen);
+    return run_change(ss, S_PUT, id, 3, args, 7, &res, out, err, errlen);
 }
 
-int schedstore_delete(struct schedstore *ss, const char *id, int *found, int64_t *old_next,
-                      char *err, size_t errlen)
+int schedstore_delete(struct schedstore *ss, const char *id, int *found,
+                      struct sched_change *out, char *err, size_t errlen)
 {
     const char *args[] = { id };
     int64_t res;
 
-    if (run_two(ss, S_DELETE, id, 3, args, 1, &res, old_next, err, errlen) < 0)
+    if (run_change(ss, S_DELETE, id, 3, args, 1, &res, out, err, errlen) < 0)
         return -1;
     *found = res == 1;
     return 0;
 }
 
 int schedstore_pause(struct schedstore *ss, const char *id, int64_t now_ms,
-                     enum sched_switch *res, int64_t *old_next, char *err, size_t errlen)
+                     enum sched_switch *res, struct sched_change *out, char *err, size_t errlen)
 {
     char now[24];
     const char *args[] = { id, now };
     int64_t n;
 
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    if (run_two(ss, S_PAUSE, id, 2, args, 2, &n, old_next, err, errlen) < 0)
+    if (run_change(ss, S_PAUSE, id, 2, args, 2, &n, out, err, errlen) < 0)
         return -1;
     *res = (enum sched_switch)n;
     return 0;
@@ -273,15 +294,17 @@ int schedstore_resume(struct schedstore *ss, const char *id, int64_t gen, int64_
 {
     char g[24], first[24], due[24], now[24];
     const char *args[] = { id, g, first, due, now };
+    struct sched_change c;
     int64_t n;
 
     snprintf(g, sizeof(g), "%lld", (long long)gen);
     snprintf(first, sizeof(first), "%lld", (long long)(first_ms > 0 ? first_ms : 0));
     snprintf(due, sizeof(due), "%lld", (long long)first_due_ms);
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    if (run_two(ss, S_RESUME, id, 2, args, 5, &n, new_gen, err, errlen) < 0)
+    if (run_change(ss, S_RESUME, id, 2, args, 5, &n, &c, err, errlen) < 0)
         return -1;
     *res = (enum sched_switch)n;
+    *new_gen = c.gen;
     return 0;
 }
 

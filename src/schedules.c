@@ -99,19 +99,43 @@ static struct store *st_of(struct schedules *s, int slot)
 }
 
 /* Cancels the pending occurrence of schedule id that fires at fire_ms (a replace, pause or
- * delete): it is not delivered. */
-static void cancel_occurrence(struct schedules *s, int slot, const char *id, int64_t fire_ms)
+ * delete): it is not delivered. When it has no record yet (its add still on its way), a
+ * cancelled record of job_json is written first, so that the add, when it comes, is refused. */
+static void cancel_occurrence(struct schedules *s, int slot, const char *id, int64_t fire_ms,
+                              const char *job_json)
 {
-    char job[JOB_ID_MAX + 1];
-    struct store_removal rm = { .id = job };
+    char name[JOB_ID_MAX + 1], err[256];
+    struct store_removal rm = { .id = name };
+    struct store_add_answer added;
     struct store *st = st_of(s, slot);
+    int64_t now = clock_now_ms(), retention = s->cfg->job.retention_s * 1000;
+    struct api_error e;
+    struct job job;
+    const struct job *jp = &job;
 
     if (fire_ms <= 0 || !st)
         return;
-    snprintf(job, sizeof(job), "%s@%lld", id, (long long)fire_ms);
-    if (store_remove_many(st, 1, &rm, clock_now_ms(), s->cfg->job.retention_s * 1000) < 0)
-        log_warn("schedule=%s: its pending occurrence %s was not removed (%s): it is delivered "
-                 "if due before the schedule's change reaches it", id, job, rm.err);
+    snprintf(name, sizeof(name), "%s@%lld", id, (long long)fire_ms);
+    if (store_remove_many(st, 1, &rm, now, retention) == 0 && (rm.res != STORE_NO_JOB || !job_json))
+        return;
+    if (!rm.failed) {
+        if (schedjson_occurrence(job_json, strlen(job_json), &s->limits, now, fire_ms, &job,
+                                 &e) == 0) {
+            snprintf(job.id, sizeof(job.id), "%s", name);
+            job_new_tag(job.tag);
+            if (store_add_batch(st, 1, &jp, retention, &added, err, sizeof(err)) < 0)
+                snprintf(rm.err, sizeof(rm.err), "%s", err);
+            else if (store_remove_many(st, 1, &rm, now, retention) == 0)
+                rm.err[0] = '\0';
+        } else {
+            snprintf(rm.err, sizeof(rm.err), "its job does not read: %.200s", e.message);
+        }
+        job_release(&job);
+        if (!rm.err[0])
+            return;
+    }
+    log_warn("schedule=%s: its pending occurrence %s was not removed (%s): it is delivered "
+             "if due before the schedule's change reaches it", id, name, rm.err);
 }
 
 /* What became of an add of an occurrence no request waits for. */
@@ -240,26 +264,67 @@ static int kept_timing(struct task *t, const struct sched_kept *k, struct recur_
     return -1;
 }
 
-static void run_put(struct schedules *s, int slot, struct task *t)
+/* A put of a schedule that exists with the same timing keeps its grid and its runs (a put
+ * repeated at every deploy must not restart an interval, nor its max_runs): t's timing becomes
+ * the kept one, its first occurrence the pending one. 1 when so. */
+static int same_timing(struct task *t, const struct sched_kept *k, int64_t now)
+{
+    char err[256], *kept;
+
+    if (!schedjson_same_timing(k->timing_json, t->def.timing_json) ||
+        !(kept = strdup(k->timing_json)))
+        return 0;
+    if (schedjson_parse_timing(kept, strlen(kept), &t->def.timing, err, sizeof(err)) < 0) {
+        free(kept);
+        return 0;
+    }
+    free(t->def.timing_json);
+    t->def.timing_json = kept;
+    t->first_ms = k->st.next_ms > 0 ? k->st.next_ms : recur_next(&t->def.timing, now);
+    return 1;
+}
+
+/* Each runner answers t's request; 1 when it handed t on (to an add whose answer answers it),
+ * 0 when the caller frees t. */
+static int run_put(struct schedules *s, int slot, struct task *t)
 {
     struct schedstore *ss = ss_of(s, slot);
-    int64_t now = clock_now_ms(), old_next, gen, due;
+    int64_t now = clock_now_ms(), due;
+    struct sched_change c;
+    struct sched_kept k;
     char err[256];
+    int found, keep = 0;
+    int64_t runs = 0;
 
+    if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) < 0) {
+        redis_failed(t, "put", err);
+        return 0;
+    }
+    if (found) {
+        if ((keep = same_timing(t, &k, now)))
+            runs = k.st.runs;
+        sched_kept_release(&k);
+    }
     due = t->first_ms + recur_jitter(t->id, t->first_ms, t->def.timing.jitter_ms);
     if (schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
-                       &old_next, &gen, err, sizeof(err)) < 0) {
+                       keep, &c, err, sizeof(err)) < 0) {
         redis_failed(t, "put", err);
-        task_free(t);
-        return;
+        return 0;
     }
-    if (old_next && old_next != t->first_ms)
-        cancel_occurrence(s, slot, t->id, old_next);
-    log_info("schedule=%s put (generation %lld), first fire %lld", t->id, (long long)gen,
-             (long long)t->first_ms);
+    if (c.old_next && (c.paused || c.old_next != t->first_ms))
+        cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
+    log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
+             c.paused ? ", paused" : "", (long long)t->first_ms);
     t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
+    if (c.paused || t->first_ms <= 0) {
+        answer(t->done, t->opaque, 200, API_OK, c.paused ? "ok; the schedule stays paused until "
+               "resumed" : "ok; the schedule has no fire time left", t->data);
+        t->data = NULL;
+        return 0;
+    }
     add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json, t->first_ms,
-                   gen, 0, 1, 1, first_added, t);
+                   c.gen, runs, 1, 1, first_added, t);
+    return 1;
 }
 
 static void run_get(struct schedules *s, int slot, struct task *t)
@@ -307,11 +372,11 @@ static void run_list(struct schedules *s, int slot, struct task *t)
 
 static void run_delete(struct schedules *s, int slot, struct task *t)
 {
+    struct sched_change c;
     char err[256];
-    int64_t old_next;
     int found;
 
-    if (schedstore_delete(ss_of(s, slot), t->id, &found, &old_next, err, sizeof(err)) < 0) {
+    if (schedstore_delete(ss_of(s, slot), t->id, &found, &c, err, sizeof(err)) < 0) {
         redis_failed(t, "delete", err);
         return;
     }
@@ -319,7 +384,8 @@ static void run_delete(struct schedules *s, int slot, struct task *t)
         not_found(t);
         return;
     }
-    cancel_occurrence(s, slot, t->id, old_next);
+    cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
+    sched_change_release(&c);
     log_info("schedule=%s deleted", t->id);
     answer(t->done, t->opaque, 200, API_OK, "deleted", schedjson_id(t->id));
 }
@@ -327,11 +393,11 @@ static void run_delete(struct schedules *s, int slot, struct task *t)
 static void run_pause(struct schedules *s, int slot, struct task *t)
 {
     struct schedstore *ss = ss_of(s, slot);
+    struct sched_change c;
     enum sched_switch res;
     char err[256];
-    int64_t old_next;
 
-    if (schedstore_pause(ss, t->id, clock_now_ms(), &res, &old_next, err, sizeof(err)) < 0) {
+    if (schedstore_pause(ss, t->id, clock_now_ms(), &res, &c, err, sizeof(err)) < 0) {
         redis_failed(t, "pause", err);
         return;
     }
@@ -340,17 +406,18 @@ static void run_pause(struct schedules *s, int slot, struct task *t)
         return;
     }
     if (res == SCHED_SWITCHED)
-        cancel_occurrence(s, slot, t->id, old_next);
+        cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
+    sched_change_release(&c);
     answer(t->done, t->opaque, 200, API_OK, res == SCHED_SWITCHED ? "paused" : "already paused",
            read_data(ss, t->id, 0));
 }
 
 /* Resumes: the first occurrence after the pause as catch_up says, under a compare of the
- * generation read (a change in between: read again, once). */
-static void run_resume(struct schedules *s, int slot, struct task *t)
+ * generation read (a change in between: read again, twice). */
+static int run_resume(struct schedules *s, int slot, struct task *t)
 {
     struct schedstore *ss = ss_of(s, slot);
-    int64_t now, first, gen;
+    int64_t now, first = 0, gen;
     enum sched_switch res = SCHED_CHANGED;
     struct recur_timing timing;
     struct sched_kept k;
@@ -358,41 +425,38 @@ static void run_resume(struct schedules *s, int slot, struct task *t)
 
     for (int tries = 0; res == SCHED_CHANGED && tries < 3; tries++) {
         if (!read_kept(ss, t, &k))
-            return;
+            return 0;
         if (!k.st.paused) {
             sched_kept_release(&k);
-            answer(t->done, t->opaque, 200, API_OK, "not paused", read_data(ss, t->id, PREVIEW_DEFAULT));
-            return;
+            answer(t->done, t->opaque, 200, API_OK, "not paused",
+                   read_data(ss, t->id, PREVIEW_DEFAULT));
+            return 0;
         }
         if (kept_timing(t, &k, &timing) < 0) {
             sched_kept_release(&k);
-            return;
+            return 0;
         }
         now = clock_now_ms();
-        first = recur_first(&timing, now, k.st.last_ms);
+        first = recur_first(&timing, now, k.paused_pending);
         if (schedstore_resume(ss, t->id, k.st.generation, first,
                               first + recur_jitter(t->id, first, timing.jitter_ms), now, &res, &gen,
                               err, sizeof(err)) < 0) {
             sched_kept_release(&k);
             redis_failed(t, "resume", err);
-            return;
+            return 0;
         }
-        if (res == SCHED_SWITCHED) {
-            t->kind = T_RESUME;
+        if (res == SCHED_SWITCHED && first > 0) {
             t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
-            if (first > 0) {
-                add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, first, gen,
-                               k.st.runs, 1, 1, first_added, t);
-                t = NULL;
-            }
+            add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, first, gen, k.st.runs,
+                           1, 1, first_added, t);
+            sched_kept_release(&k);
+            return 1;
         }
         sched_kept_release(&k);
     }
-    if (!t)
-        return;
     if (res == SCHED_SWITCHED)
         answer(t->done, t->opaque, 200, API_OK, "resumed; the schedule has no fire time left",
-               t->data);
+               read_data(ss, t->id, PREVIEW_DEFAULT));
     else if (res == SCHED_NONE)
         not_found(t);
     else if (res == SCHED_ALREADY)
@@ -400,30 +464,30 @@ static void run_resume(struct schedules *s, int slot, struct task *t)
     else
         answer(t->done, t->opaque, 409, API_CONFLICT, "the schedule kept changing; try again",
                NULL);
-    t->data = NULL;
-    task_free(t);
+    return 0;
 }
 
-static void run_trigger(struct schedules *s, int slot, struct task *t)
+static int run_trigger(struct schedules *s, int slot, struct task *t)
 {
     struct recur_timing timing;
     struct sched_kept k;
     char job[JOB_ID_MAX + 1];
     int64_t now = clock_now_ms();
+    int handed = 0;
 
     if (!read_kept(ss_of(s, slot), t, &k))
-        goto out;
+        return 0;
     if (kept_timing(t, &k, &timing) == 0) {
+        if (recur_next(&timing, now - 1) == now)
+            now++;   /* not the id of the schedule's own occurrence of this instant */
         snprintf(job, sizeof(job), "%s@%lld", t->id, (long long)now);
         t->data = schedjson_triggered(t->id, job, now);
         add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, now, 0, 0, 0, 0,
                        first_added, t);
-        t = NULL;
+        handed = 1;
     }
     sched_kept_release(&k);
-out:
-    if (t)
-        task_free(t);
+    return handed;
 }
 
 static void run_next(struct schedules *s, int slot, struct task *t)
@@ -500,11 +564,20 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     enum job_state state = JOB_PENDING;
     int found, rc;
 
-    if (schedstore_get(ss_of(s, slot), id, &k, &found, err, sizeof(err)) < 0 || !found)
+    if (schedstore_get(ss_of(s, slot), id, &k, &found, err, sizeof(err)) < 0) {
+        log_warn("sweep: reading schedule %s failed: %s", id, err);
         return;
-    if (k.st.paused || !k.st.next_ms ||
-        schedjson_parse_timing(k.timing_json, strlen(k.timing_json), &timing, err,
+    }
+    if (!found)
+        return;
+    if (k.st.paused || !k.st.next_ms) {
+        sched_kept_release(&k);
+        return;
+    }
+    if (schedjson_parse_timing(k.timing_json, strlen(k.timing_json), &timing, err,
                                sizeof(err)) < 0) {
+        log_error("sweep: schedule %s as kept in Redis does not read (%s): its occurrences stop "
+                  "until it is put again", id, err);
         sched_kept_release(&k);
         return;
     }
@@ -519,7 +592,9 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
         plain = timing;
         if (!ran)
             plain.max_runs = 0;   /* not counted: the cap does not end it */
-        recur_plan(&plain, k.st.next_ms, k.st.runs, clock_now_ms(), &plan);
+        recur_plan(&plain, id, k.st.next_ms, k.st.runs, clock_now_ms(), &plan);
+        if (ran && timing.max_runs > 0 && k.st.runs + 1 >= timing.max_runs)
+            plan.next_ms = -1;   /* it ran, missed or not: the cap counts it */
         log_info("sweep: occurrence %s is %s, its schedule did not move on; moving it on", job,
                  job_state_name(state));
         move_on(s, slot, id, k.st.generation, k.st.next_ms, plan.next_ms > 0 ? plan.next_ms : 0,
@@ -530,10 +605,18 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
 
 static void run_task(struct schedules *s, int slot, struct task *t)
 {
+    int handed = 0;
+
+    if (!ss_of(s, slot) || !st_of(s, slot)) {
+        if (t->done)
+            answer(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        task_free(t);
+        return;
+    }
     switch (t->kind) {
-    case T_PUT: run_put(s, slot, t); return;   /* each of these frees t, or hands it on */
-    case T_RESUME: run_resume(s, slot, t); return;
-    case T_TRIGGER: run_trigger(s, slot, t); return;
+    case T_PUT: handed = run_put(s, slot, t); break;
+    case T_RESUME: handed = run_resume(s, slot, t); break;
+    case T_TRIGGER: handed = run_trigger(s, slot, t); break;
     case T_GET: run_get(s, slot, t); break;
     case T_LIST: run_list(s, slot, t); break;
     case T_DELETE: run_delete(s, slot, t); break;
@@ -545,7 +628,8 @@ static void run_task(struct schedules *s, int slot, struct task *t)
         break;
     case T_SWEEP: sweep_one(s, slot, t->id); break;
     }
-    task_free(t);
+    if (!handed)
+        task_free(t);
 }
 
 static void run_requests(void *ctx, int worker, void **tasks, size_t n)
@@ -718,6 +802,8 @@ static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **
 
     *action = slash ? slash + 1 : "";
     id[0] = '\0';
+    if (len == 0 && slash)
+        return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: an empty schedule id");
     if (len == 0)
         return 0;
     if (len > RECUR_ID_MAX)
@@ -728,11 +814,6 @@ static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **
     memcpy(id, start, len);
     id[len] = '\0';
     return 0;
-}
-
-int schedules_reads(const struct schedules_request *r)
-{
-    return strcmp(r->method, "GET") == 0;
 }
 
 /* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. */
@@ -766,7 +847,9 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
             return api_fail(e, 405, API_BAD_REQUEST, "a schedule takes GET, PUT or DELETE");
         return 0;
     }
-    if (strcmp(action, "next") == 0 && get) {
+    if (strcmp(action, "next") == 0 && !get)
+        return api_fail(e, 405, API_BAD_REQUEST, "%s takes GET", action);
+    if (strcmp(action, "next") == 0) {
         t->kind = T_NEXT;
         t->n = 10;
         t->from_ms = clock_now_ms();
@@ -783,6 +866,9 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
         t->kind = T_RESUME;
     else if (post && strcmp(action, "trigger") == 0)
         t->kind = T_TRIGGER;
+    else if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
+             strcmp(action, "trigger") == 0)
+        return api_fail(e, 405, API_BAD_REQUEST, "%s takes POST", action);
     else
         return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: %s %s (a schedule has "
                         "POST pause, resume, trigger and GET next)", r->method, action);

@@ -92,6 +92,7 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
         ({"every_ms": 1000, "topic": "t", "delay": 5}, "delay"),
         ({"every_ms": 1000, "topic": "t", "catch_up": "sometimes"}, "catch_up"),
         ({"every_ms": 1000, "topic": "t", "end_at_ms": 1000}, "never fires"),
+        ({"every_ms": 1000, "topic": "t", "jitter_ms": 1000}, "jitter_ms must be less"),
     ]
     for spec, word in cases:
         st, doc = d.http("PUT", f"{SCHED}/bad", spec)
@@ -101,6 +102,12 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
     st, doc = d.http("GET", f"{SCHED}/bad")
     assert st == 404, (st, doc)
     st, doc = d.http("POST", f"{SCHED}/bad/explode")
+    assert st == 404, (st, doc)
+    st, doc = d.http("GET", f"{SCHED}/bad/pause")   # a route, with the wrong method
+    assert st == 405 and "POST" in doc["message"], (st, doc)
+    st, doc = d.http("POST", f"{SCHED}/bad/next")
+    assert st == 405 and "GET" in doc["message"], (st, doc)
+    st, doc = d.http("GET", f"{SCHED}//pause")
     assert st == 404, (st, doc)
 
 
@@ -206,6 +213,54 @@ def test_pause_resume_catch_up_all_runs_every_missed_one(stack):
     assert len(caught) == 3 and caught[-1] > back - 1000, (caught, last, back)
     assert all(occ[f][0]["recv_ms"] >= back for f in caught), caught
     assert all(len(m) == 1 for m in occ.values())
+    reader.close()
+
+
+def test_changes_meet_an_occurrence_whose_add_is_on_its_way(stack):
+    """A pause (delete, replace) that finds no record of the pending occurrence (its add still
+    queued) leaves a removed one, so that the add, when it comes, is refused: no extra run."""
+    d = Delayqd(stack).start()
+    data = put(d, "late", every_ms=60000, topic="t")
+    fire = data["next_at_ms"]
+    assert stack.redis("DEL", f"{d.prefix}job:late@{fire}") == "1"   # as if not written yet
+    st, doc = d.http("POST", f"{SCHED}/late/pause")
+    assert st == 200 and doc["data"]["paused"], (st, doc)
+    assert d.get(f"late@{fire}")["state"] == "cancelled"
+    st, doc = d.add(id=f"late@{fire}", topic="t", delay_ms=1000)
+    assert st == 409, (st, doc)
+    # resumed: the occurrence the pause cancelled is the one it goes on from, even before any ran
+    st, doc = d.http("POST", f"{SCHED}/late/resume")
+    assert st == 200 and doc["data"]["next_at_ms"] == fire, (st, doc)
+    assert d.get(f"late@{fire}")["state"] == "pending"
+    st, doc = d.http("POST", f"{SCHED}/late/resume")
+    assert st == 200 and doc["message"] == "not paused", (st, doc)
+    st, doc = d.http("POST", f"{SCHED}/none/resume")
+    assert st == 404, (st, doc)
+
+
+def test_a_repeated_put_keeps_the_grid_runs_and_pause(stack):
+    """Putting the same timing again (a deploy that puts every schedule) keeps the interval's
+    grid and its count of runs; a put never resumes a paused schedule."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_grid"
+    reader = Reader(stack, topic)
+    first = put(d, "grid", every_ms=2000, max_runs=3, topic=topic)
+    wait_until(lambda: len(occurrences(reader, "grid")) >= 1, 10, "one run")
+    again = put(d, "grid", every_ms=2000, max_runs=3, topic=topic, body="b")
+    assert (again["next_at_ms"] - first["next_at_ms"]) % 2000 == 0, (first, again)
+    wait_until(lambda: len(occurrences(reader, "grid")) >= 3, 15, "three runs")
+    time.sleep(4.5)
+    occ = occurrences(reader, "grid")
+    assert len(occ) == 3 and all(len(m) == 1 for m in occ.values()), occ   # max_runs held
+    assert all((f - first["next_at_ms"]) % 2000 == 0 for f in occ), occ
+    put(d, "paused", every_ms=1000, topic=topic)
+    st, doc = d.http("POST", f"{SCHED}/paused/pause")
+    assert st == 200, doc
+    st, doc = d.http("PUT", f"{SCHED}/paused", {"every_ms": 1000, "topic": topic, "body": "x"})
+    assert st == 200 and doc["data"]["paused"] and "paused" in doc["message"], (st, doc)
+    since = now_ms()
+    time.sleep(3)
+    assert not [f for f in occurrences(reader, "paused") if f > since], "ran while paused"
     reader.close()
 
 

@@ -496,6 +496,45 @@ static void round_trip_pull(void)
     job_release(&in);
 }
 
+/* An occurrence of a schedule keeps its schedule in the record, with or without a callback
+ * before it (element 8; element 7 nil when there is no callback). */
+static void round_trip_schedule(void)
+{
+    struct job in, out;
+    struct job_record rec;
+    char err[256];
+
+    make_full(&in);
+    CHECK((in.sched = calloc(1, sizeof(*in.sched))) != NULL);
+    in.sched->id = strdup("nightly");
+    in.sched->timing = strdup("{\"cron\":\"30 2 * * *\"}");
+    in.sched->gen = 7;
+    in.sched->runs = 41;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK(out.sched != NULL && out.callback == NULL);
+    CHECK_STR(out.sched->id, "nightly");
+    CHECK_STR(out.sched->timing, "{\"cron\":\"30 2 * * *\"}");
+    CHECK_EQ_INT(out.sched->gen, 7);
+    CHECK_EQ_INT(out.sched->runs, 41);
+    CHECK_STR(out.topic, in.topic);
+    job_release(&out);
+    CHECK((in.callback = calloc(1, sizeof(*in.callback))) != NULL);
+    in.callback->url = strdup("https://example.com/hook");
+    in.callback->attempts = 2;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK(out.sched != NULL && out.callback != NULL);
+    CHECK_STR(out.callback->url, "https://example.com/hook");
+    CHECK_EQ_INT(out.callback->attempts, 2);
+    CHECK_EQ_INT(out.sched->gen, 7);
+    job_release(&out);
+    job_sched_free(in.sched);
+    in.sched = NULL;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK(out.sched == NULL && out.callback != NULL);
+    job_release(&out);
+    job_release(&in);
+}
+
 static void deliver_words(void)
 {
     enum job_deliver d = JOB_DELIVER_AUTO;
@@ -511,6 +550,7 @@ static void deliver_words(void)
 void unit_job(void)
 {
     RUN(round_trip_pull);
+    RUN(round_trip_schedule);
     RUN(deliver_words);
     RUN(round_trip_full);
     RUN(round_trip_minimal);

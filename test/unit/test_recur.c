@@ -40,7 +40,7 @@ static void on_time_runs_and_plans_the_next(void)
     struct recur_timing t = every(1000, 0, RECUR_SKIP);
     struct recur_plan p;
 
-    recur_plan(&t, 5000, 4, 5003, &p);   /* 3 ms late: the current one */
+    recur_plan(&t, "s", 5000, 4, 5003, &p);   /* 3 ms late: the current one */
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.missed, 0);
     CHECK_EQ_INT(p.next_ms, 6000);
@@ -51,23 +51,23 @@ static void missed_skip_once_all(void)
     struct recur_timing t = every(1000, 0, RECUR_SKIP);
     struct recur_plan p;
 
-    recur_plan(&t, 5000, 0, 9500, &p);   /* 6000..9000 passed too */
+    recur_plan(&t, "s", 5000, 0, 9500, &p);   /* 6000..9000 passed too */
     CHECK_EQ_INT(p.missed, 1);
     CHECK_EQ_INT(p.run, 0);
     CHECK_EQ_INT(p.next_ms, 10000);
     t.catch_up = RECUR_ONCE;
-    recur_plan(&t, 5000, 0, 9500, &p);
+    recur_plan(&t, "s", 5000, 0, 9500, &p);
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.next_ms, 10000);
     t.catch_up = RECUR_ALL;
-    recur_plan(&t, 5000, 0, 9500, &p);   /* 5 missed, within catch_up_max */
+    recur_plan(&t, "s", 5000, 0, 9500, &p);   /* 5 missed, within catch_up_max */
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.next_ms, 6000);
     t.catch_up_max = 3;                  /* only the last 3 (7000, 8000, 9000) run */
-    recur_plan(&t, 5000, 0, 9500, &p);
+    recur_plan(&t, "s", 5000, 0, 9500, &p);
     CHECK_EQ_INT(p.run, 0);
     CHECK_EQ_INT(p.next_ms, 7000);
-    recur_plan(&t, 7000, 0, 9500, &p);
+    recur_plan(&t, "s", 7000, 0, 9500, &p);
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.next_ms, 8000);
 }
@@ -81,10 +81,10 @@ static void cron_catch_up_all_walks_the_calendar(void)
     t.every_ms = 0;
     CHECK(cron_parse("0 * * * *", &t.cron, err, sizeof(err)) == 0);   /* hourly */
     t.catch_up_max = 2;
-    recur_plan(&t, 3600000, 0, 5 * 3600000 + 10, &p);   /* 1h..5h due: keep 4h and 5h */
+    recur_plan(&t, "s", 3600000, 0, 5 * 3600000 + 10, &p);   /* 1h..5h due: keep 4h and 5h */
     CHECK_EQ_INT(p.run, 0);
     CHECK_EQ_INT(p.next_ms, 4 * 3600000);
-    recur_plan(&t, 4 * 3600000, 0, 5 * 3600000 + 10, &p);
+    recur_plan(&t, "s", 4 * 3600000, 0, 5 * 3600000 + 10, &p);
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.next_ms, 5 * 3600000);
 }
@@ -95,14 +95,14 @@ static void max_runs_and_end(void)
     struct recur_plan p;
 
     t.max_runs = 3;
-    recur_plan(&t, 2000, 1, 2001, &p);   /* the 2nd run: one more to come */
+    recur_plan(&t, "s", 2000, 1, 2001, &p);   /* the 2nd run: one more to come */
     CHECK_EQ_INT(p.next_ms, 3000);
-    recur_plan(&t, 3000, 2, 3001, &p);   /* the 3rd: the last */
+    recur_plan(&t, "s", 3000, 2, 3001, &p);   /* the 3rd: the last */
     CHECK_EQ_INT(p.run, 1);
     CHECK_EQ_INT(p.next_ms, -1);
     t.max_runs = 0;
     t.end_ms = 3500;
-    recur_plan(&t, 3000, 2, 3001, &p);
+    recur_plan(&t, "s", 3000, 2, 3001, &p);
     CHECK_EQ_INT(p.next_ms, -1);
 }
 
@@ -113,8 +113,10 @@ static void first_after_a_pause(void)
     CHECK_EQ_INT(recur_first(&t, 9500, 0), 10000);
     CHECK_EQ_INT(recur_first(&t, 9500, 5000), 10000);   /* skip: what passed is not run */
     t.catch_up = RECUR_ONCE;
-    CHECK_EQ_INT(recur_first(&t, 9500, 5000), 6000);    /* the first missed, planned as missed */
-    CHECK_EQ_INT(recur_first(&t, 9500, 0), 10000);      /* never ran: nothing was missed */
+    /* the one the pause cancelled, planned as missed; not the one after the last run */
+    CHECK_EQ_INT(recur_first(&t, 9500, 6000), 6000);
+    CHECK_EQ_INT(recur_first(&t, 9500, 0), 10000);      /* nothing was pending */
+    CHECK_EQ_INT(recur_first(&t, 9500, 20000), 10000);  /* pending later than now: the next */
 }
 
 static void jitter_is_the_same_everywhere_and_bounded(void)
@@ -125,6 +127,41 @@ static void jitter_is_the_same_everywhere_and_bounded(void)
     CHECK(a >= 0 && a < 500 && b >= 0 && b < 500);
     CHECK_EQ_INT(recur_jitter("s", 1000, 0), 0);
     CHECK(recur_jitter("s", 1000, 1000000) != recur_jitter("t", 1000, 1000000));
+}
+
+/* An occurrence is missed only when the next one is due: its fire time plus its jitter. */
+static void jitter_moves_what_counts_as_missed(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_SKIP);
+    struct recur_plan p;
+    int64_t j;
+
+    t.jitter_ms = 900;
+    j = recur_jitter("s", 6000, 900);
+    CHECK(j > 0);
+    recur_plan(&t, "s", 5000, 0, 6000 + j - 1, &p);   /* 6000 passed, not yet due */
+    CHECK_EQ_INT(p.missed, 0);
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, 6000);
+    recur_plan(&t, "s", 5000, 0, 6000 + j, &p);
+    CHECK_EQ_INT(p.missed, 1);
+    CHECK_EQ_INT(p.run, 0);
+}
+
+/* catch_up all counts only fire times up to end_at_ms, for intervals as for crons. */
+static void catch_up_all_stops_at_the_end(void)
+{
+    struct recur_timing t = every(1000, 0, RECUR_ALL);
+    struct recur_plan p;
+
+    t.end_ms = 7000;
+    t.catch_up_max = 2;                  /* 5000, 6000, 7000 missed: keep 6000 and 7000 */
+    recur_plan(&t, "s", 5000, 0, 9500, &p);
+    CHECK_EQ_INT(p.run, 0);
+    CHECK_EQ_INT(p.next_ms, 6000);
+    recur_plan(&t, "s", 7000, 0, 9500, &p);
+    CHECK_EQ_INT(p.run, 1);
+    CHECK_EQ_INT(p.next_ms, -1);
 }
 
 static void definitions_read_and_refused(void)
@@ -156,6 +193,16 @@ static void definitions_read_and_refused(void)
     CHECK_EQ_INT(def.timing.anchor_ms, 1234);   /* kept, so every instance has the same grid */
     CHECK_HAS(def.timing_json, "\"anchor_ms\":1234");
     sched_def_release(&def);
+    ok = "{\"cron\": \"0,30 * * * * *\", \"topic\": \"t\", \"jitter_ms\": 29999}";
+    CHECK(schedjson_parse_def(ok, strlen(ok), &lim, 1234, &def, &e) == 0);
+    sched_def_release(&def);
+    /* the same timing put again, or put at another time, reads as the same */
+    CHECK(schedjson_same_timing("{\"every_ms\":5000,\"anchor_ms\":1234}",
+                                "{\"every_ms\":5000,\"anchor_ms\":99}"));
+    CHECK(!schedjson_same_timing("{\"every_ms\":5000,\"anchor_ms\":1234}",
+                                 "{\"every_ms\":6000,\"anchor_ms\":1234}"));
+    CHECK(!schedjson_same_timing("{\"cron\":\"* * * * *\"}",
+                                 "{\"cron\":\"* * * * *\",\"max_runs\":3}"));
 
     static const struct { const char *body, *says; } bad[] = {
         { "{\"every_ms\": 500, \"topic\": \"t\"}", "every_ms must be at least 1000" },
@@ -166,6 +213,10 @@ static void definitions_read_and_refused(void)
         { "{\"every_ms\": 1000, \"topic\": \"t\", \"catch_up_max\": 0}", "catch_up_max" },
         { "{\"every_ms\": 1000, \"topic\": \"t\", \"anchor_ms\": 5}", "anchor_ms" },
         { "[1]", "JSON object" },
+        { "{\"every_ms\": 1000, \"topic\": \"t\", \"jitter_ms\": 1000}",
+          "jitter_ms must be less than the shortest time between two fire times (1000 ms)" },
+        { "{\"cron\": \"0,30 * * * * *\", \"topic\": \"t\", \"jitter_ms\": 30000}",
+          "(30000 ms)" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(&e, 0, sizeof(e));
@@ -185,5 +236,7 @@ void unit_recur(void)
     RUN(max_runs_and_end);
     RUN(first_after_a_pause);
     RUN(jitter_is_the_same_everywhere_and_bounded);
+    RUN(jitter_moves_what_counts_as_missed);
+    RUN(catch_up_all_stops_at_the_end);
     RUN(definitions_read_and_refused);
 }
