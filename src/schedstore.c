@@ -335,17 +335,23 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
     return 0;
 }
 
-/* The string elements of array reply r into a malloc'd list. */
-static int ids_of(const struct rdb_reply *r, size_t max, char ***ids, size_t *n)
+/* The first max string elements of array reply r into a malloc'd list; frees r. 0, or -1
+ * (err set) out of memory. */
+static int ids_of(struct rdb_reply *r, size_t max, char ***ids, size_t *n, char *err,
+                  size_t errlen)
 {
     size_t count = rdb_count(r) < max ? rdb_count(r) : max;
 
     *n = 0;
-    if (!(*ids = calloc(count ? count : 1, sizeof(**ids))))
+    if (!(*ids = calloc(count ? count : 1, sizeof(**ids)))) {
+        rdb_reply_free(r);
+        snprintf(err, errlen, "out of memory");
         return -1;
+    }
     for (size_t i = 0; i < count; i++)
         if (((*ids)[*n] = str_dup(rdb_at(r, i))))
             (*n)++;
+    rdb_reply_free(r);
     return 0;
 }
 
@@ -354,7 +360,6 @@ int schedstore_list(struct schedstore *ss, const char *after, size_t max, char *
 {
     char key[KEY_MAX], from[RECUR_ID_MAX + 2], limit[24];
     struct rdb_reply *r;
-    int rc;
 
     key_of(ss, "ids", NULL, key, sizeof(key));
     snprintf(from, sizeof(from), "%s%s", after[0] ? "(" : "-", after);
@@ -363,11 +368,7 @@ int schedstore_list(struct schedstore *ss, const char *after, size_t max, char *
                           NULL)))
         return -1;
     *more = rdb_count(r) > max;
-    rc = ids_of(r, max, ids, n);
-    rdb_reply_free(r);
-    if (rc < 0)
-        snprintf(err, errlen, "out of memory");
-    return rc;
+    return ids_of(r, max, ids, n, err, errlen);
 }
 
 int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t again_ms,
@@ -376,18 +377,13 @@ int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t ag
     char before[24], again[24], limit[24];
     const char *args[] = { before, again, limit };
     struct rdb_reply *r;
-    int rc;
 
     snprintf(before, sizeof(before), "%lld", (long long)before_ms);
     snprintf(again, sizeof(again), "%lld", (long long)again_ms);
     snprintf(limit, sizeof(limit), "%zu", max);
     if (!(r = run(ss, S_TAKE, NULL, 1, args, 3, err, errlen)))
         return -1;
-    rc = ids_of(r, max, ids, n);
-    rdb_reply_free(r);
-    if (rc < 0)
-        snprintf(err, errlen, "out of memory");
-    return rc;
+    return ids_of(r, max, ids, n, err, errlen);
 }
 
 int schedstore_count(struct schedstore *ss, int64_t *n, char *err, size_t errlen)
