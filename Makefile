@@ -35,7 +35,7 @@ PURE     := log levels route envelope job heap api offsets config metrics share 
             pending workers sign callplan netaddr ratelimit recur schedjson cron tz
 # Adapters and wings.
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
-            forwarder callout stats pull compat callbacks schedstore schedules
+            forwarder callout stats pull compat callbacks schedstore schedules deadq deadstore dead
 MAIN     := main
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)

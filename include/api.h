@@ -180,6 +180,9 @@ void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t 
 void api_stats_callbacks(void *data, int64_t waiting);
 /* Adds "schedules": {"count"} to a stats answer's data. */
 void api_stats_schedules(void *data, int64_t count);
+/* {"redis": {"maxmemory_policy" (null when not known), "evicts"}}: an evicting Redis drops job
+ * records at maxmemory. */
+void api_stats_redis(void *data, const char *policy, int evicts);
 
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved);
 
@@ -189,6 +192,16 @@ char *api_response(int code, const char *message, void *data);
 
 /* Frees data made for api_response that will not be answered. Safe on NULL. */
 void api_data_free(void *data);
+
+/* A query value v (NULL: absent, *out left as it is) as a decimal integer from lo to hi into
+ * *out: 0, or -1 when it is not one. */
+int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out);
+
+/* Reads {"group": <0 .. ngroups - 1>} (a release request). 0, or -1 with e set. */
+int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e);
+
+/* data of a release answer: {"group", "owner" (its token, or null when nobody held it)}. */
+void *api_release_data(int group, const char *owner);
 
 /* data of an add answer: {"job_id": id}. Returns a jansson json_t * as void *. */
 void *api_job_id_data(const char *id);

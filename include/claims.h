@@ -53,6 +53,12 @@ int claims_acquire(struct claims *c, int group, char *err, size_t errlen);
 int claims_renew(struct claims *c, int group, char *err, size_t errlen);
 int claims_release(struct claims *c, int group, char *err, size_t errlen);
 
+/* Asks the owner of group to hand it back (as `delayq-claims release` does; who says who asked;
+ * the request lasts 60 s): its token into owner, "" when nobody holds it (then nothing is
+ * asked). 0, or -1 with err set. */
+int claims_ask_release(struct claims *c, int group, const char *who, char *owner,
+                       size_t ownerlen, char *err, size_t errlen);
+
 /* 1 when an operator asked for the group back (the request is consumed), 0 when not, -1. */
 int claims_release_requested(struct claims *c, int group, char *err, size_t errlen);
 

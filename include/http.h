@@ -11,13 +11,14 @@
 
 struct http;
 struct schedules;
+struct dead;
 
-/* Listens on http.listen and serves (schedules: the schedule routes') with http.threads threads, over TLS when
+/* Listens on http.listen and serves (schedules, dead: the schedule and dead-letter routes') with http.threads threads, over TLS when
  * http.tls_cert_file is set (tls_load done: main checks it before anything starts); loads the
  * certificate again whenever *reload is set (by SIGHUP; the server clears it). NULL with err
  * set on failure. */
 struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedules *schedules,
-                      atomic_int *reload, char *err, size_t errlen);
+                      struct dead *dead, atomic_int *reload, char *err, size_t errlen);
 
 /* Stops accepting connections, refuses further requests for the jobs module with 503, waits up
  * to timeout_ms for those in progress to be answered (one whose client left counts once it has

@@ -62,6 +62,8 @@ struct job_sched {
     char *timing;                /* owned: the schedule's timing as JSON (api_parse_timing) */
 };
 
+#define JOB_OVERRIDE_FAILED 2
+
 struct job {
     char id[JOB_ID_MAX + 1];
     char *topic;                 /* business topic, owned */
@@ -77,8 +79,9 @@ struct job {
     int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
     struct job_callback *callback;   /* owned; NULL: none */
     struct job_sched *sched;     /* owned; NULL: not an occurrence of a schedule */
-    int override;                /* the add replaces a pending or removed job of its id (asked
-                                  * at add; not kept in the record) */
+    int override;                /* 1: the add replaces a pending or removed job of its id;
+                                  * JOB_OVERRIDE_FAILED: a failed one (asked at add; not kept in
+                                  * the record) */
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
 

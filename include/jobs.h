@@ -80,6 +80,11 @@ int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
 /* The lease view of GET /delay-queue/api/claims, read in one pipeline on a worker. */
 void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque);
 
+/* POST /delay-queue/api/claims/release {"group": N}: asks the group's owner to hand it back
+ * (it does within a lease time; another instance then takes it). */
+void jobs_hand_back(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+                    void *opaque);
+
 /* The pending view of GET /delay-queue/api/stats: 200, or 503 with "stats: kafka: ..." when
  * Kafka did not answer; done is called at once or by the stats thread (see stats_get). */
 void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque);

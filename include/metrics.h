@@ -34,6 +34,7 @@ enum metric_counter {
     M_SCHED_RUN,            /* occurrences of schedules that came due and ran */
     M_SCHED_SKIPPED,        /* occurrences that came due missed and were skipped (catch_up) */
     M_SCHED_MADE,           /* occurrences made (the next of each, a trigger's, a sweep's) */
+    M_DEAD_REDRIVEN,        /* dead letters added again as jobs (POST /dead/redrive) */
     M_COUNTERS
 };
 
@@ -68,7 +69,7 @@ enum skip_reason {
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
                   R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_SCHEDULES,
-                  R_OTHER,
+                  R_DEAD, R_HAND_BACK, R_OTHER,
                   HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);

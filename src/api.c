@@ -819,6 +819,42 @@ void *api_stats_data(const struct pending_view *v, const struct levels *lv)
     return d;
 }
 
+int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    long long n;
+
+    if (!v)
+        return 0;
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < lo || n > hi)
+        return -1;
+    *out = n;
+    return 0;
+}
+
+int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e)
+{
+    json_t *root = load_object(body, len, e), *g;
+    int rc = -1;
+
+    if (!root)
+        return -1;
+    g = json_object_get(root, "group");
+    if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) >= ngroups)
+        api_fail(e, 400, API_BAD_REQUEST, "group must be an integer from 0 to %d", ngroups - 1);
+    else
+        *group = (int)json_integer_value(g), rc = 0;
+    json_decref(root);
+    return rc;
+}
+
+void *api_release_data(int group, const char *owner)
+{
+    return json_pack("{s:i, s:s?}", "group", group, "owner", owner[0] ? owner : NULL);
+}
+
 int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
                   struct api_error *e)
 {
@@ -984,6 +1020,12 @@ void api_stats_callbacks(void *data, int64_t waiting)
 void api_stats_schedules(void *data, int64_t count)
 {
     json_object_set_new(data, "schedules", json_pack("{s:I}", "count", (json_int_t)count));
+}
+
+void api_stats_redis(void *data, const char *policy, int evicts)
+{
+    json_object_set_new(data, "redis", json_pack("{s:s?, s:b}", "maxmemory_policy",
+                                                 policy[0] ? policy : NULL, "evicts", evicts));
 }
 
 void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)

@@ -301,6 +301,23 @@ int claims_owner(struct claims *c, int group, char *out, size_t outlen, char *er
     return 0;
 }
 
+int claims_ask_release(struct claims *c, int group, const char *who, char *owner,
+                       size_t ownerlen, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    struct rdb_reply *r;
+
+    if (claims_owner(c, group, owner, ownerlen, err, errlen) < 0)
+        return -1;
+    if (!owner[0])
+        return 0;
+    key_of(c->cfg, "release", group, key, sizeof(key));
+    if (!(r = rdb_command(c->db, err, errlen, "SET", key, who, "EX", "60", NULL)))
+        return -1;
+    rdb_reply_free(r);
+    return 0;
+}
+
 int claims_release_requested(struct claims *c, int group, char *err, size_t errlen)
 {
     char key[KEY_MAX];

@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "log.h"
 #include "metrics.h"
+#include "dead.h"
 #include "schedules.h"
 #include "tls.h"
 
@@ -75,6 +76,7 @@ struct http {
     const struct config *cfg;
     struct jobs *jobs;
     struct schedules *schedules;
+    struct dead *dead;
     struct server *srv;       /* http.threads of them, all accepting on one listening socket */
     int nsrv;
     atomic_int quiesce;       /* set at drain: the threads stop accepting connections */
@@ -216,6 +218,7 @@ static const struct {
     { API_PREFIX "remove", R_REMOVE, METHOD_GET | METHOD_POST, "remove takes GET or POST" },
     { API_PREFIX "reschedule", R_RESCHEDULE, METHOD_GET | METHOD_POST, "reschedule takes GET or POST" },
     { "/delay-queue/api/claims", R_CLAIMS, METHOD_GET, "this path takes GET" },
+    { "/delay-queue/api/claims/release", R_HAND_BACK, METHOD_POST, "this path takes POST" },
     { "/healthz", R_HEALTH, METHOD_GET, "this path takes GET" },
     { "/readyz", R_READY, METHOD_GET, "this path takes GET" },
     { "/metrics", R_METRICS, METHOD_GET, "this path takes GET" },
@@ -226,6 +229,9 @@ static const struct {
     { API_PREFIX "touch", R_TOUCH, METHOD_POST, "touch takes POST" },
     { API_PREFIX "bury", R_BURY, METHOD_POST, "bury takes POST" },
     { "/delay-queue/api/schedules", R_SCHEDULES, METHOD_GET, "this path takes GET" },
+    { "/delay-queue/api/dead", R_DEAD, METHOD_GET, "this path takes GET" },
+    { "/delay-queue/api/dead/", R_DEAD, METHOD_GET | METHOD_POST,
+      "a dead-letter route takes GET or POST" },
     { "/delay-queue/api/schedules/", R_SCHEDULES, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE,
       "a schedule takes GET, PUT, POST or DELETE" },
     /* ouqiang/delay-queue's, with compat.ouqiang */
@@ -245,7 +251,7 @@ static int is_async(enum http_route route)
     switch (route) {
     case R_ADD: case R_ADD_BATCH: case R_RESCHEDULE: case R_GET: case R_REMOVE: case R_CLAIMS:
     case R_STATS: case R_POP: case R_FINISH: case R_RELEASE: case R_TOUCH: case R_BURY:
-    case R_COMPAT: case R_SCHEDULES:
+    case R_COMPAT: case R_SCHEDULES: case R_DEAD: case R_HAND_BACK:
         return 1;
     default:
         return 0;
@@ -381,9 +387,9 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = send_error(req, 404, API_NOT_FOUND, "no such path");
         return -1;
     }
-    /* The schedule routes' reads (GET) are the read token's, as get's. */
-    if (!authorized(req->http, conn, req->route == R_SCHEDULES && strcmp(req->method, "GET") == 0
-                                     ? R_GET : req->route)) {
+    /* The schedule and dead-letter routes' reads (GET) are the read token's, as get's. */
+    if (!authorized(req->http, conn, (req->route == R_SCHEDULES || req->route == R_DEAD) &&
+                                     strcmp(req->method, "GET") == 0 ? R_GET : req->route)) {
         *ret = send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
@@ -542,6 +548,23 @@ static void start_compat(struct request *req, const char *body)
     compat_serve(req->http->jobs, req->http->cfg, &c, async_done, req);
 }
 
+/* The n query values named keys into vals (NULL when absent): 0, or -1 when one holds a NUL
+ * byte (req answered 400). */
+static int query_values(struct request *req, const char *const *keys, const char ***vals,
+                        size_t n)
+{
+    char msg[64];
+
+    for (size_t i = 0; i < n; i++) {
+        if (query_value(req->conn, keys[i], vals[i]) < 0) {
+            snprintf(msg, sizeof(msg), "%s: holds a NUL byte", keys[i]);
+            async_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* A schedule route: the request as schedules.h takes it. */
 static void start_schedules(struct request *req, const char *body)
 {
@@ -550,16 +573,22 @@ static void start_schedules(struct request *req, const char *body)
                                    .body = body, .len = req->len };
     static const char *const keys[] = { "n", "from_ms", "limit", "after" };
     const char **vals[] = { &r.n, &r.from_ms, &r.limit, &r.after };
-    char msg[64];
 
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        if (query_value(req->conn, keys[i], vals[i]) < 0) {
-            snprintf(msg, sizeof(msg), "%s: holds a NUL byte", keys[i]);
-            async_done(req, 400, api_response(API_BAD_REQUEST, msg, NULL));
-            return;
-        }
-    }
-    schedules_serve(req->http->schedules, &r, async_done, req);
+    if (query_values(req, keys, vals, 4) == 0)
+        schedules_serve(req->http->schedules, &r, async_done, req);
+}
+
+/* A dead-letter route: the request as dead.h takes it. */
+static void start_dead(struct request *req, const char *body)
+{
+    const char *prefix = "/delay-queue/api/dead";
+    struct dead_request r = { .method = req->method, .path = req->url + strlen(prefix),
+                              .body = body, .len = req->len };
+    static const char *const keys[] = { "limit", "before", "topic", "reason" };
+    const char **vals[] = { &r.limit, &r.before, &r.topic, &r.reason };
+
+    if (query_values(req, keys, vals, 4) == 0)
+        dead_serve(req->http->dead, &r, async_done, req);
 }
 
 /* Hands the request to the jobs module, which answers it through async_done. */
@@ -592,6 +621,12 @@ static void start(struct request *req)
         break;
     case R_SCHEDULES:
         start_schedules(req, body);
+        break;
+    case R_DEAD:
+        start_dead(req, body);
+        break;
+    case R_HAND_BACK:
+        jobs_hand_back(req->http->jobs, body, req->len, async_done, req);
         break;
     case R_FINISH:
     case R_RELEASE:
@@ -711,7 +746,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->path = match(req->http->cfg, url);
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
-        if (req->route == R_COMPAT || req->route == R_SCHEDULES) {
+        if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD) {
             snprintf(req->method, sizeof(req->method), "%s", method);
             if (!(req->url = strdup(url)))
                 req->route = R_OTHER;   /* out of memory: answered as an unknown path */
@@ -960,6 +995,7 @@ static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, c
 }
 
 struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedules *schedules,
+                      struct dead *dead,
                       atomic_int *reload, char *err, size_t errlen)
 {
     struct http *http = calloc(1, sizeof(*http));
@@ -985,6 +1021,7 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedu
     http->cfg = cfg;
     http->jobs = jobs;
     http->schedules = schedules;
+    http->dead = dead;
     http->reload = reload;
     for (http->nsrv = 0; http->nsrv < n; http->nsrv++) {
         struct server *s = &http->srv[http->nsrv];

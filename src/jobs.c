@@ -66,12 +66,13 @@ struct flights {
 };
 
 /* A request served by a worker. */
-enum task_kind { T_GET, T_REMOVE, T_RESCHEDULE, T_CLAIMS };
+enum task_kind { T_GET, T_REMOVE, T_RESCHEDULE, T_CLAIMS, T_HAND_BACK };
 
 struct task {
     enum task_kind kind;
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
+    int group;                  /* a hand-back's group */
     jobs_done_fn done;
     void *opaque;
 };
@@ -85,6 +86,7 @@ static const struct {
     [T_REMOVE] = { API_REMOVE_FAILED, "remove failed" },
     [T_RESCHEDULE] = { API_RESCHEDULE_FAILED, "reschedule failed" },
     [T_CLAIMS] = { API_UNAVAILABLE, "claims" },
+    [T_HAND_BACK] = { API_UNAVAILABLE, "release" },
 };
 
 struct jobs {
@@ -910,7 +912,8 @@ static void queue_task(struct jobs *jobs, enum task_kind kind, const char *id, i
         answer(done, opaque, 503, task_kinds[kind].code, msg, NULL);
         return;
     }
-    *t = (struct task){ .kind = kind, .due_ms = due_ms, .done = done, .opaque = opaque };
+    *t = (struct task){ .kind = kind, .due_ms = due_ms, .group = (int)due_ms, .done = done,
+                        .opaque = opaque };
     if (id)
         snprintf(t->id, sizeof(t->id), "%s", id);
     workers_queue(jobs->workers, t);
@@ -1232,22 +1235,41 @@ static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_bat
     free(asks);
 }
 
+/* Asks the owner of t's group to hand it back. */
+static void run_hand_back(struct claims *view, struct task *t)
+{
+    char owner[CLAIMS_TOKEN_MAX + 1], err[256], msg[CLAIMS_TOKEN_MAX + 96];
+
+    if (claims_ask_release(view, t->group, "api", owner, sizeof(owner), err, sizeof(err)) < 0) {
+        snprintf(msg, sizeof(msg), "release failed: %s", err);
+        answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
+    } else {
+        if (owner[0])
+            log_info("asked %s to hand back group %d", owner, t->group);
+        snprintf(msg, sizeof(msg), owner[0] ? "asked its owner to hand group %d back" :
+                 "group %d is held by nobody", t->group);
+        answer(t->done, t->opaque, 200, API_OK, msg, api_release_data(t->group, owner));
+    }
+    free(t);
+}
+
 /* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
- * the reschedules in two, and one claims view for all the /claims requests. */
+ * the reschedules in two, one claims view for all the /claims requests, and the hand-backs. */
 static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
 {
     struct jobs *jobs = ctx;
     struct store **st = &jobs->wstore[worker];
     struct claims **view = &jobs->wview[worker];
-    struct task *by_kind[4][WORKER_BATCH];
-    struct kind_batch b[4] = { { by_kind[0], 0 }, { by_kind[1], 0 }, { by_kind[2], 0 },
-                               { by_kind[3], 0 } };
+    struct task *by_kind[T_HAND_BACK + 1][WORKER_BATCH];
+    struct kind_batch b[T_HAND_BACK + 1];
     int status = 503;
     char *resp;
 
+    for (int k = 0; k <= T_HAND_BACK; k++)
+        b[k] = (struct kind_batch){ by_kind[k], 0 };
     for (size_t i = 0; i < n; i++) {
         struct task *t = tasks[i];
-        if (t->kind == T_CLAIMS ? !*view && !(*view = claims_new(jobs->cfg))
+        if (t->kind >= T_CLAIMS ? !*view && !(*view = claims_new(jobs->cfg))
                                 : !*st && !(*st = store_new(jobs->cfg)))
             drop_task(jobs, t, "out of memory");
         else
@@ -1263,6 +1285,8 @@ static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
         t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);
         free(t);
     }
+    for (size_t i = 0; i < b[T_HAND_BACK].n; i++)
+        run_hand_back(*view, b[T_HAND_BACK].t[i]);
 }
 
 void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
@@ -1326,6 +1350,18 @@ void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque)
     queue_task(jobs, T_CLAIMS, NULL, 0, done, opaque);
 }
 
+void jobs_hand_back(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+                    void *opaque)
+{
+    struct api_error e;
+    int group;
+
+    if (api_parse_group(body, len, jobs->cfg->delay.ngroups, &group, &e) < 0)
+        answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        queue_task(jobs, T_HAND_BACK, NULL, group, done, opaque);
+}
+
 /* The stats handle, made at the first look. */
 static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
 {
@@ -1360,7 +1396,10 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
         for (size_t i = 0; i < n; i++)
             api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
         api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
+        char policy[64];
+        int evicts = store_evicts(policy, sizeof(policy));
         api_stats_schedules(d, metrics_gauge(M_SCHEDULES));
+        api_stats_redis(d, policy, evicts);
         answer(w->done, w->opaque, 200, API_OK, "ok", d);
     } else
         answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);

@@ -13,6 +13,7 @@
 #include "jobs.h"
 #include "log.h"
 #include "producer.h"
+#include "dead.h"
 #include "schedules.h"
 #include "store.h"
 #include "tls.h"
@@ -108,6 +109,7 @@ static int serve(const struct config *cfg)
     struct holder *holder = NULL;
     struct jobs *jobs = NULL;
     struct schedules *schedules = NULL;
+    struct dead *dead = NULL;
     struct http *http = NULL;
     char err[512];
     int rc = 1;
@@ -121,7 +123,8 @@ static int serve(const struct config *cfg)
     if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
         !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||
         !(schedules = schedules_new(cfg, jobs, err, sizeof(err))) ||
-        !(http = http_new(cfg, jobs, schedules, &reload_requested, err, sizeof(err)))) {
+        !(dead = dead_new(cfg, jobs, err, sizeof(err))) ||
+        !(http = http_new(cfg, jobs, schedules, dead, &reload_requested, err, sizeof(err)))) {
         log_error("%s", err);
         goto out;
     }
@@ -135,10 +138,11 @@ static int serve(const struct config *cfg)
     http_drain(http, (int)cfg->kafka.produce_timeout_ms + 1000);
     rc = 0;
 out:
-    /* schedules, then jobs: they answer every request still waiting (the schedules' own adds
-     * are the jobs'), so none is left suspended in the HTTP server, and none is answered after
-     * it is gone. */
+    /* schedules and dead letters, then jobs: they answer every request still waiting (their
+     * own adds are the jobs'), so none is left suspended in the HTTP server, and none is
+     * answered after it is gone. */
     schedules_free(schedules);
+    dead_free(dead);
     jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
     http_free(http);
     holder_free(holder);

@@ -46,6 +46,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_SCHED_RUN] = { "delayq_schedule_runs_total", "Occurrences of recurring schedules that came due and were run." },
     [M_SCHED_SKIPPED] = { "delayq_schedule_skips_total", "Occurrences that came due after a later fire time had passed too, and were skipped (catch_up skip, or beyond catch_up_max)." },
     [M_SCHED_MADE] = { "delayq_schedule_occurrences_made_total", "Occurrence jobs made by this instance: each schedule's next, triggered ones, and those a sweep made again." },
+    [M_DEAD_REDRIVEN] = { "delayq_dead_letters_redriven_total", "Dead letters added again as jobs by a redrive." },
     [M_CALL_DEFERRED] = { "delayq_callback_deferrals_total", "Callback jobs not called but sent back to wait in the delay topics: their endpoint's queue was seconds long (its calls slow or timing out)." },
 };
 
@@ -78,6 +79,7 @@ static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
     [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
     [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
+    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 

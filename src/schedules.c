@@ -1,6 +1,5 @@
 /* schedules: recurring jobs, their HTTP routes, moving them on and the sweep. The contract is in
  * include/schedules.h. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -776,22 +775,6 @@ void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,
     workers_queue(s->moves, t);
 }
 
-/* A non-negative integer query value into *out (left as it is when absent): 0, or -1. */
-static int query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long n;
-
-    if (!v)
-        return 0;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > hi)
-        return -1;
-    *out = n;
-    return 0;
-}
-
 /* The id and the action of a path below the prefix: 0, or -1 with e set. */
 static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **action,
                       struct api_error *e)
@@ -831,7 +814,7 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
         t->kind = T_LIST;
         t->n = LIST_DEFAULT;
         snprintf(t->after, sizeof(t->after), "%s", r->after ? r->after : "");
-        if (query_int(r->limit, 1, LIST_MAX, &t->n) < 0)
+        if (api_query_int(r->limit, 1, LIST_MAX, &t->n) < 0)
             return api_fail(e, 400, API_BAD_REQUEST, "limit must be an integer from 1 to %d",
                             LIST_MAX);
         return 0;
@@ -853,10 +836,10 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
         t->kind = T_NEXT;
         t->n = 10;
         t->from_ms = clock_now_ms();
-        if (query_int(r->n, 1, RECUR_PREVIEW_MAX, &t->n) < 0)
+        if (api_query_int(r->n, 1, RECUR_PREVIEW_MAX, &t->n) < 0)
             return api_fail(e, 400, API_BAD_REQUEST, "n must be an integer from 1 to %d",
                             RECUR_PREVIEW_MAX);
-        if (query_int(r->from_ms, 0, 253402300799999LL, &t->from_ms) < 0)
+        if (api_query_int(r->from_ms, 0, 253402300799999LL, &t->from_ms) < 0)
             return api_fail(e, 400, API_BAD_REQUEST, "from_ms must be epoch milliseconds");
         return 0;
     }

@@ -71,7 +71,8 @@ struct store {
  * the value is no record of ours) and tail the msgpack after the head. See job.h for the layout.
  *
  * Add, ARGV per record: record, ttl ms, override ("1": a pending or removed job of the id is
- * replaced; its messages then carry a tag that is not the new record's, and are skipped).
+ * replaced; its messages then carry a tag that is not the new record's, and are skipped; "2":
+ * a failed one is, a redriven dead letter's).
  * Returns {result, state letter} per record: 0 added,
  * 1 the same job is there (same topic and body; then also its claim field, a pending record's
  * tag, and due time, so that the add can send its message again), 2 another job has the id, 3
@@ -87,7 +88,7 @@ static const char add_lua[] =
     "if r then return {0, 'p'} end\n"
     READ_RECORD
     "if not st then return {3, ''} end\n"
-    "if override == '1' and (st == 'p' or st == 'c') then\n"
+    "if (override == '1' and (st == 'p' or st == 'c')) or (override == '2' and st == 'f') then\n"
     "  redis.call('SET', key, record, 'PX', ttl)\n"
     "  return {0, 'p'}\n"
     "end\n"
@@ -675,7 +676,8 @@ static int add_records(struct store *st, size_t n, const struct job *const *jobs
         ids[i] = job->id;
         args[ADD_ARGS * i] = bufs[i].data,       lens[ADD_ARGS * i] = bufs[i].size;
         args[ADD_ARGS * i + 1] = ttl[i],         lens[ADD_ARGS * i + 1] = strlen(ttl[i]);
-        args[ADD_ARGS * i + 2] = job->override ? "1" : "";
+        args[ADD_ARGS * i + 2] = job->override == JOB_OVERRIDE_FAILED ? "2"
+                                 : job->override ? "1" : "";
         lens[ADD_ARGS * i + 2] = job->override ? 1 : 0;
     }
     run_chunked(&b.c, add_reply, &b, RDB_WAIT_END, err, errlen);   /* each job its own answer */

@@ -633,6 +633,8 @@ def test_an_evicting_redis_is_told_and_refused_when_asked(stack):
             d.http("GET", "/readyz")), 5, "/readyz to warn")
         assert st == 200 and "maxmemory-policy is volatile-lru" in doc["message"], doc
         assert "maxmemory-policy is volatile-lru" in d.log_text()
+        st, doc = d.http("GET", "/delay-queue/api/stats")   # what the console warns of
+        assert doc["data"]["redis"] == {"maxmemory_policy": "volatile-lru", "evicts": True}, doc
         d.stop()
         strict = Delayqd(stack, extra={"require_noeviction": True})
         p = run([DELAYQD, "-c", strict.conf_path], check=False, timeout=60)

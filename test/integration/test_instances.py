@@ -296,6 +296,14 @@ def test_claims_script_list_release_force_release(stack):
     p = claims_sh(a, "release", "0")
     assert p.returncode == 0 and "handed back" in p.stdout, (p.stdout, p.stderr)
     settled(a, [1, 1])
+    # the same over HTTP (the console's button): asked, and handed back
+    held = a.claims()[1]
+    st, doc = a.http("POST", "/delay-queue/api/claims/release", {"group": 1})
+    assert st == 200 and doc["data"] == {"group": 1, "owner": held}, (st, doc)
+    wait_until(lambda: a.claims()[1] != held, TTL_MS * 3 / 1000 + 5, "group 1 handed back")
+    st, doc = a.http("POST", "/delay-queue/api/claims/release", {"group": 7})
+    assert st == 400 and "group must be an integer from 0 to 1" in doc["message"], (st, doc)
+    settled(a, [1, 1])
 
     # force-release: refused while the owner is alive, done once it is dead.
     victim = b if b.token() in a.claims().values() else a

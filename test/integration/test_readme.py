@@ -37,7 +37,7 @@ README_DELAY_PREFIX = "delay_topic_"
 README_TOPIC = "orders"
 # Numbers that differ from run to run: a job's times, and where and when Kafka stored a message.
 VARYING_KEYS = {"exec_time", "exec_time_ms", "created_ms", "delivered_ms", "at_ms", "next_at_ms",
-                "updated_ms", "last_at_ms",
+                "updated_ms", "last_at_ms", "dead_ms",
                 "partition", "offset", "ts", "broker"}
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # A consumer waits for its messages: the README's are due within 10 s of their add.

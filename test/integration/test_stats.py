@@ -102,7 +102,9 @@ def test_stats_needs_the_token_and_get(stack):
     st, doc = d.http("POST", STATS, headers={"Authorization": "Bearer s3cret"}, body={})
     assert st == 405, (st, doc)
     s = stats(d, headers={"Authorization": "Bearer s3cret"})
-    assert set(s) == {"pending", "by_level", "by_due", "overdue_ms", "callbacks", "schedules"}, s
+    assert set(s) == {"pending", "by_level", "by_due", "overdue_ms", "callbacks", "schedules",
+                      "redis"}, s
+    assert s["redis"] == {"maxmemory_policy": "noeviction", "evicts": False}, s
     assert s["callbacks"] == {"waiting_for_retry": 0}, s
     assert s["schedules"] == {"count": 0}, s
     assert set(s["by_level"]) == set(d.levels), s

@@ -1,0 +1,158 @@
+"""dead letters: listed newest first from the dead-letter topic, shown whole, and redriven as
+jobs at most once each; poison messages come from kcat, as from any producer, and redriven
+jobs are read back from the business topic."""
+
+import time
+
+from harness import Delayqd, Reader, now_ms, wait_until
+from test_callbacks import Receiver, callbacks_conf
+
+DEAD = "/delay-queue/api/dead"
+
+
+def listing(d, query="", headers=None):
+    st, doc = d.http("GET", f"{DEAD}{query}", headers=headers)
+    assert st == 200 and doc["code"] == 0, (st, doc)
+    return doc["data"]
+
+
+def redrive(d, body, status=200):
+    st, doc = d.http("POST", f"{DEAD}/redrive", body)
+    assert st == status, (st, doc)
+    return doc["data"] if status == 200 else doc
+
+
+def test_dead_letters_are_listed_shown_and_redriven_once(stack):
+    rx = Receiver(lambda path, n: 400)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start().wait_groups_owned()
+    topic = f"{d.name}_biz"
+    reader = Reader(stack, topic)
+    delay = f"{d.name}_delay_{d.levels[0]}"
+    stack.produce(delay, "poison body", key="k1", headers={"dq-topic": topic, "dq-due-ms": "soon",
+                                                            "trace": "t-1"})
+    stack.produce(delay, "no target")
+    called = d.add_ok(delay=1, body="cb", callback={"url": rx.url("/bad")})
+    # a job's letter whose record is gone: the letter itself is what is redriven
+    stack.produce(d.dlq, "from the letter", key="gone-1",
+                  headers={"dq-id": "gone-1", "dq-topic": topic, "dq-error": "test: refused"})
+    wait_until(lambda: len(listing(d)["dead"]) >= 4, 30, "four dead letters")
+    data = listing(d)
+    letters = data["dead"]
+    assert data["before"] is None and len(letters) == 4, data
+    assert [x["dead_ms"] for x in letters] == sorted((x["dead_ms"] for x in letters), reverse=True)
+    by_body = {x["body_preview"]: x for x in letters}
+    poison = by_body["poison body"]
+    assert poison["topic"] == topic and poison["job_id"] is None and not poison["redriven"], poison
+    assert "dq-due-ms" in poison["reason"], poison
+    assert by_body["cb"]["job_id"] == called and by_body["cb"]["attempts"] == 1, by_body["cb"]
+    assert "HTTP 400" in by_body["cb"]["reason"], by_body["cb"]
+
+    st, doc = d.http("GET", f"{DEAD}/{poison['partition']}/{poison['offset']}")
+    assert st == 200, (st, doc)
+    one = doc["data"]
+    assert one["body"] == "poison body" and one["key"] == "k1", one
+    assert one["headers"]["trace"] == "t-1" and one["source"].startswith(delay + "/"), one
+
+    # filters: a topic, a reason's prefix
+    assert {x["body_preview"] for x in listing(d, f"?topic={topic}")["dead"]} == \
+        {"poison body", "from the letter"}
+    assert [x["body_preview"] for x in listing(d, "?reason=test:")["dead"]] == ["from the letter"]
+    # paging: one at a time, every letter once, newest first
+    seen, before = [], ""
+    while True:
+        page = listing(d, f"?limit=1&before={before}")
+        seen += [(x["partition"], x["offset"]) for x in page["dead"]]
+        if page["before"] is None:
+            break
+        before = page["before"]
+    assert seen == [(x["partition"], x["offset"]) for x in letters], (seen, letters)
+
+    picked = [{"partition": x["partition"], "offset": x["offset"]} for x in letters]
+    t0 = now_ms()
+    out = redrive(d, {"dead": picked})
+    assert out["redriven"] == 3, out
+    assert [s["offset"] for s in out["skipped"]] == [by_body["no target"]["offset"]], out
+    assert "no topic" in out["skipped"][0]["why"], out
+    # the poison message, under an id of its own, with its body, key and headers
+    job = f"dead-{poison['partition']}-{poison['offset']}"
+    m = reader.wait_ids([job], 15)[job][0]
+    assert m["payload"] == "poison body" and m["key"] == "k1" and m["headers"]["trace"] == "t-1", m
+    assert m["recv_ms"] >= t0
+    # the letter whose record was gone: its own body
+    m = reader.wait_ids(["gone-1"], 15)["gone-1"][0]
+    assert m["payload"] == "from the letter", m
+    # the failed callback job: from its record, called again
+    wait_until(lambda: len(rx.of("/bad")) >= 2, 15, "the callback called again")
+    # at most once: each redriven letter says so, and a second redrive adds nothing
+    again = redrive(d, {"dead": picked[:1] + [{"partition": poison["partition"],
+                                               "offset": poison["offset"]}]})
+    assert again["redriven"] == 0 and all("redriven before" in s["why"] or "no topic" in s["why"]
+                                          for s in again["skipped"]), again
+    assert any(job in s["why"] for s in again["skipped"]), again
+    flags = {(x["partition"], x["offset"]): x["redriven"] for x in listing(d)["dead"]}
+    assert flags[(poison["partition"], poison["offset"])] is True, flags
+    assert flags[(by_body["no target"]["partition"], by_body["no target"]["offset"])] is False
+    time.sleep(1)
+    assert len([x for x in reader.all() if x["headers"].get("dq-id") == job]) == 1
+    assert d.metric("delayq_dead_letters_redriven_total") == 3
+    # a filter that matches nothing redrives nothing
+    assert redrive(d, {"filter": {"reason": "nothing like this"}}) == \
+        {"redriven": 0, "skipped": [], "before": None}
+    reader.close()
+    rx.close()
+
+
+def test_redrive_by_filter_and_bad_requests(stack):
+    d = Delayqd(stack, extra={"auth_token": "w", "read_token": "r"}).start()
+    w = {"Authorization": "Bearer w"}
+    r = {"Authorization": "Bearer r"}
+    topic = f"{d.name}_biz"
+    reader = Reader(stack, topic)
+    for i in range(5):
+        stack.produce(d.dlq, f"m{i}", headers={"dq-topic": topic, "dq-error": f"kind-{i % 2}: x"})
+    wait_until(lambda: len(listing(d, headers=r)["dead"]) == 5, 15, "five letters")
+    st, doc = d.http("POST", f"{DEAD}/redrive", {"filter": {"reason": "kind-1"}}, headers=r)
+    assert st == 401, doc   # a read token may look, not redrive
+    st, doc = d.http("POST", f"{DEAD}/redrive", {"filter": {"reason": "kind-1"},
+                                                   "deliver_at_ms": now_ms() + 2000}, headers=w)
+    assert st == 200 and doc["data"]["redriven"] == 2, doc
+    got = reader.wait_count(2, 15)
+    assert sorted(m["payload"] for m in got) == ["m1", "m3"], got
+    assert all(m["recv_ms"] >= int(m["headers"]["dq-due-ms"]) for m in got), got
+    bad = [
+        ("POST", f"{DEAD}/redrive", {}, 400, "either dead"),
+        ("POST", f"{DEAD}/redrive", {"dead": [{"partition": "x", "offset": 1}]}, 400, "partition"),
+        ("POST", f"{DEAD}/redrive", {"dead": []}, 400, "1 to 1000"),
+        ("POST", f"{DEAD}/redrive", {"filter": {"topic": 5}}, 400, "topic"),
+        ("GET", f"{DEAD}?before=zzz", None, 400, "before"),
+        ("GET", f"{DEAD}?limit=0", None, 400, "limit"),
+        ("GET", f"{DEAD}/0/999999", None, 404, "no dead letter"),
+        ("GET", f"{DEAD}/x", None, 404, "no such dead-letter route"),
+        ("POST", f"{DEAD}", None, 405, "GET"),
+        ("GET", f"{DEAD}/redrive", None, 405, "POST"),
+    ]
+    for method, path, body, status, says in bad:
+        st, doc = d.http(method, path, body, headers=w)
+        assert st == status and says in doc["message"], (method, path, st, doc)
+    reader.close()
+
+
+def test_ten_thousand_dead_letters_page_by_page(stack):
+    d = Delayqd(stack).start()
+    n = 10000
+    stack.produce(d.dlq, "\n".join(f"n{i}" for i in range(n)),
+                  headers={"dq-topic": "t", "dq-error": "envelope: test"})
+    wait_until(lambda: listing(d, "?limit=1")["dead"], 15, "the letters")
+    seen, times, before, pages = set(), [], "", 0
+    while True:
+        page = listing(d, f"?limit=500&before={before}")
+        pages += 1
+        for x in page["dead"]:
+            assert (x["partition"], x["offset"]) not in seen, x
+            seen.add((x["partition"], x["offset"]))
+            times.append(x["dead_ms"])
+        if page["before"] is None:
+            break
+        before = page["before"]
+    assert len(seen) == n and pages == n // 500, (len(seen), pages)
+    assert times == sorted(times, reverse=True)
