@@ -29,7 +29,8 @@
 #define IDLE_WAIT_MS 200         /* longest sleep: bounds how late a stop request is noticed */
 #define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown */
 #define NOMEM_RETRY_MS 1000
-#define COMMITTED_TIMEOUT_MS 15000  /* start-up: the group coordinator may be loading */
+#define COMMITTED_TIMEOUT_MS 15000  /* the group coordinator may be loading */
+#define COMMITTED_RETRY_MS 200      /* ... or have moved: asked again after this */
 #define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
 #define TRIM_AFTER_MOVED 10000   /* a burst: messages taken or finished since memory was given back */
 #define TRIM_INTERVAL_MS 5000    /* memory is given back at most this often */
@@ -535,22 +536,39 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
 }
 
 /* Looks the committed offsets up before assigning (a partition never committed starts at its
- * beginning), so the wait for the group coordinator happens at start-up, before the HTTP
- * server opens, and not while the first due jobs wait. On failure the consumer looks them up
- * itself after the assign. */
-static void start_offsets(struct holder *h, rd_kafka_topic_partition_list_t *l)
+ * beginning), so the wait for the group coordinator happens here, and not while the first due
+ * jobs wait. A coordinator that moved or is loading (a Kafka restart) is asked again until
+ * half a lease time has passed. 0, or -1 with err set: the group is then not assigned, since
+ * librdkafka's own lookup after an assign without offsets can stall for good when it meets a
+ * coordinator that moved (the partitions would never be fetched). */
+static int start_offsets(struct holder *h, rd_kafka_topic_partition_list_t *l, char *err,
+                         size_t errlen)
 {
-    rd_kafka_resp_err_t e = rd_kafka_committed(h->rk, l, COMMITTED_TIMEOUT_MS);
+    int64_t budget = h->cfg->delay.claim_ttl_ms / 2, until = clock_mono_ms() +
+        (budget < COMMITTED_TIMEOUT_MS ? budget : COMMITTED_TIMEOUT_MS);
+    rd_kafka_resp_err_t e;
 
-    for (int i = 0; i < l->cnt; i++) {
-        if (e)
-            l->elems[i].offset = RD_KAFKA_OFFSET_STORED;
-        else if (l->elems[i].offset < 0)
-            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    for (;;) {
+        int64_t left = until - clock_mono_ms();
+        e = rd_kafka_committed(h->rk, l, (int)(left > 0 ? left : 1));
+        for (int i = 0; !e && i < l->cnt; i++)
+            e = l->elems[i].err;
+        if (!e || clock_mono_ms() + COMMITTED_RETRY_MS >= until ||
+            (e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR &&
+             e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE &&
+             e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS &&
+             e != RD_KAFKA_RESP_ERR__WAIT_COORD && e != RD_KAFKA_RESP_ERR__TRANSPORT))
+            break;
+        usleep(COMMITTED_RETRY_MS * 1000);
     }
-    if (e)
-        log_warn("reading committed offsets: %s; the consumer reads them after the assign",
-                 rd_kafka_err2str(e));
+    if (e) {
+        snprintf(err, errlen, "reading committed offsets: %s", rd_kafka_err2str(e));
+        return -1;
+    }
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].offset < 0)
+            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    return 0;
 }
 
 /* One part per partition of every delay topic; none is assigned until its group is won. */
@@ -607,7 +625,10 @@ static int group_acquire(struct holder *h, int group, char *err, size_t errlen)
     rd_kafka_topic_partition_list_t *l = group_list(h, group, 1);
     rd_kafka_error_t *e;
 
-    start_offsets(h, l);
+    if (start_offsets(h, l, err, errlen) < 0) {
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
+    }
     if ((e = rd_kafka_incremental_assign(h->rk, l))) {
         snprintf(err, errlen, "assign: %s", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
