@@ -37,6 +37,9 @@ PURE     := log levels route envelope job heap api offsets config metrics share 
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
             forwarder callout stats pull compat callbacks schedstore schedules deadq deadstore dead
 MAIN     := main
+# The console (ui/), embedded by a C file generated from its files.
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css ui/*.svg))
+UI_OBJ   := $(BUILD)/ui.o $(BUILD)/ui_files.o
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
 ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
@@ -58,9 +61,18 @@ $(BUILD)/%.o: src/%.c | $(BUILD)
 $(BUILD):
 	mkdir -p $(BUILD)
 
-$(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(BUILD)/$(MAIN).o
+$(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(UI_OBJ) $(BUILD)/$(MAIN).o
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# Written again when a console file changes, or one comes or goes (the directory changes).
+$(BUILD)/ui_files.c: $(UI_FILES) ui scripts/embed-ui.sh | $(BUILD)
+	@echo "  EMBED   $@"
+	$(Q)bash scripts/embed-ui.sh $@ $(UI_FILES)
+
+$(BUILD)/ui_files.o: $(BUILD)/ui_files.c
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h include/*.h)
 	@echo "  LINK    $@"

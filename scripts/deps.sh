@@ -14,6 +14,7 @@ pkgs=(
   kcat                          # a real Kafka client for tests and the README examples
   maven default-jre-headless    # fetches and runs the pinned Apache Kafka broker
   tzdata                        # schedules: the IANA time zones (TZif files) delayqd reads itself
+  chromium chromium-driver python3-selenium   # the console's browser test (test_console.py)
   curl procps iproute2 python3
 )
 

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "dead.h"
+#include "ui.h"
 #include "schedules.h"
 #include "tls.h"
 
@@ -222,6 +223,8 @@ static const struct {
     { "/healthz", R_HEALTH, METHOD_GET, "this path takes GET" },
     { "/readyz", R_READY, METHOD_GET, "this path takes GET" },
     { "/metrics", R_METRICS, METHOD_GET, "this path takes GET" },
+    { UI_PREFIX, R_UI, METHOD_GET, "the console takes GET" },
+    { "/delay-queue/ui", R_UI, METHOD_GET, "the console takes GET" },
     { "/delay-queue/api/stats", R_STATS, METHOD_GET, "this path takes GET" },
     { API_PREFIX "pop", R_POP, METHOD_POST, "pop takes POST" },
     { API_PREFIX "finish", R_FINISH, METHOD_POST, "finish takes POST" },
@@ -303,6 +306,7 @@ static int authorized(const struct http *http, struct MHD_Connection *conn, enum
     switch (route) {
     case R_HEALTH:
     case R_READY:
+    case R_UI:   /* the page: what it shows comes from the API, which asks for the token */
         return 1;
     case R_METRICS:
         return !metrics[0] || bears(conn, metrics) || (all[0] && bears(conn, all));
@@ -690,6 +694,39 @@ static enum MHD_Result serve_ready(struct request *req)
     return send_error(req, 503, API_UNAVAILABLE, msg);
 }
 
+/* A file of the console, from the binary: the page may run only its own scripts and styles
+ * and talk only to its own origin. /delay-queue/ui itself is sent on to /delay-queue/ui/. */
+static enum MHD_Result serve_ui(struct request *req)
+{
+    struct MHD_Response *r;
+    struct ui_file f;
+    enum MHD_Result ret;
+    int moved = strcmp(req->url, UI_PREFIX) != 0 && strncmp(req->url, UI_PREFIX,
+                                                             strlen(UI_PREFIX)) != 0;
+
+    if (!moved && ui_find(req->url + strlen(UI_PREFIX), &f) < 0)
+        return send_error(req, 404, API_NOT_FOUND, "no such console file");
+    r = moved ? MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT)
+              : MHD_create_response_from_buffer(f.len, (void *)f.data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    req->status = moved ? 308 : 200;
+    if (moved) {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_LOCATION, UI_PREFIX);
+    } else {
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f.content_type);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, "Content-Security-Policy",
+                                "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                                "form-action 'none'; frame-ancestors 'none'");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    }
+    ret = MHD_queue_response(req->conn, req->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result route(struct request *req)
 {
     if (req->too_large)
@@ -704,6 +741,8 @@ static enum MHD_Result route(struct request *req)
     case R_METRICS:
         jobs_stats_gauges(req->http->jobs);
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
+    case R_UI:
+        return serve_ui(req);
     default:   /* R_OTHER; the others are served above */
         break;
     }
@@ -746,7 +785,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->path = match(req->http->cfg, url);
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->route = req->path < 0 ? R_OTHER : routes[req->path].route;
-        if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD) {
+        if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD ||
+            req->route == R_UI) {
             snprintf(req->method, sizeof(req->method), "%s", method);
             if (!(req->url = strdup(url)))
                 req->route = R_OTHER;   /* out of memory: answered as an unknown path */

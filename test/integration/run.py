@@ -17,7 +17,7 @@ import harness  # noqa: E402
 MODULES = ["test_config", "test_install", "test_api", "test_batch", "test_reschedule", "test_readme", "test_http_hardening",
            "test_delivery", "test_faults", "test_http_waits", "test_security", "test_instances", "test_redis_ha",
            "test_redis_cluster", "test_stats", "test_pull", "test_compat",
-           "test_callbacks", "test_schedules", "test_dead"]
+           "test_callbacks", "test_schedules", "test_dead", "test_console"]
 
 
 def collect(filters):
