@@ -56,11 +56,21 @@ settings=$(awk '
     }
   }' "$conf") || die "cannot parse '$conf'"
 get() { printf '%s\n' "$settings" | sed -n "s/^$1=//p" | tail -n 1; }
+# A secret into REPLY: the key's own value, or the content of its _file twin (as delayqd reads
+# it: one trailing line end dropped).
+secret() {
+  local file
+  REPLY=$(get "$1") file=$(get "$1_file")
+  if [ -n "$file" ]; then
+    [ -f "$file" ] && [ -r "$file" ] || die "$1_file: cannot read '$file'"
+    REPLY=$(cat "$file"; printf x); REPLY=${REPLY%x}; REPLY=${REPLY%$'\n'}; REPLY=${REPLY%$'\r'}
+  fi
+}
 
 host=$(get redis.host); host=${host:-127.0.0.1}
 port=$(get redis.port); port=${port:-6379}
 username=$(get redis.username)
-password=$(get redis.password)
+secret redis.password; password=$REPLY
 db=$(get redis.db); db=${db:-0}
 prefix=$(get redis.prefix); prefix=${prefix-dq:}
 partitions=$(get delay.partitions); partitions=${partitions:-8}
@@ -80,7 +90,7 @@ ngroups=$(printf '%s\n' "$group_lines" | grep -c .)
 # With redis.sentinels, the master is the one the first Sentinel that answers names.
 sentinels=$(get redis.sentinels | tr -d '[]" ' | tr ',' ' ')
 if [ -n "$sentinels" ]; then
-  name=$(get redis.master_name); spass=$(get redis.sentinel_password); found=
+  name=$(get redis.master_name); secret redis.sentinel_password; spass=$REPLY; found=
   for s in $sentinels; do
     sargs=(-h "${s%:*}" -p "${s##*:}" --raw)
     [ -z "$spass" ] || sargs+=(-a "$spass" --no-auth-warning)

@@ -303,6 +303,7 @@ http:  {{ listen = "127.0.0.1:{self.port}"; max_body_bytes = {x.get('max_body_by
          max_connections = {x.get('max_connections', 1024)};
          max_batch_jobs = {x.get('max_batch_jobs', 1000)}; }};
 redis: {{ {where} prefix = "{self.prefix}"; timeout_ms = {x.get('redis_timeout_ms', 1000)};
+         {f'username = "{x["redis_user"]}"; password_file = "{x["redis_password_file"]}";' if x.get("redis_user") else ""}
          wait_replicas = {x.get('wait_replicas', 0)}; wait_timeout_ms = {x.get('wait_timeout_ms', 1000)};
          failover_wait_ms = {x.get('failover_wait_ms', 5000)};
          require_noeviction = {"true" if x.get("require_noeviction") else "false"}; }};

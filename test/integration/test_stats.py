@@ -5,7 +5,7 @@ import os
 import re
 import signal
 
-from harness import Delayqd, run, wait_until
+from harness import ROOT, Delayqd, run, wait_until
 
 STATS = "/delay-queue/api/stats"
 LEVELS = ["1s", "5s", "30s", "5m", "2h", "1d"]
@@ -108,3 +108,23 @@ def test_stats_needs_the_token_and_get(stack):
     assert s["callbacks"] == {"waiting_for_retry": 0}, s
     assert s["schedules"] == {"count": 0}, s
     assert set(s["by_level"]) == set(d.levels), s
+
+
+def test_every_metric_is_documented(stack):
+    """Each metric /metrics serves (with pull topics and callbacks on, so that theirs are there)
+    is in the docs' tables, and the docs name none that is not served."""
+    d = Delayqd(stack, extra={"pull_topics": ["p-*"], "callbacks": "allow_private = true;"}).start()
+    d.add_ok(topic="p-one", delay=1, body="x")   # a pull topic's gauges, once it has a job ready
+
+    def served():
+        return set(re.findall(r"^# TYPE (delayq_\w+) ", d.metrics_text(), re.M))
+    documented = set()
+    for name in os.listdir(os.path.join(ROOT, "docs")):
+        if name.endswith(".md"):
+            documented |= set(re.findall(r"`(delayq_[a-z_]+)", open(os.path.join(ROOT, "docs", name)).read()))
+    # the pending and pull gauges come with the first stats view and the first ready job
+    try:
+        wait_until(lambda: documented <= served(), 15, "every documented metric to be served")
+    except AssertionError:
+        raise AssertionError(f"documented, not served: {sorted(documented - served())}") from None
+    assert served() - documented == set(), f"served, not documented: {sorted(served() - documented)}"
