@@ -14,9 +14,19 @@ export function getToken() {
   return sessionStorage.getItem(TOKEN_KEY) || '';
 }
 
+// Whether the token in use is known to open views only: a write call made with it was
+// refused. delayqd cannot be asked which token a token is, so the page learns it this way,
+// and forgets it when the token changes.
+let readOnlyKnown = false;
+
+export function readOnly() {
+  return readOnlyKnown;
+}
+
 export function setToken(token) {
   if (token) sessionStorage.setItem(TOKEN_KEY, token);
   else sessionStorage.removeItem(TOKEN_KEY);
+  setReadOnly(false);
 }
 
 // What each kind of call needs, in the config's words.
@@ -45,9 +55,17 @@ export class ApiError extends Error {
   }
 }
 
-const listeners = { log: [], refused: [] };
+const listeners = { log: [], refused: [], readOnly: [] };
 export function onLog(fn) { listeners.log.push(fn); }
 export function onRefused(fn) { listeners.refused.push(fn); }
+// fn() is called each time readOnly() changes.
+export function onReadOnly(fn) { listeners.readOnly.push(fn); }
+
+function setReadOnly(known) {
+  if (readOnlyKnown === known) return;
+  readOnlyKnown = known;
+  listeners.readOnly.forEach((fn) => fn());
+}
 
 const quote = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`;
 
@@ -95,12 +113,15 @@ async function send(method, path, body, need, what, quiet) {
     logEnd(entry, 0, 'no answer');
     throw new ApiError(0, null, `${what}: delayqd did not answer (${e.message})`, need);
   }
-  return { res, text, entry };
+  return { res, text, entry, token };
 }
 
-function refuse(status, doc, need, what, entry, notify) {
+// token: the one the refused call carried; a refused write tells of the token in use only
+// when that is still the one (the dialog may have changed it while the call was on its way).
+function refuse(status, doc, need, what, entry, notify, token) {
   const err = new ApiError(status, doc, refusedText(need, what), need);
   logEnd(entry, status, 'refused: needs ' + (need === 'write' ? 'the write token' : 'a token'));
+  if (need === 'write' && token && token === getToken()) setReadOnly(true);
   if (notify) listeners.refused.forEach((fn) => fn(err));
   return err;
 }
@@ -111,14 +132,14 @@ function refuse(status, doc, need, what, entry, notify) {
 // notify: a 401 is announced to onRefused's listeners too.
 export async function call(method, path,
                            { body, need = 'read', what = path, quiet = false, notify = true } = {}) {
-  const { res, text, entry } = await send(method, path, body, need, what, quiet);
+  const { res, text, entry, token } = await send(method, path, body, need, what, quiet);
   let doc = null;
   try {
     doc = JSON.parse(text);
   } catch {
     doc = null;
   }
-  if (res.status === 401) throw refuse(res.status, doc, need, what, entry, notify);
+  if (res.status === 401) throw refuse(res.status, doc, need, what, entry, notify, token);
   if (!doc || typeof doc !== 'object' || doc.code !== 0) {
     let why = doc && typeof doc.message === 'string' ? doc.message : `HTTP ${res.status}`;
     if (res.status === 404 && why === 'no such path') why = `this delayqd does not serve ${path.split('?')[0]}`;
@@ -131,8 +152,8 @@ export async function call(method, path,
 
 // GET of a text resource (/metrics): resolves to its text, rejects with an ApiError.
 export async function text(path, { need = 'metrics', what = path, quiet = true, notify = true } = {}) {
-  const { res, text: body, entry } = await send('GET', path, undefined, need, what, quiet);
-  if (res.status === 401) throw refuse(res.status, null, need, what, entry, notify);
+  const { res, text: body, entry, token } = await send('GET', path, undefined, need, what, quiet);
+  if (res.status === 401) throw refuse(res.status, null, need, what, entry, notify, token);
   if (!res.ok) {
     logEnd(entry, res.status, `HTTP ${res.status}`);
     throw new ApiError(res.status, null, `${what}: HTTP ${res.status}`, need);

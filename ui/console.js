@@ -1,9 +1,10 @@
 // The operations console served by delayqd at /delay-queue/ui/: views chosen by the URL's
-// hash (#overview, #groups, #jobs/<id>, #schedules, #dead), the tab's token, the notice line
-// and the log of API calls as curl commands.
+// hash (#overview, #groups, #jobs/<id>, #schedules, #dead), the tab's token (and whether it
+// is known to be a read token), the notice line and the log of API calls as curl commands.
 
 import * as api from './api.js';
 import { $, h, fmtTime } from './dom.js';
+import * as access from './access.js';
 import * as overview from './overview.js';
 import * as groups from './groups.js';
 import * as jobs from './jobs.js';
@@ -12,6 +13,10 @@ import * as dead from './dead.js';
 
 const REFRESH_MS = 2000;
 const LOG_KEEP = 50;
+const TOKEN_WHY = 'Views need the read token (http.read_token) or the write token (http.auth_token); ' +
+  'actions need the write token.';
+const READ_ONLY_WHY = 'The token in use is a read token: it opens views; actions need the write token ' +
+  '(http.auth_token).';
 
 // poll: refreshed every REFRESH_MS while shown; load: refreshed each time it is shown.
 const VIEWS = {
@@ -44,13 +49,15 @@ function notice(text, kind = 'error') {
 
 function tokenState() {
   $('token-state').textContent = api.getToken() ? 'token set (this tab)' : 'no token';
+  $('token-readonly').hidden = !api.readOnly();
+  access.applyAll();
 }
 
 function askToken(why) {
   const dlg = $('token-dialog');
   if (dlg.open) return;
-  $('token-why').textContent = why || 'Views need the read token (http.read_token) or the write token ' +
-    '(http.auth_token); actions need the write token. The token stays in this tab only.';
+  $('token-why').textContent = why ||
+    (api.readOnly() ? READ_ONLY_WHY : TOKEN_WHY) + ' The token stays in this tab only.';
   $('token-input').value = '';
   dlg.returnValue = '';
   dlg.showModal();
@@ -138,7 +145,9 @@ function start() {
       askToken(err.message);
     }
   });
+  api.onReadOnly(tokenState);
   $('token-open').addEventListener('click', () => askToken());
+  document.querySelectorAll('[data-token-open]').forEach((b) => b.addEventListener('click', () => askToken()));
   $('token-dialog').addEventListener('close', tokenClosed);
   for (const v of Object.values(VIEWS)) if (v.mod.init) v.mod.init();
   tokenState();

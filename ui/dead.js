@@ -5,6 +5,7 @@
 import { call } from './api.js';
 import { $, h, fill, say, fmtNum, fmtTime, timeCell, localInputMs } from './dom.js';
 import { confirmAction } from './confirm.js';
+import { usable } from './access.js';
 
 const DEAD = '/delay-queue/api/dead';
 const PAGE = 50;           // letters shown at a time
@@ -112,8 +113,9 @@ function render() {
       h('td', { class: 'actions' },
         h('button', { type: 'button', 'data-testid': `dead-view-${d.partition}-${d.offset}`,
           'aria-label': `View dead letter ${k}`, onclick: (ev) => view(d, ev.target) }, 'View'),
-        h('button', { type: 'button', disabled: busy || d.redriven, 'data-testid': `dead-redrive-${d.partition}-${d.offset}`,
-          'aria-label': `Redrive dead letter ${k}`, onclick: () => redriveOne(d) }, 'Redrive')));
+        usable(h('button', { type: 'button', 'data-testid': `dead-redrive-${d.partition}-${d.offset}`,
+          'aria-label': `Redrive dead letter ${k}`, onclick: () => redriveOne(d) }, 'Redrive'),
+        !busy && !d.redriven)));
   }));
   const all = $('dead-select-page');
   all.checked = shown.length > 0 && shown.every((d) => selected.has(key(d)));
@@ -125,9 +127,9 @@ function render() {
 function updateButtons() {
   const busy = !!run;
   const b = $('dead-redrive-selected');
-  b.disabled = busy || selected.size === 0;
+  usable(b, !busy && selected.size > 0);
   b.textContent = selected.size ? `Redrive selected (${selected.size})` : 'Redrive selected';
-  $('dead-redrive-all').disabled = busy;
+  usable($('dead-redrive-all'), !busy);
 }
 
 async function view(d, opener) {
@@ -150,7 +152,7 @@ async function view(d, opener) {
     $('dead-detail-headers').textContent = JSON.stringify(x.headers || {}, null, 2);
     $('dead-detail-body').textContent = x.body ?? '';
     $('dead-detail-redrive').onclick = () => redriveOne(x.partition === undefined ? d : x);
-    $('dead-detail-redrive').disabled = !!run;
+    usable($('dead-detail-redrive'), !run);
     $('dead-detail').hidden = false;
     detailOpener = opener;
     $('dead-detail').focus();

@@ -1,13 +1,17 @@
-// Instances and groups: the leases of GET /delay-queue/api/claims, and a release per group
+// Instances and groups: the leases of GET /delay-queue/api/claims, each group's partitions
+// as its owner published them (on demand), and a release per group
 // (POST /delay-queue/api/claims/release), refreshed every 2 s while shown.
 
 import { call } from './api.js';
 import { $, h, fill, say, fmtDuration, fmtNum, fmtTime, timeCell } from './dom.js';
 import { confirmAction } from './confirm.js';
+import { usable } from './access.js';
 
 const CLAIMS = '/delay-queue/api/claims';
-const rows = new Map();   // group -> {tr, cells}: rows are updated in place, so that focus and
-                          // a click under way survive a refresh
+const COLUMNS = 9;        // of the groups table: its partitions row spans them all
+const rows = new Map();   // group -> {tr, cells, ...}: rows are updated in place, so that focus
+                          // and a click under way survive a refresh
+const expanded = new Set();   // groups whose partitions are shown
 
 // "host/listen/place/pid.random" -> [identity, process]: the identity survives a restart.
 function splitOwner(owner) {
@@ -54,21 +58,67 @@ function newRow(group) {
     next: h('td', id('next')),
     from: h('td', id('from')),
   };
+  const detailId = `group-${group}-status`;
+  const toggle = h('button', { type: 'button', class: 'toggle', 'data-testid': `partitions-${group}`,
+    'aria-expanded': 'false', 'aria-controls': detailId, 'aria-label': `Partitions of group ${group}`,
+    onclick: () => togglePartitions(group) }, 'Partitions');
   const button = h('button', { type: 'button', id: `release-${group}`, 'data-testid': `release-${group}`,
     onclick: () => release(group) }, 'Release');
   const tr = h('tr', { 'data-group': group, 'data-testid': `group-${group}` },
-    ...Object.values(cells), h('td', {}, button));
-  return { tr, cells, button };
+    ...Object.values(cells), h('td', { class: 'actions' }, toggle, button));
+  const caption = h('caption', {}, `Delay-topic partitions of group ${group}`);
+  const body = h('tbody');
+  const detail = h('tr', { id: detailId, class: 'partitions', 'data-testid': detailId, hidden: true },
+    h('td', { colspan: COLUMNS }, h('table', {}, caption,
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Topic'),
+        ...['Partition', 'Committed', 'End', 'Lag'].map((x) => h('th', { scope: 'col', class: 'num' }, x)),
+        h('th', { scope: 'col' }, 'Next head due'))),
+      body)));
+  return { tr, cells, button, toggle, detail, body, last: null };
+}
+
+// One partition of a group's status; a count below 0 is one the owner did not know.
+function statusRow(s, now) {
+  const count = (name, n) => {
+    const known = typeof n === 'number' && n >= 0;
+    return h('td', { class: 'num', 'data-testid': `status-${name}` }, known ? fmtNum(n) : '–');
+  };
+  return h('tr', {},
+    h('td', { class: 'mono', 'data-testid': 'status-topic' }, s.topic),
+    count('partition', s.partition), count('committed', s.committed), count('end', s.end),
+    count('lag', s.lag),
+    h('td', { 'data-testid': 'status-due' }, timeCell(s.head_due_ms, now)));
+}
+
+const byTopicPartition = (a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition;
+
+function showStatus(row, now) {
+  const status = [...((row.last && row.last.status) || [])].sort(byTopicPartition);
+  fill(row.body, status.length ? status.map((s) => statusRow(s, now)) : h('tr', {}, h('td', { colspan: 6 },
+    'No status published: the group has no owner, or its owner has not published yet.')));
+}
+
+function togglePartitions(group) {
+  const row = rows.get(group);
+  const show = !expanded.has(group);
+  if (show) expanded.add(group);
+  else expanded.delete(group);
+  row.toggle.setAttribute('aria-expanded', String(show));
+  row.detail.hidden = !show;
+  if (show) showStatus(row, Date.now());
 }
 
 function showGroups(groups) {
   const tbody = $('groups-table').tBodies[0];
   const seen = new Set();
   const now = Date.now();
+  let next = tbody.firstElementChild;
   for (const g of groups) {
     seen.add(g.group);
     if (!rows.has(g.group)) rows.set(g.group, newRow(g.group));
-    const { tr, cells, button } = rows.get(g.group);
+    const row = rows.get(g.group);
+    const { tr, cells, button } = row;
+    row.last = g;
     const [state, kind] = ownerState(g);
     cells.partitions.textContent = (g.partitions || []).join(', ');
     cells.owner.textContent = g.owner || '–';
@@ -85,14 +135,21 @@ function showGroups(groups) {
       g.status_owner === g.owner ? 'the owner' : h('span', { class: 'mono', title: g.status_owner },
         splitOwner(g.status_owner)[0]),
       typeof g.updated_ms === 'number' ? h('span', { class: 'rel' }, `${fmtDuration(now - g.updated_ms)} ago`) : '']);
-    button.disabled = !g.owner;
+    usable(button, !!g.owner);
     button.setAttribute('aria-label', `Release group ${g.group}`);
-    tbody.append(tr);   // keeps the answer's order
+    if (expanded.has(g.group)) showStatus(row, now);
+    // The answer's order; a row already in its place stays put (moved, it would lose focus).
+    for (const el of [tr, row.detail]) {
+      if (el === next) next = next.nextElementSibling;
+      else tbody.insertBefore(el, next);
+    }
   }
   for (const [group, row] of rows) {
     if (!seen.has(group)) {
       row.tr.remove();
+      row.detail.remove();
       rows.delete(group);
+      expanded.delete(group);
     }
   }
 }

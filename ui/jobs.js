@@ -3,6 +3,7 @@
 import { call } from './api.js';
 import { $, h, fill, say, fmtDuration, timeCell, localInputMs } from './dom.js';
 import { confirmAction } from './confirm.js';
+import { usable } from './access.js';
 
 const JOBS = '/delay-queue/api/jobs';
 let current = null;   // the id shown
@@ -67,8 +68,8 @@ function show(d) {
   fill($('job-fields'), parts);
   $('job-body').textContent = d.body === null || d.body === undefined ? '' : String(d.body);
   const pending = d.state === 'pending';
-  $('job-remove').disabled = !['pending', 'ready', 'reserved'].includes(d.state);
-  $('job-reschedule').disabled = !pending;
+  usable($('job-remove'), ['pending', 'ready', 'reserved'].includes(d.state));
+  usable($('job-reschedule'), pending);
   $('job-box').hidden = false;
 }
 

@@ -4,6 +4,7 @@
 import { call } from './api.js';
 import { $, h, say, fmtDuration, timeCell } from './dom.js';
 import { confirmAction } from './confirm.js';
+import { usable } from './access.js';
 
 const SCHEDULES = '/delay-queue/api/schedules';
 const PAGE = 50;
@@ -52,12 +53,12 @@ function when(s) {
 function row(s) {
   const now = Date.now();
   const t = (name) => `${name}-${s.id}`;
-  const pause = h('button', { type: 'button', 'data-testid': t('pause'), hidden: s.paused,
-    'aria-label': `Pause schedule ${s.id}`, onclick: () => act(s.id, 'pause') }, 'Pause');
-  const resume = h('button', { type: 'button', 'data-testid': t('resume'), hidden: !s.paused,
-    'aria-label': `Resume schedule ${s.id}`, onclick: () => act(s.id, 'resume') }, 'Resume');
-  const del = h('button', { type: 'button', class: 'danger', 'data-testid': t('delete'),
-    'aria-label': `Delete schedule ${s.id}`, onclick: () => remove(s.id) }, 'Delete');
+  const pause = usable(h('button', { type: 'button', 'data-testid': t('pause'), hidden: s.paused,
+    'aria-label': `Pause schedule ${s.id}`, onclick: () => act(s.id, 'pause') }, 'Pause'));
+  const resume = usable(h('button', { type: 'button', 'data-testid': t('resume'), hidden: !s.paused,
+    'aria-label': `Resume schedule ${s.id}`, onclick: () => act(s.id, 'resume') }, 'Resume'));
+  const del = usable(h('button', { type: 'button', class: 'danger', 'data-testid': t('delete'),
+    'aria-label': `Delete schedule ${s.id}`, onclick: () => remove(s.id) }, 'Delete'));
   const target = s.callback && s.callback.url ? `${s.topic || ''} ${s.callback.url}`.trim() : s.topic;
   return h('tr', { 'data-id': s.id, 'data-testid': t('schedule') },
     h('th', { scope: 'row', class: 'mono' }, s.id),

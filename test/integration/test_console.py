@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from datetime import datetime, timezone
 
 from harness import ROOT, Delayqd, Reader, Skip, now_ms, wait_until
 
@@ -41,6 +42,8 @@ class Console:
         if not CHROMIUM or not CHROMEDRIVER:
             raise Skip("chromium and chromium-driver are not installed (scripts/deps.sh installs them)")
         webdriver, Service, self.WebDriverException = selenium()
+        from selenium.webdriver.common.keys import Keys
+        self.keys = Keys
         opts = webdriver.ChromeOptions()
         opts.binary_location = CHROMIUM
         self.profile = tempfile.mkdtemp(prefix="chromium-", dir=stack.tmp)
@@ -132,6 +135,35 @@ def api(d, method, path, body=None, token=None):
     return doc["data"]
 
 
+def shown_count(n):
+    """A count as the page shows it: grouped by thousands, "–" when the owner did not know it."""
+    return "–" if n < 0 else f"{n:,}"
+
+
+def iso(ms):
+    """Epoch ms as JavaScript's toISOString() writes it."""
+    t = datetime.fromtimestamp(ms // 1000, timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def partitions_shown(c, group):
+    """The rows of a group's partitions table: (topic, partition, committed, end, lag, head due)."""
+    def row(tr):
+        cell = lambda k: tr.find_element("css selector", f"[data-testid=status-{k}]")  # noqa: E731
+        due = cell("due").find_elements("css selector", "time")
+        return tuple(cell(k).text for k in ("topic", "partition", "committed", "end", "lag")) + (
+            due[0].get_attribute("datetime") if due else cell("due").text,)
+    return sorted(row(tr) for tr in c.finds(f'[data-testid="group-{group}-status"] tbody tr'))
+
+
+def partitions_of_claims(d, group):
+    """The same rows from /claims' status entries of the group; None while it has none."""
+    g = next(x for x in api(d, "GET", "/delay-queue/api/claims")["groups"] if x["group"] == group)
+    return sorted((s["topic"],) + tuple(shown_count(s[k]) for k in ("partition", "committed", "end", "lag"))
+                  + (iso(s["head_due_ms"]) if s["head_due_ms"] is not None else "–",)
+                  for s in g["status"]) or None
+
+
 def page_matches_stats(c, d):
     """Whether the overview's counts are /stats' (both are views of at most 2 s)."""
     s = api(d, "GET", "/delay-queue/api/stats")
@@ -175,7 +207,7 @@ def test_console_overview_and_groups_show_what_the_api_says(stack):
 
         def table_is_claims():
             now = {g["group"]: g for g in api(d, "GET", "/delay-queue/api/claims")["groups"]}
-            rows = c.finds("#groups-table tbody tr")
+            rows = c.finds("#groups-table > tbody > tr[data-group]")
             return len(rows) == len(now) and all(
                 c.text(f"@group-{g}-owner") == (x["owner"] or "–")
                 and c.value(f"@group-{g}-state") == ("alive" if x["owner_alive"] else "dead")
@@ -183,6 +215,27 @@ def test_console_overview_and_groups_show_what_the_api_says(stack):
                 for g, x in now.items())
         c.until(table_is_claims, 20, "the groups table to show /claims", step=0.5)
         c.shot("groups")
+
+        # Group 0's partitions, opened from the keyboard: /claims' status entries for group 0,
+        # kept up to date while open, with the focus left where it was.
+        toggle = c.find("@partitions-0")
+        assert toggle.get_attribute("aria-expanded") == "false"
+        assert toggle.get_attribute("aria-controls") == "group-0-status"
+        assert not c.find("@group-0-status").is_displayed()
+        toggle.send_keys(c.keys.ENTER)
+        c.until(lambda: c.find("@partitions-0").get_attribute("aria-expanded") == "true"
+                and c.find("@group-0-status").is_displayed(), 5, "group 0's partitions shown")
+        c.until(lambda: partitions_shown(c, 0) == partitions_of_claims(d, 0), 20,
+                "group 0's partitions to be /claims' status of group 0", step=0.5)
+        assert len(partitions_shown(c, 0)) == 3, partitions_shown(c, 0)   # one per level
+        c.shot("groups-partitions")
+        before = c.text("#groups-updated")
+        c.until(lambda: c.text("#groups-updated") != before, 10, "a refresh of the groups")
+        assert c.drv.execute_script("return document.activeElement.dataset.testid") == "partitions-0"
+        assert c.find("@group-0-status").is_displayed()
+        c.click("@partitions-0")
+        c.until(lambda: not c.find("@group-0-status").is_displayed(), 5, "group 0's partitions hidden")
+        assert c.find("@partitions-0").get_attribute("aria-expanded") == "false"
 
         # Release: the owner hands the group back (and, alone, takes it again).
         c.click("@release-1")
@@ -354,13 +407,39 @@ def test_console_with_the_read_token_views_but_actions_need_the_write_token(stac
         assert "write token" in c.text("@notice-text"), c.text("@notice-text")
         assert d.http("GET", f"/delay-queue/api/jobs/get?job_id={job}",
                       headers={"Authorization": "Bearer r"})[1]["data"]["state"] == "pending"
+
+        # From then on the page knows the token for a read token: every action is off, and says why.
+        c.until(lambda: c.find("@token-readonly").is_displayed(), 5, "the read-only token indicator")
+        assert c.text("@token-readonly") == "read-only token", c.text("@token-readonly")
+        for b in ("#job-remove", "#job-reschedule"):
+            assert not c.find(b).is_enabled(), b
+            assert "write token (http.auth_token)" in c.find(b).get_attribute("title"), b
+        assert "write token" in c.text("@readonly-note-jobs"), c.text("@readonly-note-jobs")
         c.shot("read-token-refused")
 
         c.go("groups")
-        c.until(lambda: c.find("@release-0").is_enabled(), 30, "group 0 owned")
+        c.until(lambda: c.value("@group-0-state") == "alive", 30, "group 0 owned")
+        release = c.find("@release-0")
+        assert not release.is_enabled()
+        title = release.get_attribute("title")
+        assert "write token (http.auth_token)" in title, title
+        assert c.find("@readonly-note-groups").is_displayed()
+        c.shot("read-token-groups")
+
+        # The write token, given through the note's button: the actions are back, and work.
+        c.find("@readonly-note-groups").find_element("css selector", "button").click()
+        c.until(lambda: c.find("#token-dialog").get_attribute("open") is not None, 5, "the token dialog")
+        c.type("#token-input", "w")
+        c.click("#token-save")
+        c.until(lambda: c.find("@release-0").is_enabled(), 10, "the release enabled with the write token")
+        assert not c.find("@token-readonly").is_displayed()
+        assert not c.find("@release-0").get_attribute("title")
+        assert not c.find("@readonly-note-groups").is_displayed()
         c.click("@release-0")
         c.confirm("group 0")
-        c.until(lambda: "write token" in c.text("@groups-status"), 10, "the release refused")
+        c.until(lambda: "asked its owner to hand group 0 back" in c.text("@groups-status"), 10,
+                "the page to say the owner was asked")
+        assert c.drv.execute_script("return sessionStorage.getItem('delayq.token')") == "w"
         # The refusals are the only errors: Chromium logs each 401 as a failed load.
         assert not c.errors(allowed=("401",)), c.errors(allowed=("401",))
     finally:
