@@ -1,7 +1,7 @@
-"""The README's examples, run as written: every ```sh block of README.md that holds a curl or
-kcat command is run against a delayqd started here, and each command's output must have the
-structure of the answer written under it in the README. An API change that breaks an example
-fails this test, so the README cannot drift from the product.
+"""The README's and docs/api.md's examples, run as written: every ```sh block of each that holds
+a curl or kcat command is run against a delayqd started here for that document, and each command's output must have the
+structure of the answer written under it there. An API change that breaks an example
+fails this test, so neither document can drift from the product.
 
 How a block is read:
   - A command may span lines (a trailing backslash, or a quoted string left open).
@@ -30,6 +30,12 @@ import subprocess
 from harness import ROOT, Delayqd
 
 README = os.path.join(ROOT, "README.md")
+API_DOC = os.path.join(ROOT, "docs", "api.md")
+# The documents whose examples run, each against a delayqd of its own, and what each must keep
+# showing (a rewrite that drops its examples fails too).
+DOCS = [(README, ("jobs/add", "jobs/get", "kcat -b", " -C "), 2),
+        (API_DOC, ("jobs/add", "jobs/add_batch", "jobs/get", "jobs/remove", "jobs/reschedule",
+                   "jobs/pop", "schedules/", "api/dead", "kcat -b", " -P ", " -C "), 12)]
 README_HTTP = ("localhost:9277", "127.0.0.1:9277")
 README_BROKERS = "127.0.0.1:9092"
 README_DLQ = "delay_topic_dlq"
@@ -197,8 +203,8 @@ class Example:
         return p.stdout
 
 
-def test_readme_examples_answer_as_written(stack):
-    with open(README) as f:
+def run_examples(stack, path, needed, at_least):
+    with open(path) as f:
         blocks = [b for b in sh_blocks(f.read()) if any(CLIENT.search(line) for line in b)]
     d = Delayqd(stack).start().wait_groups_owned()
     ex = Example(stack, d)
@@ -208,27 +214,32 @@ def test_readme_examples_answer_as_written(stack):
         for cmds, answer in steps(block):
             wants = None
             if answer:
-                wants = json_values(ex.names(answer), f"the README's answer to {cmds[-1]}")
+                wants = json_values(ex.names(answer), f"{path}'s answer to {cmds[-1]}")
             for cmd in cmds:
                 out = ex.run(cmd)
                 ran.append(cmd)
                 if wants is not None:
                     compare_all(wants, json_values(out, f"the output of {cmd}"), cmd, ex.uuids)
                     checked += 1
-    # The README must keep showing the API: a rewrite that drops its examples fails here too.
+    d.stop()
     text = "\n".join(ran)
-    for needed in ("jobs/add", "jobs/get", "jobs/remove", "kcat -b", " -P ", " -C "):
-        assert needed in text, f"no README example runs {needed!r}"
-    assert checked >= 6, f"only {checked} README answers were checked"
+    for word in needed:
+        assert word in text, f"no example of {path} runs {word!r}"
+    assert checked >= at_least, f"only {checked} answers of {path} were checked"
+
+
+def test_readme_examples_answer_as_written(stack):
+    for path, needed, at_least in DOCS:
+        run_examples(stack, path, needed, at_least)
 
 
 def test_readme_checker_tells_a_changed_answer_from_a_varying_one(stack):
-    """The comparison itself, on the README's own get answer: times and ids may differ, a
+    """The comparison itself, on the API doc's own get answer: times and ids may differ, a
     renamed key, a changed state or code may not. Needs no server."""
-    with open(README) as f:
+    with open(API_DOC) as f:
         answers = [a for b in sh_blocks(f.read()) for cmds, a in steps(b)
                    if a and "jobs/get?job_id=order:42" in cmds[0]]
-    assert answers, "the README shows no answer to the get of order:42"
+    assert answers, "docs/api.md shows no answer to the get of order:42"
     text = answers[0]
     want = json_values(text, "the README's get answer")
     varied = json_values(re.sub(r"1795\d+", lambda m: str(int(m.group()) + 12345), text), "varied")
