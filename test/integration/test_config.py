@@ -2,7 +2,9 @@
 that names the key and its line."""
 
 import os
+import re
 import socket
+import tempfile
 
 from harness import DELAYQD, ROOT, Delayqd, run
 
@@ -117,3 +119,35 @@ def test_short_levels_start_with_the_default_longest_delay(stack):
     d.add_ok(topic="orders", delay=1000000, body="in 11.6 days")
     status, doc = d.add(topic="orders", delay=1000001, body="too far")
     assert status == 400 and "at most 1000000 seconds" in doc["message"], (status, doc)
+
+
+def test_the_annotated_config_states_each_integer_range(stack):
+    """Each integer key of conf/delayq.conf has its range written beside it, the range delayqd
+    enforces (asked of delayqd itself with a value beyond any range)."""
+    conf = open(os.path.join(ROOT, "conf", "delayq.conf")).read().split("\n")
+    path, checked, section, sub = os.path.join(tempfile.mkdtemp(), "r.conf"), 0, None, None
+    for i, line in enumerate(conf):
+        if re.match(r"^[a-z_]+: \{", line):
+            section, sub = line.split(":")[0], None
+        elif re.match(r"^\s+[a-z_]+ = \{", line):
+            sub = line.split("=")[0].strip()
+        elif re.match(r"^\s+\};", line) and sub:
+            sub = None
+        m = re.match(r"^\s+([a-z_]+) = -?\d+;", line)
+        if not m or not section:
+            continue
+        key = m.group(1)
+        inner = f"{sub} = {{ {key} = 1000000000000000; }};" if sub else f"{key} = 1000000000000000;"
+        with open(path, "w") as f:
+            f.write(f"{section}: {{ {inner} }};\n")
+        p = run([DELAYQD, "-c", path, "--check-config"], check=False)
+        r = re.search(r"from (-?\d+) to (-?\d+)", p.stderr)
+        assert r, (key, p.stderr)
+        comment = line
+        for more in conf[i + 1:]:
+            if not re.match(r"^\s{20,}#", more):
+                break
+            comment += more
+        assert f"from {r.group(1)} to {r.group(2)}" in comment, (section, sub, key, r.groups())
+        checked += 1
+    assert checked >= 30, checked
