@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package that the build, the tests and the local stack need.
+# Installs every Debian package that the build, the tests and the local stack need, and the
+# test tools from PyPI (pytest, pytest-xdist, schemathesis: test/requirements.txt) into .venv/.
 # Idempotent: when everything is present it only checks, and returns in well under a second.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ pkgs=(
   maven default-jre-headless    # fetches and runs the pinned Apache Kafka broker
   tzdata                        # schedules: the IANA time zones (TZif files) delayqd reads itself
   chromium chromium-driver python3-selenium   # the console's browser test (test_console.py)
+  python3-yaml                  # the build turns docs/openapi.yaml into the JSON delayqd serves
+  python3-venv                  # .venv/: the test tools, pinned (Debian's pytest is too old)
   curl procps iproute2 python3
 )
 
@@ -27,11 +30,24 @@ if command -v java >/dev/null 2>&1; then
   missing=("${missing[@]/default-jre-headless/}")
 fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
-((${#missing[@]} == 0)) && exit 0
+if ((${#missing[@]} > 0)); then
+  echo "deps: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
 
-echo "deps: installing ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" = 0 ] || sudo=sudo
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The test tools, exactly the pinned versions, in a venv of Debian's python3 that also sees
+# Debian's packages (python3-selenium, python3-yaml). Made again when the pins change.
+venv=.venv
+req=test/requirements.txt
+cd "$(dirname "$0")/.."
+if ! cmp -s "$req" "$venv/.requirements" 2>/dev/null; then
+  echo "deps: installing $(grep -c '==' "$req") test packages from PyPI into $venv" >&2
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check --only-binary=:all: -r "$req"
+  cp "$req" "$venv/.requirements"
+fi

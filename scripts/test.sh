@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs the unit tests, then the integration tests (which start their own Redis and Kafka on free
-# ports in a temp dir and stop them on exit). Ends with one line: "N passed, N failed", and
-# ", N skipped" when a test could not judge the build (resident memory under the sanitizers).
-# Extra arguments go to the integration runner, e.g.: scripts/test.sh -k test_delivery
+# Runs the unit tests, then the integration tests with pytest in TEST_WORKERS processes (3), each
+# with its own Redis and Kafka on free ports in a temp dir, stopped on exit. Ends with one line:
+# "N passed, N failed", and ", N skipped" when a test could not judge the build (resident memory
+# under the sanitizers). JUnit XML of the integration tests: $BUILD/integration.xml.
+# Extra arguments go to pytest; several -k are joined with "or":
+#   scripts/test.sh -k test_delivery -k test_api       scripts/test.sh test/integration/test_api.py
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -17,7 +19,19 @@ read -r up uf <<<"$(printf '%s\n' "$unit_out" | count)"
 up=${up:-0}; uf=${uf:-1}
 ((unit_rc == 0 || uf > 0)) || uf=1
 
-DELAYQD="$PWD/$BUILD/delayqd" python3 -u test/integration/run.py "$@" | tee "${TMPDIR:-/tmp}/delayq-it.$$"
+args=() k=()
+while (($#)); do
+  if [ "$1" = -k ] && (($# > 1)); then k+=("$2"); shift 2; else args+=("$1"); shift; fi
+done
+if ((${#k[@]})); then
+  expr=${k[0]}
+  for e in "${k[@]:1}"; do expr+=" or $e"; done
+  args+=(-k "$expr")
+fi
+workers=${TEST_WORKERS:-3}
+((workers > 1)) && args+=(-n "$workers" --dist worksteal)
+DELAYQD="$PWD/$BUILD/delayqd" .venv/bin/python -m pytest test/integration -v --junitxml="$BUILD/integration.xml" \
+  "${args[@]}" | tee "${TMPDIR:-/tmp}/delayq-it.$$"
 it_rc=${PIPESTATUS[0]}
 read -r ip if_ <<<"$(count <"${TMPDIR:-/tmp}/delayq-it.$$")"
 skipped=$(grep -oE '[0-9]+ skipped' "${TMPDIR:-/tmp}/delayq-it.$$" | tail -n 1 | awk '{ print $1 }')

@@ -1,6 +1,6 @@
 """Integration harness: a real Redis and a real Kafka broker started by the project's own
 scripts on free ports in temp dirs, the real delayqd binary, curl for HTTP and kcat for Kafka.
-Standard library only."""
+Standard library only; conftest.py makes it pytest's fixture `stack`."""
 
 import http.client
 import json
@@ -20,10 +20,6 @@ DELAYQD = os.environ.get("DELAYQD", os.path.join(ROOT, "build", "delayqd"))
 # The sanitizers' allocator keeps freed memory in quarantine and ignores malloc_trim: figures of
 # resident memory say nothing about delayqd then.
 SANITIZED = bool(os.environ.get("SANITIZE"))
-
-
-class Skip(Exception):
-    """Raised by a test that cannot judge this build; the runner counts it as skipped."""
 
 
 def now_ms():

@@ -12,7 +12,9 @@ import tempfile
 import uuid
 from datetime import datetime, timezone
 
-from harness import ROOT, Delayqd, Reader, Skip, now_ms, wait_until
+import pytest
+
+from harness import ROOT, Delayqd, Reader, now_ms, wait_until
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -40,7 +42,7 @@ class Console:
 
     def __init__(self, d, stack):
         if not CHROMIUM or not CHROMEDRIVER:
-            raise Skip("chromium and chromium-driver are not installed (scripts/deps.sh installs them)")
+            pytest.skip("chromium and chromium-driver are not installed (scripts/deps.sh installs them)")
         webdriver, Service, self.WebDriverException = selenium()
         from selenium.webdriver.common.keys import Keys
         self.keys = Keys
