@@ -19,7 +19,10 @@ UUID the server gave in place of the README's.
 
 How the README's addresses become the test's: localhost:9277 and 127.0.0.1:9277 become this
 delayqd's port, 127.0.0.1:9092 the test broker, delay_topic_dlq this delayqd's dead-letter
-topic, delay_topic_<level> its delay topics, and the business topic `orders` one of its own."""
+topic, delay_topic_<level> its delay topics, and the business topic `orders` one of its own.
+
+The links of the README and docs/*.md are checked too, without a server: each relative one leads
+to a file, and to a heading of it, that exist, and every term of the glossary is linked to."""
 
 import json
 import os
@@ -253,3 +256,85 @@ def test_readme_checker_tells_a_changed_answer_from_a_varying_one(stack):
         except AssertionError:
             continue
         raise AssertionError(f"the checker let {old} -> {new} pass")
+
+
+# The pages whose links are checked, and the one whose term headings each need a link from another.
+DOC_PAGES = [README] + sorted(os.path.join(ROOT, "docs", f)
+                              for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+GLOSSARY = os.path.join(ROOT, "docs", "glossary.md")
+FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.M | re.S)
+CODE_SPAN = re.compile(r"(`+)(?:(?!\n\n)[\s\S])*?\1")
+LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(\s*(<[^>]*>|[^)\s]*)(?:\s+\"[^\"]*\")?\s*\)")
+LINK_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*(\S+)", re.M)
+
+
+def prose(text):
+    """text without its fenced blocks and code spans (each blanked, so lines keep their
+    numbers): what is left is rendered as Markdown."""
+    def blank(m):
+        return re.sub(r"[^\n]", " ", m.group())
+    return CODE_SPAN.sub(blank, FENCE.sub(blank, text))
+
+
+def anchors(text):
+    """The anchors GitHub gives the headings of text: the heading's text as rendered (code
+    marks, emphasis and link targets left out), lowercased, every character but letters,
+    digits, '_', '-' and spaces removed, spaces made '-'; a repeat gets -1, -2, ... ; plus
+    explicit <a id/name="..."> anchors."""
+    found, seen = set(), {}
+    heading = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.M)
+    for m in heading.finditer(FENCE.sub("", text)):
+        t = re.sub(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\([^)]*\)", r"\1", m.group(1))
+        t = re.sub(r"<[^>]+>", "", t).replace("`", "")
+        t = re.sub(r"[^\w\- ]", "", re.sub(r"(\*+|\b_+|_+\b)", "", t).strip().lower())
+        a = t.replace(" ", "-")
+        n = seen.get(a, 0)
+        seen[a] = n + 1
+        found.add(a if n == 0 else f"{a}-{n}")
+    found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", text))
+    return found
+
+
+def relative_links(text):
+    """(line, target) of every relative link of text: inline links and images, reference
+    definitions; not those in code."""
+    text = prose(text)
+    out = [(text.count("\n", 0, m.start()) + 1, m.group(2).strip("<>"))
+           for m in LINK.finditer(text)]
+    out += [(text.count("\n", 0, m.start()) + 1, m.group(1).strip("<>"))
+            for m in LINK_DEF.finditer(text)]
+    return [(line, t) for line, t in out
+            if t and not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|//", t)]
+
+
+def test_docs_links_resolve(stack):
+    """Every relative link of the README and of docs/*.md names a file that exists and, with a
+    #anchor into a Markdown file, a heading of that file; every term the glossary defines (its
+    headings below the title) is linked from some other page. Needs no server."""
+    texts = {}
+
+    def read(p):
+        if p not in texts:
+            with open(p, encoding="utf-8") as f:
+                texts[p] = f.read()
+        return texts[p]
+
+    broken, glossary_links = [], set()
+    for page in DOC_PAGES:
+        for line, target in relative_links(read(page)):
+            file, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(page), file)) if file else page
+            where = f"{os.path.relpath(page, ROOT)}:{line}: ({target})"
+            if not os.path.exists(dest):
+                broken.append(f"{where} no file {os.path.relpath(dest, ROOT)}")
+                continue
+            if anchor and dest.endswith(".md") and os.path.isfile(dest):
+                if anchor not in anchors(read(dest)):
+                    broken.append(f"{where} no heading #{anchor} in {os.path.relpath(dest, ROOT)}")
+                elif dest == GLOSSARY and page != GLOSSARY:
+                    glossary_links.add(anchor)
+    assert not broken, "links that lead nowhere:\n" + "\n".join(broken)
+    terms = anchors(re.sub(r"^# .*$", "", read(GLOSSARY), flags=re.M))
+    assert terms, "docs/glossary.md defines no term as a heading"
+    unlinked = sorted(terms - glossary_links)
+    assert not unlinked, f"glossary terms no other page links to: {unlinked}"
