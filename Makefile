@@ -5,6 +5,7 @@
 #   make stop            stop the local stack
 #   make SANITIZE=address,undefined test
 #   make test KAFKA_VERSION=4.1.1 TEST_ARGS="-k test_api"   another Kafka release, some tests
+#   make test TEST_WORKERS=1                               the integration tests one at a time
 #   make WERROR=0        build without -Werror
 #   make fuzz            libFuzzer targets, FUZZ_SECONDS (default 300) each
 #   make bench           the benchmark (BENCH_ARGS=--quick for a short try)
@@ -37,8 +38,10 @@ PURE     := log levels route envelope job heap api offsets config metrics share 
 ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
             forwarder callout stats pull compat callbacks schedstore schedules deadq deadstore dead
 MAIN     := main
-# The console (ui/), embedded by a C file generated from its files.
+# The console (ui/), embedded by a C file generated from its files, with the API's description
+# (docs/openapi.yaml as JSON, served at /delay-queue/api/openapi.json).
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css ui/*.svg))
+OPENAPI  := $(BUILD)/openapi.json
 UI_OBJ   := $(BUILD)/ui.o $(BUILD)/ui_files.o
 
 PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
@@ -65,10 +68,18 @@ $(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(UI_OBJ) $(BUILD)/$(MAIN).o
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# Written again when a console file changes, or one comes or goes (the directory changes).
-$(BUILD)/ui_files.c: $(UI_FILES) ui scripts/embed-ui.sh | $(BUILD)
+# Written again when a console file or the API's description changes, or a console file comes
+# or goes (the directory changes).
+$(BUILD)/ui_files.c: $(UI_FILES) ui $(OPENAPI) scripts/embed-ui.sh | $(BUILD)
 	@echo "  EMBED   $@"
-	$(Q)bash scripts/embed-ui.sh $@ $(UI_FILES)
+	$(Q)bash scripts/embed-ui.sh $@ $(UI_FILES) $(OPENAPI)
+
+# Debian's python3 with PyYAML (python3-yaml, scripts/deps.sh)
+PYTHON3 ?= /usr/bin/python3
+$(OPENAPI): docs/openapi.yaml | $(BUILD)
+	@echo "  JSON    $@"
+	$(Q)$(PYTHON3) -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], "w"), separators=(",", ":"))' $< $@.tmp
+	$(Q)mv $@.tmp $@
 
 $(BUILD)/ui_files.o: $(BUILD)/ui_files.c
 	@echo "  CC      $<"
@@ -86,7 +97,7 @@ unit: $(BUILD)/unit
 
 test: deps
 	$(MAKE) all $(BUILD)/unit
-	SANITIZE=$(SANITIZE) BUILD=$(BUILD) bash scripts/test.sh $(TEST_ARGS)
+	SANITIZE=$(SANITIZE) BUILD=$(BUILD) TEST_WORKERS=$(TEST_WORKERS) bash scripts/test.sh $(TEST_ARGS)
 
 run: deps
 	$(MAKE) all

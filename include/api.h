@@ -197,6 +197,11 @@ void api_data_free(void *data);
  * *out: 0, or -1 when it is not one. */
 int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out);
 
+/* A JSON integer v (a json_t *) into *out: 0, or -1 when v is none. A number with a fraction of
+ * zero (1500.0, as clients that compute in floating point send it) is one too, as in JSON
+ * Schema, up to 2^53. */
+int api_json_int(const void *v, int64_t *out);
+
 /* Reads {"group": <0 .. ngroups - 1>} (a release request). 0, or -1 with e set. */
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e);
 

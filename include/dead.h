@@ -30,6 +30,10 @@ struct dead_request {
     const char *limit, *before, *topic, *reason;
 };
 
+/* The methods a path below /delay-queue/api/dead takes, as an Allow header lists them; NULL
+ * for a path that is none of its routes. */
+const char *dead_allow(const char *path);
+
 /* Serves r; done is called exactly once, at once for a bad request, else from the worker. */
 void dead_serve(struct dead *d, const struct dead_request *r, jobs_done_fn done, void *opaque);
 

@@ -69,7 +69,7 @@ enum skip_reason {
 
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
                   R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_SCHEDULES,
-                  R_DEAD, R_HAND_BACK, R_UI, R_OTHER,
+                  R_DEAD, R_HAND_BACK, R_UI, R_OPENAPI, R_OTHER,
                   HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);

@@ -41,6 +41,10 @@ struct schedules_request {
 void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
                      void *opaque);
 
+/* The methods a path below /delay-queue/api/schedules takes, as an Allow header lists them
+ * ("GET, PUT, DELETE"); NULL for a path that is none of its routes. */
+const char *schedules_allow(const char *path);
+
 /* The forwarder's hook (forwarder_occurrence_fn; ctx is the struct schedules): queues the
  * schedule's move on to plan->next_ms and the add of that occurrence. */
 void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,

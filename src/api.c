@@ -149,10 +149,9 @@ static int parse_when(json_t *root, const struct api_limits *lim, int64_t now_ms
         return api_fail(e, 400, API_BAD_REQUEST, "one of delay, delay_ms, deliver_at_ms is required");
     if (given > 1)
         return api_fail(e, 400, API_BAD_REQUEST, "give only one of delay, delay_ms, deliver_at_ms");
-    if (!json_is_integer(v))
+    if (api_json_int(v, &n) < 0)
         return api_fail(e, 400, API_BAD_DELAY, "%s must be an integer",
                         d ? "delay" : dms ? "delay_ms" : "deliver_at_ms");
-    n = json_integer_value(v);
     if (at) {
         delay = n > now_ms ? n - now_ms : 0;   /* a time in the past is due now */
     } else {
@@ -241,16 +240,15 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
 static int parse_ttr(json_t *root, int64_t *out, struct api_error *e)
 {
     json_t *s = json_object_get(root, "ttr"), *ms = json_object_get(root, "ttr_ms");
-    json_int_t v;
+    int64_t v;
 
     *out = 0;
     if (s && ms)
         return api_fail(e, 400, API_BAD_REQUEST, "give only one of ttr, ttr_ms");
     if (!s && !ms)
         return 0;
-    if (!json_is_integer(s ? s : ms))
+    if (api_json_int(s ? s : ms, &v) < 0)
         return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer", s ? "ttr" : "ttr_ms");
-    v = json_integer_value(s ? s : ms);
     if (s ? (v < 1 || v > JOB_TTR_MAX_MS / 1000) : (v < 1000 || v > JOB_TTR_MAX_MS))
         return api_fail(e, 400, API_BAD_REQUEST, s ? "ttr must be from 1 to %lld seconds"
                                                    : "ttr_ms must be from 1000 to %lld",
@@ -352,13 +350,14 @@ static int member_int(json_t *o, const char *what, const char *name, int64_t lo,
                       int64_t *out, struct api_error *e)
 {
     json_t *v = json_object_get(o, name);
+    int64_t n;
 
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+    if (api_json_int(v, &n) < 0 || n < lo || n > hi)
         return api_fail(e, 400, API_BAD_REQUEST, "%s%s must be an integer from %lld to %lld", what,
                         name, (long long)lo, (long long)hi);
-    *out = json_integer_value(v);
+    *out = n;
     return 0;
 }
 
@@ -819,6 +818,24 @@ void *api_stats_data(const struct pending_view *v, const struct levels *lv)
     return d;
 }
 
+int api_json_int(const void *json, int64_t *out)
+{
+    const json_t *v = json;
+    double d;
+
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return 0;
+    }
+    if (!json_is_real(v))
+        return -1;
+    d = json_real_value(v);
+    if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
+        return -1;
+    *out = (int64_t)d;
+    return 0;
+}
+
 int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
     char *end;
@@ -836,16 +853,16 @@ int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
 
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e)
 {
-    json_t *root = load_object(body, len, e), *g;
+    json_t *root = load_object(body, len, e);
+    int64_t g;
     int rc = -1;
 
     if (!root)
         return -1;
-    g = json_object_get(root, "group");
-    if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) >= ngroups)
+    if (api_json_int(json_object_get(root, "group"), &g) < 0 || g < 0 || g >= ngroups)
         api_fail(e, 400, API_BAD_REQUEST, "group must be an integer from 0 to %d", ngroups - 1);
     else
-        *group = (int)json_integer_value(g), rc = 0;
+        *group = (int)g, rc = 0;
     json_decref(root);
     return rc;
 }
@@ -860,6 +877,7 @@ int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, st
 {
     json_t *root = load_object(body, len, e), *w, *m;
     struct job topic = { .id = "" };
+    int64_t n;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
@@ -872,20 +890,19 @@ int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, st
     snprintf(out->topics[0], sizeof(out->topics[0]), "%s", topic.topic);
     out->ntopics = 1;
     if ((w = json_object_get(root, "wait_ms"))) {
-        if (!json_is_integer(w) || json_integer_value(w) < 0 ||
-            json_integer_value(w) > API_POP_WAIT_MAX_MS) {
+        if (api_json_int(w, &n) < 0 || n < 0 || n > API_POP_WAIT_MAX_MS) {
             api_fail(e, 400, API_BAD_REQUEST, "wait_ms must be an integer from 0 to %d",
                      API_POP_WAIT_MAX_MS);
             goto out;
         }
-        out->wait_ms = json_integer_value(w);
+        out->wait_ms = n;
     }
     if ((m = json_object_get(root, "max"))) {
-        if (!json_is_integer(m) || json_integer_value(m) < 1 || json_integer_value(m) > 100) {
+        if (api_json_int(m, &n) < 0 || n < 1 || n > 100) {
             api_fail(e, 400, API_BAD_REQUEST, "max must be an integer from 1 to 100");
             goto out;
         }
-        out->max = (int)json_integer_value(m);
+        out->max = (int)n;
     }
     rc = 0;
 out:
@@ -899,14 +916,15 @@ static int parse_release_delay(json_t *root, const struct api_limits *lim, int64
                                struct api_error *e)
 {
     json_t *s = json_object_get(root, "delay"), *ms = json_object_get(root, "delay_ms");
-    json_int_t v;
+    int64_t v;
 
     *out = 0;
     if (s && ms)
         return api_fail(e, 400, API_BAD_REQUEST, "give only one of delay, delay_ms");
     if (!s && !ms)
         return 0;
-    v = json_is_integer(s ? s : ms) ? json_integer_value(s ? s : ms) : -1;
+    if (api_json_int(s ? s : ms, &v) < 0)
+        v = -1;
     if (v < 0 || (s ? v > lim->max_delay_ms / 1000 : v > lim->max_delay_ms))
         return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer from 0 to %lld",
                         s ? "delay" : "delay_ms",

@@ -647,13 +647,14 @@ void dead_free(struct dead *d)
 static int int_field(json_t *o, const char *name, int64_t hi, int64_t *out, struct api_error *e)
 {
     json_t *v = json_object_get(o, name);
+    int64_t n;
 
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > hi)
+    if (api_json_int(v, &n) < 0 || n < 0 || n > hi)
         return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer from 0 to %lld", name,
                         (long long)hi);
-    *out = json_integer_value(v);
+    *out = n;
     return 0;
 }
 
@@ -691,6 +692,14 @@ static int read_redrive(const char *body, size_t len, struct task *t, struct api
     }
     if (int_field(o, "deliver_at_ms", 253402300799999LL, &t->deliver_at_ms, e) < 0)
         goto out;
+    v = json_object_get(o, "before");
+    if (json_is_string(v) && json_string_length(v) == 0)
+        v = NULL;   /* no cursor, as in a list's query */
+    if (v && !json_is_null(v) && (!json_is_string(v) ||
+                                  deadq_cursor_parse(json_string_value(v), &t->from) < 0)) {
+        api_fail(e, 400, API_BAD_REQUEST, "before is not a cursor a redrive gave");
+        goto out;
+    }
     if (f) {
         t->by_filter = 1;
         if (!json_is_object(f)) {
@@ -701,12 +710,6 @@ static int read_redrive(const char *body, size_t len, struct task *t, struct api
             int_field(f, "from_ms", 253402300799999LL, &t->f.from_ms, e) < 0 ||
             int_field(f, "to_ms", 253402300799999LL, &t->f.to_ms, e) < 0)
             goto out;
-        v = json_object_get(o, "before");
-        if (v && !json_is_null(v) && (!json_is_string(v) ||
-                                      deadq_cursor_parse(json_string_value(v), &t->from) < 0)) {
-            api_fail(e, 400, API_BAD_REQUEST, "before is not a cursor a redrive gave");
-            goto out;
-        }
         rc = 0;
         goto out;
     }
@@ -740,12 +743,30 @@ out:
     return rc;
 }
 
+/* Whether path is "/<partition>/<offset>" naming a letter's place: 0 with *p and *off set. */
+static int letter_path(const char *path, int64_t *p, int64_t *off)
+{
+    char pbuf[16], obuf[24], extra;
+
+    return sscanf(path, "/%15[0-9]/%23[0-9]%c", pbuf, obuf, &extra) == 2 &&
+           api_query_int(pbuf, 0, DEADQ_PARTITIONS_MAX - 1, p) == 0 &&
+           api_query_int(obuf, 0, INT64_MAX, off) == 0 ? 0 : -1;
+}
+
+const char *dead_allow(const char *path)
+{
+    int64_t p, off;
+
+    if (path[0] == '\0' || strcmp(path, "/") == 0 || letter_path(path, &p, &off) == 0)
+        return "GET";
+    return strcmp(path, "/redrive") == 0 ? "POST" : NULL;
+}
+
 /* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. */
 static int task_of(const struct dead_request *r, struct task *t, struct api_error *e)
 {
     int get = strcmp(r->method, "GET") == 0;
     int64_t p, off, limit = LIST_DEFAULT;
-    char pbuf[16], obuf[24], extra;
 
     if (r->path[0] == '\0' || strcmp(r->path, "/") == 0) {
         if (!get)
@@ -768,9 +789,7 @@ static int task_of(const struct dead_request *r, struct task *t, struct api_erro
         t->kind = T_REDRIVE;
         return read_redrive(r->body ? r->body : "", r->len, t, e);
     }
-    if (sscanf(r->path, "/%15[0-9]/%23[0-9]%c", pbuf, obuf, &extra) == 2 &&
-        api_query_int(pbuf, 0, DEADQ_PARTITIONS_MAX - 1, &p) == 0 &&
-        api_query_int(obuf, 0, INT64_MAX, &off) == 0) {
+    if (letter_path(r->path, &p, &off) == 0) {
         if (!get)
             return api_fail(e, 405, API_BAD_REQUEST, "a dead letter takes GET");
         t->kind = T_ONE;

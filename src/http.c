@@ -33,6 +33,10 @@
 
 #define LOG_MODULE "http"
 #define API_PREFIX "/delay-queue/api/jobs/"
+#define SCHEDULES_PATH "/delay-queue/api/schedules"
+#define DEAD_PATH "/delay-queue/api/dead"
+#define OPENAPI_PATH "/delay-queue/api/openapi.json"   /* the API's description, OpenAPI 3.1 */
+
 /* Per connection (headers, read and write buffers; bodies are copied out as they arrive). MHD
  * clears it for every request: its default 32 KiB cost about 5 us of memset per add. 16 KiB
  * still takes 14 KB of request headers. */
@@ -169,11 +173,15 @@ static void sweep(struct server *s)
     }
 }
 
-/* Queues text (taken, freed by MHD) as the answer of req. */
+static const char *allowed(const struct request *req, char *buf, size_t len);
+
+/* Queues text (taken, freed by MHD) as the answer of req; a 405 names the methods its path
+ * takes in Allow (RFC 9110). */
 static enum MHD_Result send_text(struct request *req, int status, char *text, const char *type)
 {
     struct MHD_Response *r;
     enum MHD_Result ret;
+    char allow[64];
 
     static char no_memory[] = "{\"code\":500,\"message\":\"out of memory\",\"data\":null}";
 
@@ -187,6 +195,8 @@ static enum MHD_Result send_text(struct request *req, int status, char *text, co
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allowed(req, allow, sizeof(allow)));
     if (req->must_close)
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     ret = MHD_queue_response(req->conn, (unsigned)status, r);
@@ -206,7 +216,7 @@ static enum MHD_Result send_error(struct request *req, int status, int code, con
 
 enum { METHOD_GET = 1, METHOD_POST = 2, METHOD_PUT = 4, METHOD_DELETE = 8 };
 
-/* Every path, the methods it takes, and what a wrong one is told. */
+/* Every path, the methods it takes, and what a wrong one is told (NULL: the methods). */
 static const struct {
     const char *path;
     enum http_route route;
@@ -226,17 +236,17 @@ static const struct {
     { UI_PREFIX, R_UI, METHOD_GET, "the console takes GET" },
     { "/delay-queue/ui", R_UI, METHOD_GET, "the console takes GET" },
     { "/delay-queue/api/stats", R_STATS, METHOD_GET, "this path takes GET" },
+    { OPENAPI_PATH, R_OPENAPI, METHOD_GET, "this path takes GET" },
     { API_PREFIX "pop", R_POP, METHOD_POST, "pop takes POST" },
     { API_PREFIX "finish", R_FINISH, METHOD_POST, "finish takes POST" },
     { API_PREFIX "release", R_RELEASE, METHOD_POST, "release takes POST" },
     { API_PREFIX "touch", R_TOUCH, METHOD_POST, "touch takes POST" },
     { API_PREFIX "bury", R_BURY, METHOD_POST, "bury takes POST" },
-    { "/delay-queue/api/schedules", R_SCHEDULES, METHOD_GET, "this path takes GET" },
-    { "/delay-queue/api/dead", R_DEAD, METHOD_GET, "this path takes GET" },
-    { "/delay-queue/api/dead/", R_DEAD, METHOD_GET | METHOD_POST,
-      "a dead-letter route takes GET or POST" },
-    { "/delay-queue/api/schedules/", R_SCHEDULES, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE,
-      "a schedule takes GET, PUT, POST or DELETE" },
+    { SCHEDULES_PATH, R_SCHEDULES, METHOD_GET, "this path takes GET" },
+    { DEAD_PATH, R_DEAD, METHOD_GET, "this path takes GET" },
+    /* (a wrong method is told the methods of the path itself, which differ below these) */
+    { DEAD_PATH "/", R_DEAD, METHOD_GET | METHOD_POST, NULL },
+    { SCHEDULES_PATH "/", R_SCHEDULES, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE, NULL },
     /* ouqiang/delay-queue's, with compat.ouqiang */
     { "/push", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
     { "/pop", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
@@ -247,6 +257,33 @@ static const struct {
     { COMPAT_TOPIC_PREFIX, R_COMPAT, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE,
       "this path takes GET, POST, PUT or DELETE" },
 };
+
+/* The methods req's path takes: a schedule or dead-letter path's own (those routes take
+ * different methods below one prefix), else its route's, into buf. */
+static const char *allowed(const struct request *req, char *buf, size_t len)
+{
+    static const struct { int bit; const char *name; } names[] = {
+        { METHOD_GET, "GET" }, { METHOD_POST, "POST" }, { METHOD_PUT, "PUT" },
+        { METHOD_DELETE, "DELETE" },
+    };
+    const char *own = NULL;
+    size_t n = 0;
+
+    buf[0] = '\0';
+    if (req->path < 0)
+        return buf;
+    if (req->route == R_SCHEDULES && req->url)
+        own = schedules_allow(req->url + strlen(SCHEDULES_PATH));
+    else if (req->route == R_DEAD && req->url)
+        own = dead_allow(req->url + strlen(DEAD_PATH));
+    if (own)
+        return own;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (routes[req->path].methods & names[i].bit)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", names[i].name);
+    }
+    return buf;
+}
 
 /* 1 for the routes the jobs module answers (suspended until it has): refused once draining. */
 static int is_async(enum http_route route)
@@ -307,6 +344,7 @@ static int authorized(const struct http *http, struct MHD_Connection *conn, enum
     case R_HEALTH:
     case R_READY:
     case R_UI:   /* the page: what it shows comes from the API, which asks for the token */
+    case R_OPENAPI:   /* what the routes are is no secret */
         return 1;
     case R_METRICS:
         return !metrics[0] || bears(conn, metrics) || (all[0] && bears(conn, all));
@@ -373,7 +411,7 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
 {
     struct MHD_Connection *conn = req->conn;
     const char *cl, *te;
-    char msg[128];
+    char msg[128], allow[64];
     int is_get = strcmp(method, "GET") == 0, is_post = strcmp(method, "POST") == 0;
     int is_put = strcmp(method, "PUT") == 0, is_delete = strcmp(method, "DELETE") == 0;
 
@@ -401,7 +439,10 @@ static int admit(struct request *req, const char *method, enum MHD_Result *ret)
           (is_post && (routes[req->path].methods & METHOD_POST)) ||
           (is_put && (routes[req->path].methods & METHOD_PUT)) ||
           (is_delete && (routes[req->path].methods & METHOD_DELETE)))) {
-        *ret = send_error(req, 405, API_BAD_REQUEST, routes[req->path].wrong);
+        if (!routes[req->path].wrong)
+            snprintf(msg, sizeof(msg), "this path takes %s", allowed(req, allow, sizeof(allow)));
+        *ret = send_error(req, 405, API_BAD_REQUEST,
+                          routes[req->path].wrong ? routes[req->path].wrong : msg);
         return -1;
     }
     cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -572,8 +613,7 @@ static int query_values(struct request *req, const char *const *keys, const char
 /* A schedule route: the request as schedules.h takes it. */
 static void start_schedules(struct request *req, const char *body)
 {
-    const char *prefix = "/delay-queue/api/schedules";
-    struct schedules_request r = { .method = req->method, .path = req->url + strlen(prefix),
+    struct schedules_request r = { .method = req->method, .path = req->url + strlen(SCHEDULES_PATH),
                                    .body = body, .len = req->len };
     static const char *const keys[] = { "n", "from_ms", "limit", "after" };
     const char **vals[] = { &r.n, &r.from_ms, &r.limit, &r.after };
@@ -585,8 +625,7 @@ static void start_schedules(struct request *req, const char *body)
 /* A dead-letter route: the request as dead.h takes it. */
 static void start_dead(struct request *req, const char *body)
 {
-    const char *prefix = "/delay-queue/api/dead";
-    struct dead_request r = { .method = req->method, .path = req->url + strlen(prefix),
+    struct dead_request r = { .method = req->method, .path = req->url + strlen(DEAD_PATH),
                               .body = body, .len = req->len };
     static const char *const keys[] = { "limit", "before", "topic", "reason" };
     const char **vals[] = { &r.limit, &r.before, &r.topic, &r.reason };
@@ -727,6 +766,25 @@ static enum MHD_Result serve_ui(struct request *req)
     return ret;
 }
 
+/* The API's description, docs/openapi.yaml as JSON, embedded beside the console's files. */
+static enum MHD_Result serve_openapi(struct request *req)
+{
+    struct MHD_Response *r;
+    struct ui_file f;
+    enum MHD_Result ret;
+
+    if (ui_find(UI_OPENAPI, &f) < 0)
+        return send_error(req, 404, API_NOT_FOUND, "no API description was built in");
+    r = MHD_create_response_from_buffer(f.len, (void *)f.data, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    req->status = 200;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f.content_type);
+    ret = MHD_queue_response(req->conn, req->status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result route(struct request *req)
 {
     if (req->too_large)
@@ -743,6 +801,8 @@ static enum MHD_Result route(struct request *req)
         return send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
     case R_UI:
         return serve_ui(req);
+    case R_OPENAPI:
+        return serve_openapi(req);
     default:   /* R_OTHER; the others are served above */
         break;
     }

@@ -79,7 +79,7 @@ static const char *const route_names[HTTP_ROUTES] = {
     [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
     [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
     [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
-    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_UI] = "ui",
+    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_UI] = "ui", [R_OPENAPI] = "openapi",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 

@@ -27,15 +27,16 @@ static int int_field(json_t *o, const char *name, int64_t lo, int64_t hi, int64_
                      size_t errlen)
 {
     json_t *v = json_object_get(o, name);
+    int64_t n;
 
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+    if (api_json_int(v, &n) < 0 || n < lo || n > hi) {
         snprintf(err, errlen, "%s must be an integer from %lld to %lld", name, (long long)lo,
                  (long long)hi);
         return -1;
     }
-    *out = json_integer_value(v);
+    *out = n;
     return 0;
 }
 

@@ -799,18 +799,49 @@ static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **
     return 0;
 }
 
-/* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. */
+const char *schedules_allow(const char *path)
+{
+    const char *start = path[0] == '/' ? path + 1 : path, *slash = strchr(start, '/');
+    const char *action = slash ? slash + 1 : "";
+
+    if (!start[0])
+        return "GET";
+    if (slash == start)
+        return NULL;   /* an empty id */
+    if (!action[0])
+        return "GET, PUT, DELETE";
+    if (strcmp(action, "next") == 0)
+        return "GET";
+    if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
+        strcmp(action, "trigger") == 0)
+        return "POST";
+    return NULL;
+}
+
+/* Whether method is one of the list allow ("GET, PUT, DELETE"). */
+static int takes(const char *allow, const char *method)
+{
+    size_t n = strlen(method);
+
+    for (const char *m = allow; (m = strstr(m, method)); m += n) {
+        if ((m == allow || m[-1] == ' ') && (m[n] == ',' || m[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. A path's
+ * methods are checked before its id: a wrong method is a 405 whatever the id. */
 static int task_of(struct schedules *s, const struct schedules_request *r, struct task *t,
                    struct api_error *e)
 {
-    const char *action;
-    int get = strcmp(r->method, "GET") == 0, post = strcmp(r->method, "POST") == 0;
+    const char *action, *allow = schedules_allow(r->path);
 
+    if (allow && !takes(allow, r->method))
+        return api_fail(e, 405, API_BAD_REQUEST, "this path takes %s", allow);
     if (split_path(r->path, t->id, &action, e) < 0)
         return -1;
     if (!t->id[0]) {
-        if (!get)
-            return api_fail(e, 405, API_BAD_REQUEST, "/delay-queue/api/schedules takes GET");
         t->kind = T_LIST;
         t->n = LIST_DEFAULT;
         snprintf(t->after, sizeof(t->after), "%s", r->after ? r->after : "");
@@ -820,18 +851,10 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
         return 0;
     }
     if (!action[0]) {
-        if (get)
-            t->kind = T_GET;
-        else if (strcmp(r->method, "DELETE") == 0)
-            t->kind = T_DELETE;
-        else if (strcmp(r->method, "PUT") == 0)
-            t->kind = T_PUT;
-        else
-            return api_fail(e, 405, API_BAD_REQUEST, "a schedule takes GET, PUT or DELETE");
+        t->kind = strcmp(r->method, "GET") == 0 ? T_GET
+                  : strcmp(r->method, "DELETE") == 0 ? T_DELETE : T_PUT;
         return 0;
     }
-    if (strcmp(action, "next") == 0 && !get)
-        return api_fail(e, 405, API_BAD_REQUEST, "%s takes GET", action);
     if (strcmp(action, "next") == 0) {
         t->kind = T_NEXT;
         t->n = 10;
@@ -843,15 +866,12 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
             return api_fail(e, 400, API_BAD_REQUEST, "from_ms must be epoch milliseconds");
         return 0;
     }
-    if (post && strcmp(action, "pause") == 0)
+    if (strcmp(action, "pause") == 0)
         t->kind = T_PAUSE;
-    else if (post && strcmp(action, "resume") == 0)
+    else if (strcmp(action, "resume") == 0)
         t->kind = T_RESUME;
-    else if (post && strcmp(action, "trigger") == 0)
+    else if (strcmp(action, "trigger") == 0)
         t->kind = T_TRIGGER;
-    else if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
-             strcmp(action, "trigger") == 0)
-        return api_fail(e, 405, API_BAD_REQUEST, "%s takes POST", action);
     else
         return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: %s %s (a schedule has "
                         "POST pause, resume, trigger and GET next)", r->method, action);

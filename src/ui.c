@@ -1,5 +1,5 @@
-/* ui: finds a console file among those embedded from ui/ and names its content type. The
- * contract is in include/ui.h. */
+/* ui: finds a console file (or the API's description) among those embedded and names its
+ * content type. The contract is in include/ui.h. */
 #include <string.h>
 
 #include "ui.h"

@@ -225,6 +225,32 @@ static void add_delay_not_integer(void)
     CHECK(add_fails("{\"topic\":\"t\",\"deliver_at_ms\":[1]}", 400, API_BAD_DELAY, "integer"));
 }
 
+/* A number with a fraction of zero is an integer, as in JSON Schema (1500.0 from a client that
+ * computes in floating point); not beyond 2^53, where doubles skip integers. */
+static void add_delay_of_a_whole_real(void)
+{
+    json_t *v = json_real(9007199254740992.0), *w = json_real(1e19), *x = json_real(0.5);
+    struct job j;
+    int given;
+    int64_t n;
+
+    CHECK(v && w && x);
+    CHECK(add_ok("{\"topic\":\"t\",\"delay_ms\":1500.0}", &j, &given));
+    CHECK_EQ_INT(j.delay_ms, 1500);
+    job_release(&j);
+    CHECK(add_ok("{\"topic\":\"t\",\"delay\":2e1}", &j, &given));
+    CHECK_EQ_INT(j.delay_ms, 20000);
+    job_release(&j);
+    CHECK(add_fails("{\"topic\":\"t\",\"delay_ms\":-1.0}", 400, API_BAD_DELAY, "negative"));
+    CHECK_EQ_INT(api_json_int(v, &n), 0);
+    CHECK_EQ_INT(n, 9007199254740992LL);
+    CHECK_EQ_INT(api_json_int(w, &n), -1);
+    CHECK_EQ_INT(api_json_int(x, &n), -1);
+    json_decref(v);
+    json_decref(w);
+    json_decref(x);
+}
+
 static void add_topic_missing_or_wrong_type(void)
 {
     CHECK(add_fails("{\"delay\":1,\"body\":\"x\"}", 400, API_BAD_REQUEST, "topic"));
@@ -857,6 +883,7 @@ void unit_api(void)
     RUN(batch_parse);
     RUN(reschedule_parse);
     RUN(add_go_delayqueue_body);
+    RUN(add_delay_of_a_whole_real);
     RUN(job_data_failed_says_why);
     RUN(add_with_id);
     RUN(add_empty_or_null_id_is_generated);

@@ -1,0 +1,140 @@
+"""The API's description, docs/openapi.yaml: served as JSON at /delay-queue/api/openapi.json, true
+to what delayqd answers (schemathesis drives a delayqd with what it generates from it), and
+complete (every route of delayqd's route tables is in it)."""
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+
+import yaml
+
+from harness import ROOT, Delayqd
+
+SPEC = os.path.join(ROOT, "docs", "openapi.yaml")
+HERE = os.path.join(ROOT, "test", "integration")
+SCHEMATHESIS = os.path.join(ROOT, ".venv", "bin", "schemathesis")
+API = "/delay-queue/api"
+TOKEN = "openapi-token"
+METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+def spec():
+    with open(SPEC) as f:
+        return yaml.safe_load(f)
+
+
+def start(stack):
+    # levels up to 30s: job.max_delay_s keeps its default (30 days), the limit the spec gives
+    return Delayqd(stack, extra={"auth_token": TOKEN, "max_delay_s": None},
+                   levels=["1s", "5s", "30s"]).start()
+
+
+def test_openapi_json_is_served_without_a_token(stack):
+    d = start(stack)
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.port}{API}/openapi.json", timeout=10) as r:
+        assert r.status == 200
+        assert r.headers["Content-Type"] == "application/json", r.headers
+        served = json.load(r)
+    assert served == spec(), "the served description is not docs/openapi.yaml (rebuild delayqd)"
+    assert served["openapi"].startswith("3.1") and served["servers"] == [{"url": API}]
+    st, doc = d.http("POST", f"{API}/openapi.json")
+    assert st == 405 and doc["code"] == 400, (st, doc)
+
+
+def c_routes():
+    """{path: methods} of src/http.c's route table, its paths' macros read from src/ and
+    include/."""
+    macros = {}
+    for d in ("src", "include"):
+        for name in os.listdir(os.path.join(ROOT, d)):
+            if name.endswith((".c", ".h")):
+                with open(os.path.join(ROOT, d, name)) as f:
+                    macros.update(re.findall(r'^#define (\w+) ("[^"\n]*")', f.read(), re.M))
+    with open(os.path.join(ROOT, "src", "http.c")) as f:
+        src = f.read()
+    table = src[src.index("} routes[] = {"):]
+    table = table[:table.index("\n};")]
+    routes = {}
+    for expr, flags in re.findall(r'\{\s*([\w" ./-]+?)\s*,\s*R_\w+\s*,\s*([\w |]+?)\s*,', table):
+        parts = [json.loads(macros.get(tok, tok)) for tok in re.findall(r'"[^"]*"|\w+', expr)]
+        routes["".join(parts)] = {m.lower() for m in re.findall(r"METHOD_(\w+)", flags)}
+    assert len(routes) > 20 and f"{API}/jobs/add" in routes, routes
+    return routes
+
+
+def function(path, name):
+    """The body of C function name in the file at path."""
+    with open(os.path.join(ROOT, path)) as f:
+        src = f.read()
+    start = src.index(f"{name}(const char *path)\n{{")
+    return src[start:src.index("\n}\n", start)]
+
+
+def test_every_route_is_described(stack):
+    """Every route of delayqd under /delay-queue/api, with the methods it takes, is in the spec:
+    the route table's in src/http.c; below /schedules/ and /dead/, the paths that schedules.c
+    and dead.c answer (their *_allow functions); and, asked with OPTIONS, each path of the spec
+    answers 405 with the spec's methods in Allow."""
+    paths = spec()["paths"]
+    methods = {p: set(ops) & METHODS for p, ops in paths.items()}
+    below = []
+    for path, takes in c_routes().items():
+        if not path.startswith(API + "/"):
+            continue
+        sub = path[len(API):]
+        if sub.endswith("/"):
+            below.append(sub)
+            assert any(p.startswith(sub) for p in paths), f"nothing below {path} in the spec"
+        else:
+            assert sub in paths, f"{path} is not in docs/openapi.yaml"
+            assert methods[sub] == takes, (path, methods[sub], takes)
+    assert sorted(below) == ["/dead/", "/schedules/"], below
+    actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules.c", "schedules_allow"))
+    dead = re.findall(r'strcmp\(path, "(/\w+)"\)', function("src/dead.c", "dead_allow"))
+    assert actions and dead, (actions, dead)
+    for sub in (["/schedules/{id}", "/dead/{partition}/{offset}"] +
+                [f"/schedules/{{id}}/{a}" for a in actions] + [f"/dead{p}" for p in dead]):
+        assert sub in paths, f"{API}{sub} is not in docs/openapi.yaml"
+
+    d = start(stack)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for sub, takes in methods.items():
+        url = f"http://127.0.0.1:{d.port}{API}" + sub.format(id="oa-1", partition=0, offset=0)
+        req = urllib.request.Request(url, method="OPTIONS", headers=auth)
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError(f"OPTIONS {sub} was answered 2xx")
+        except urllib.error.HTTPError as e:
+            allow = {m.strip().lower() for m in (e.headers["Allow"] or "").split(",")}
+            assert e.code == 405 and allow == takes, (sub, e.code, e.headers["Allow"], takes)
+
+
+def test_delayqd_answers_as_the_spec_says(stack):
+    """schemathesis generates requests from the served spec, valid and not, and checks each
+    answer: no 5xx, every status, content type and body as the spec says, invalid input refused
+    and valid input taken, a wrong method 405 with Allow, a missing token 401. What it may
+    generate and which operations get only invalid input (those that would store jobs,
+    schedules or redrives) is in schemathesis.toml; schemathesis_hooks.py keeps callbacks out of
+    the bodies it sends, so that delayqd is never asked to call a generated URL. ~1,500 cases."""
+    assert os.access(SCHEMATHESIS, os.X_OK), f"no {SCHEMATHESIS} (scripts/deps.sh makes .venv)"
+    d = start(stack)
+    tmp = tempfile.mkdtemp(prefix="schemathesis-", dir=stack.tmp)   # its files, none in the repo
+    env = dict(os.environ, HYPOTHESIS_STORAGE_DIRECTORY=os.path.join(tmp, "hypothesis"),
+               SCHEMATHESIS_HOOKS=os.path.join(HERE, "schemathesis_hooks.py"))
+    cmd = [SCHEMATHESIS, "--config-file", os.path.join(HERE, "schemathesis.toml"), "run",
+           f"http://127.0.0.1:{d.port}{API}/openapi.json", "-H", f"Authorization: Bearer {TOKEN}",
+           "--max-examples", "10", "--generation-database", "none", "--max-failures", "20",
+           "--no-color"]
+    try:
+        p = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
+        raise AssertionError(f"schemathesis ran over 300 s:\n{out[-6000:]}") from None
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, f"schemathesis exited {p.returncode}:\n{out[-8000:]}"
+    assert re.search(r"\d+ generated, \d+ passed", out), out[-3000:]
+    assert d.alive(), d.log_text()[-3000:]
