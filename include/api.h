@@ -202,6 +202,15 @@ int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out);
  * Schema, up to 2^53. */
 int api_json_int(const void *v, int64_t *out);
 
+/* An optional integer member name of the JSON object obj (a json_t *) into *out, from lo to hi:
+ * 0 (also when absent or null), or -1 with e set to a 400 naming what then name. */
+int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
+                        int64_t hi, int64_t *out, struct api_error *e);
+
+/* Bytes s (len of them) as a JSON string (a json_t *): at most max bytes of them, cut before a
+ * character that would not fit, and each byte that is not part of UTF-8 as U+FFFD. */
+void *api_json_text(const char *s, size_t len, size_t max);
+
 /* Reads {"group": <0 .. ngroups - 1>} (a release request). 0, or -1 with e set. */
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e);
 

@@ -65,6 +65,12 @@ int deadq_page(struct deadq *dq, const struct deadq_cursor *from, int64_t newest
                size_t scan_max, deadq_match_fn *match, void *ctx, struct dead_letter **out,
                size_t *n, struct deadq_cursor *next, int *more, char *err, size_t errlen);
 
+/* The n letters at partitions[i] and offsets[i] into out[i], found[i] 1; found[i] 0: there is
+ * none; 2: the same as an earlier one of the list (out[i] empty). Letters near each other in
+ * a partition are read together. 0, or -1 with err (nothing is out then). */
+int deadq_some(struct deadq *dq, size_t n, const int32_t *partitions, const int64_t *offsets,
+               struct dead_letter *out, int *found, char *err, size_t errlen);
+
 /* The letter at partition and offset into out (*found 0: there is none). 0, or -1 with err. */
 int deadq_one(struct deadq *dq, int32_t partition, int64_t offset, struct dead_letter *out,
               int *found, char *err, size_t errlen);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "job.h"
 
 struct deadstore;
 
@@ -17,14 +18,24 @@ void deadstore_free(struct deadstore *ds);
 
 /* Every call returns 0, or -1 with err set when Redis did not answer. */
 
-/* Marks the letter at partition/offset as redriven as job_id: *taken 1, or 0 when it was
- * marked before (its job id into before, "" if unknown). */
-int deadstore_mark(struct deadstore *ds, int32_t partition, int64_t offset, const char *job_id,
-                   int *taken, char *before, size_t beforelen, char *err, size_t errlen);
+/* One mark of deadstore_mark_many: partition, offset and job_id in; taken out: 1, or 0 when
+ * the letter was marked before, as the job in before. */
+struct deadstore_mark {
+    int32_t partition;
+    int64_t offset;
+    const char *job_id;
+    int taken;
+    char before[JOB_ID_MAX + 1];
+};
 
-/* Gives a mark back (its add failed). */
-int deadstore_unmark(struct deadstore *ds, int32_t partition, int64_t offset, char *err,
-                     size_t errlen);
+/* Marks n letters as redriven, each as its job, in one call: a letter marked already keeps
+ * its mark (at most one redrive, whoever asks). */
+int deadstore_mark_many(struct deadstore *ds, size_t n, struct deadstore_mark *marks, char *err,
+                        size_t errlen);
+
+/* Gives the marks of n letters back (their adds failed). */
+int deadstore_unmark_many(struct deadstore *ds, size_t n, const int32_t *partitions,
+                          const int64_t *offsets, char *err, size_t errlen);
 
 /* Whether each of n letters (partitions[i], offsets[i]) was redriven, into marked[i]. */
 int deadstore_marked(struct deadstore *ds, size_t n, const int32_t *partitions,

@@ -17,14 +17,17 @@
 #define HEADER_VALUE_MAX 4096
 #define CALLBACK_URL_MAX 2048  /* as callbacks.h's CB_URL_MAX: browsers' common bound */
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one: no
- * overlong form, no surrogate, nothing above U+10FFFF (RFC 3629), as jansson requires. */
-static size_t utf8_seq_len(const unsigned char *s)
+/* Length of the valid UTF-8 sequence at s (1-4, within the avail >= 1 bytes there), or 0 when
+ * the bytes there are not one: no overlong form, no surrogate, nothing above U+10FFFF
+ * (RFC 3629), as jansson requires. */
+static size_t utf8_seq_len(const unsigned char *s, size_t avail)
 {
     size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
              : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
     unsigned char lo = 0x80, hi = 0xBF;   /* the range of the second byte */
 
+    if (n > avail)
+        return 0;
     if (s[0] == 0xE0)
         lo = 0xA0;
     else if (s[0] == 0xED)
@@ -45,13 +48,35 @@ static size_t utf8_seq_len(const unsigned char *s)
  * or a library's, cut by snprintf anywhere, and must stay a JSON string. */
 static void utf8_sanitize(char *s)
 {
+    size_t left = strlen(s);
+
     while (*s) {
-        size_t n = utf8_seq_len((const unsigned char *)s);
+        size_t n = utf8_seq_len((const unsigned char *)s, left);
         if (n == 0)
-            *s++ = '?';
-        else
-            s += n;
+            n = 1, *s = '?';
+        s += n;
+        left -= n;
     }
+}
+
+void *api_json_text(const char *s, size_t len, size_t max)
+{
+    size_t at = 0, i = 0, n;
+    char *buf = malloc((len < max ? len : max) * 3 + 1);
+    json_t *j;
+
+    if (!buf)
+        return json_null();
+    for (; i < len && i < max; i += n ? n : 1) {
+        n = utf8_seq_len((const unsigned char *)s + i, len - i);
+        if (n && i + n > max)
+            break;   /* the cut falls inside a character */
+        memcpy(buf + at, n ? s + i : "\xEF\xBF\xBD", n ? n : 3);
+        at += n ? n : 3;
+    }
+    j = json_stringn(buf, at);
+    free(buf);
+    return j ? j : json_null();
 }
 
 int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
@@ -284,15 +309,7 @@ static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
 
 static json_t *text_value(const char *text)
 {
-    char *copy = strdup(text);
-    json_t *v;
-
-    if (!copy)
-        return json_null();
-    utf8_sanitize(copy);
-    v = json_string(copy);
-    free(copy);
-    return v ? v : json_null();
+    return api_json_text(text, strlen(text), strlen(text));
 }
 
 /* A header of a callback: a token name (RFC 9110) that is none of those delayqd sets or that
@@ -345,11 +362,10 @@ static int parse_callback_headers(json_t *v, struct job_callback *cb, struct api
     return 0;
 }
 
-/* An optional integer member of o into *out, from lo to hi. */
-static int member_int(json_t *o, const char *what, const char *name, int64_t lo, int64_t hi,
-                      int64_t *out, struct api_error *e)
+int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
+                        int64_t hi, int64_t *out, struct api_error *e)
 {
-    json_t *v = json_object_get(o, name);
+    json_t *v = json_object_get(obj, name);
     int64_t n;
 
     if (!v || json_is_null(v))
@@ -378,10 +394,10 @@ static int parse_callback_retry(json_t *v, struct job_callback *cb, struct api_e
             return api_fail(e, 400, API_BAD_REQUEST, "callback.retry.%.64s: unknown field (max_attempts, "
                             "min_backoff_ms, max_backoff_ms, max_retry_duration_ms)", name);
     }
-    return member_int(v, "callback.retry.", "max_attempts", 1, CALL_ATTEMPTS_MAX, &cb->max_attempts, e) < 0 ||
-           member_int(v, "callback.retry.", "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->min_backoff_ms, e) < 0 ||
-           member_int(v, "callback.retry.", "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->max_backoff_ms, e) < 0 ||
-           member_int(v, "callback.retry.", "max_retry_duration_ms", 1, CALL_RETRY_DURATION_MAX_MS,
+    return api_json_member_int(v, "callback.retry.", "max_attempts", 1, CALL_ATTEMPTS_MAX, &cb->max_attempts, e) < 0 ||
+           api_json_member_int(v, "callback.retry.", "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->min_backoff_ms, e) < 0 ||
+           api_json_member_int(v, "callback.retry.", "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->max_backoff_ms, e) < 0 ||
+           api_json_member_int(v, "callback.retry.", "max_retry_duration_ms", 1, CALL_RETRY_DURATION_MAX_MS,
                       &cb->max_retry_duration_ms, e) < 0 ? -1 : 0;
 }
 
@@ -446,7 +462,7 @@ static int parse_callback_object(json_t *o, const struct api_limits *lim, struct
     }
     return parse_callback_target(o, lim, cb, e) < 0 ||
            parse_callback_headers(json_object_get(o, "headers"), cb, e) < 0 ||
-           member_int(o, "callback.", "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS,
+           api_json_member_int(o, "callback.", "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS,
                       &cb->timeout_ms, e) < 0 ||
            parse_callback_retry(json_object_get(o, "retry"), cb, e) < 0 ? -1 : 0;
 }

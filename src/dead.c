@@ -26,6 +26,7 @@
 #define REDRIVE_LIST_MAX 1000     /* letters one redrive names, at most */
 #define REDRIVE_FILTER_MAX 10000  /* letters one redrive by filter adds, at most */
 #define REDRIVE_SCAN_MAX 200000
+#define REDRIVE_CHUNK 1000        /* letters whose records and marks one Redis call takes */
 #define CLOCK_SKEW_MS 60000       /* letters of other instances may be this much out of order */
 #define TASK_WAIT_MS 30000
 #define QUEUE_MAX 1000
@@ -77,46 +78,6 @@ static void task_free(struct task *t)
     free(t);
 }
 
-/* Text of s (len bytes) as a JSON string: at most max bytes of it, cut at a character, and
- * bytes that are not UTF-8 each as U+FFFD. */
-static json_t *text_of(const char *s, size_t len, size_t max)
-{
-    char *buf = malloc((len < max ? len : max) * 3 + 1);
-    size_t at = 0, i = 0;
-    json_t *j;
-
-    if (!buf)
-        return json_null();
-    while (i < len && i < max) {
-        unsigned char c = (unsigned char)s[i];
-        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-                 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        int ok = n > 0 && i + n <= len && (n == 1 || c >= 0xC2) && (c <= 0xF4);
-        for (size_t k = 1; ok && k < n; k++)
-            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-        if (ok && n == 3)
-            ok = !(c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) &&
-                 !(c == 0xED && (unsigned char)s[i + 1] >= 0xA0);
-        if (ok && n == 4)
-            ok = !(c == 0xF0 && (unsigned char)s[i + 1] < 0x90) &&
-                 !(c == 0xF4 && (unsigned char)s[i + 1] >= 0x90);
-        if (ok && i + n > max)
-            break;   /* the cut falls inside a character */
-        if (ok) {
-            memcpy(buf + at, s + i, n);
-            at += n;
-            i += n;
-        } else {
-            memcpy(buf + at, "\xEF\xBF\xBD", 3);
-            at += 3;
-            i++;
-        }
-    }
-    j = json_stringn(buf, at);
-    free(buf);
-    return j ? j : json_null();
-}
-
 /* 1 when s (len bytes) is UTF-8 text. */
 static int is_text(const char *s, size_t len)
 {
@@ -131,7 +92,7 @@ static json_t *header_or_null(const struct dead_letter *l, const char *name)
     size_t len;
     const char *v = dead_letter_header(l, name, &len);
 
-    return v ? text_of(v, len, len) : json_null();
+    return v ? api_json_text(v, len, len) : json_null();
 }
 
 /* The job id a redrive of l adds: its dq-id, or dead-<partition>-<offset>. */
@@ -162,18 +123,18 @@ static json_t *letter_json(const struct dead_letter *l, int redriven, int whole)
     json_object_set_new(o, "dead_ms", json_integer(l->ts_ms));
     a = dead_letter_header(l, HDR_CALL_ATTEMPTS, &len);
     json_object_set_new(o, "attempts", a ? json_integer(strtoll(a, NULL, 10)) : json_null());
-    json_object_set_new(o, "body_preview", text_of(l->value ? l->value : "", l->value_len,
+    json_object_set_new(o, "body_preview", api_json_text(l->value ? l->value : "", l->value_len,
                                                    PREVIEW_BYTES));
     json_object_set_new(o, "redriven", json_boolean(redriven));
     if (whole) {
         json_t *h = json_object();
-        json_object_set_new(o, "body", text_of(l->value ? l->value : "", l->value_len,
+        json_object_set_new(o, "body", api_json_text(l->value ? l->value : "", l->value_len,
                                                l->value_len));
-        json_object_set_new(o, "key", l->key ? text_of(l->key, l->key_len, l->key_len)
+        json_object_set_new(o, "key", l->key ? api_json_text(l->key, l->key_len, l->key_len)
                                              : json_null());
         for (size_t i = 0; i < l->nhdrs; i++)
             json_object_set_new(h, l->hdrs[i].name,
-                                l->hdrs[i].value ? text_of(l->hdrs[i].value, l->hdrs[i].len,
+                                l->hdrs[i].value ? api_json_text(l->hdrs[i].value, l->hdrs[i].len,
                                                            l->hdrs[i].len)
                                                  : json_null());
         json_object_set_new(o, "headers", h);
@@ -319,39 +280,36 @@ static void skipped(json_t *list, int32_t partition, int64_t offset, const char 
     json_array_append_new(list, o);
 }
 
-/* The job a redrive of l adds, due at due_ms, from its record when that is there and failed.
- * 0, or -1 with why it cannot be redriven in why. */
-static int job_of_record(struct dead *d, const struct dead_letter *l, const char *id,
-                         int64_t due_ms, struct job *out, int *found, char *why, size_t whylen)
+/* The job a redrive adds, due at due_ms, from its record when rd (NULL: the letter names no
+ * job) found one and it failed. 0 (*found 0: no record to start from), or -1 with why it
+ * cannot be redriven in why. */
+static int job_of_record(const struct store_read *rd, const char *id, int64_t due_ms,
+                         struct job *out, int *found, char *why, size_t whylen)
 {
-    struct store_read rd = { .id = id };
     struct job_record rec;
     char err[256];
-    int rc = -1;
 
     *found = 0;
     memset(out, 0, sizeof(*out));
-    if (!dead_letter_header(l, HDR_ID, NULL))
+    if (!rd || (!rd->failed && !rd->found))
         return 0;
-    if (store_read_many(d->st, 1, &rd) < 0) {
-        snprintf(why, whylen, "reading the record of job %s failed: %s", id, rd.err);
+    if (rd->failed) {
+        snprintf(why, whylen, "reading the record of job %s failed: %s", id, rd->err);
         return -1;
     }
-    if (!rd.found)
-        return 0;
-    if (job_record_read(id, rd.data, rd.len, out, &rec, err, sizeof(err)) < 0) {
+    if (job_record_read(id, rd->data, rd->len, out, &rec, err, sizeof(err)) < 0) {
         snprintf(why, whylen, "the record of job %s does not read: %s", id, err);
-    } else if (rec.state != JOB_FAILED) {
-        snprintf(why, whylen, "job %s is %s", id, job_state_name(rec.state));
-    } else {
-        *found = 1;
-        out->created_ms = clock_now_ms();
-        out->due_ms = due_ms;
-        out->delay_ms = due_ms - out->created_ms > 0 ? due_ms - out->created_ms : 0;
-        rc = 0;
+        return -1;
     }
-    free(rd.data);
-    return rc;
+    if (rec.state != JOB_FAILED) {
+        snprintf(why, whylen, "job %s is %s", id, job_state_name(rec.state));
+        return -1;
+    }
+    *found = 1;
+    out->created_ms = clock_now_ms();
+    out->due_ms = due_ms;
+    out->delay_ms = due_ms - out->created_ms > 0 ? due_ms - out->created_ms : 0;
+    return 0;
 }
 
 /* The job a redrive of l adds from the letter itself: its dq-topic or dq-callback, body, key
@@ -424,39 +382,6 @@ out:
     return rc;
 }
 
-/* Starts the redrive of l as r: its job added (r answered later by redrive_added, 1), or not
- * (0, why in skipped). */
-static int redrive_one(struct dead *d, const struct dead_letter *l, int64_t due_ms,
-                       struct redrive *r, json_t *skips)
-{
-    char why[512], before[JOB_ID_MAX + 1], err[256] = "";
-    struct job job;
-    int found = 0, taken = 0;
-
-    r->partition = l->partition;
-    r->offset = l->offset;
-    job_id_of(l, r->job_id);
-    if (job_of_record(d, l, r->job_id, due_ms, &job, &found, why, sizeof(why)) < 0 ||
-        (!found && job_of_letter(d, l, r->job_id, due_ms, &job, why, sizeof(why)) < 0)) {
-        job_release(&job);
-        skipped(skips, l->partition, l->offset, why);
-        return 0;
-    }
-    if (deadstore_mark(d->ds, l->partition, l->offset, r->job_id, &taken, before,
-                       sizeof(before), err, sizeof(err)) < 0 || !taken) {
-        job_release(&job);
-        if (!taken && !err[0])
-            snprintf(why, sizeof(why), "redriven before, as job %s", before);
-        else
-            snprintf(why, sizeof(why), "marking it redriven failed: %s", err);
-        skipped(skips, l->partition, l->offset, why);
-        return 0;
-    }
-    job.override = JOB_OVERRIDE_FAILED;
-    jobs_add_job(d->jobs, &job, redrive_added, r);
-    return 1;
-}
-
 /* The message of an add's answer. */
 static void answer_message(const char *response, char *out, size_t outlen)
 {
@@ -467,32 +392,74 @@ static void answer_message(const char *response, char *out, size_t outlen)
     json_decref(o);
 }
 
-/* Redrives the n letters ls: counts those added into *done, the others into skips. */
-static void redrive_many(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
-                         size_t *done, json_t *skips)
+/* Redrives the n (at most REDRIVE_CHUNK) letters ls: their records read in one pipeline,
+ * their marks taken in one call, their adds handed to the intake together; counts those added
+ * into *done, the others into skips with why. */
+static void redrive_chunk(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
+                          size_t *done, json_t *skips)
 {
     struct gather g = { .left = 1 };
-    struct redrive *rs = calloc(n ? n : 1, sizeof(*rs));
-    char why[300], err[256];
+    struct redrive *rs = calloc(n, sizeof(*rs));
+    struct store_read *rd = calloc(n, sizeof(*rd));
+    struct deadstore_mark *marks = calloc(n, sizeof(*marks));
+    struct job *jobs = calloc(n, sizeof(*jobs));
+    size_t *at = calloc(n, sizeof(*at));     /* the letter of each mark */
+    int32_t *parts = calloc(n, sizeof(*parts));
+    int64_t *offs = calloc(n, sizeof(*offs));
+    size_t nread = 0, nmark = 0, nfail = 0;
+    char why[512], err[256] = "";
 
-    if (!rs) {
+    if (!rs || !rd || !marks || !jobs || !at || !parts || !offs) {
         for (size_t i = 0; i < n; i++)
             skipped(skips, ls[i].partition, ls[i].offset, "out of memory");
-        return;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rs[i].partition = ls[i].partition;
+        rs[i].offset = ls[i].offset;
+        job_id_of(&ls[i], rs[i].job_id);
+        if (dead_letter_header(&ls[i], HDR_ID, NULL))
+            rd[nread++].id = rs[i].job_id;
+    }
+    store_read_many(d->st, nread, rd);   /* each read says whether it failed */
+    for (size_t i = 0, r = 0; i < n; i++) {
+        const struct store_read *own = dead_letter_header(&ls[i], HDR_ID, NULL) ? &rd[r++] : NULL;
+        int found = 0;
+        if (job_of_record(own, rs[i].job_id, due_ms, &jobs[i], &found, why, sizeof(why)) < 0 ||
+            (!found && job_of_letter(d, &ls[i], rs[i].job_id, due_ms, &jobs[i], why,
+                                     sizeof(why)) < 0)) {
+            job_release(&jobs[i]);
+            skipped(skips, ls[i].partition, ls[i].offset, why);
+            continue;
+        }
+        marks[nmark] = (struct deadstore_mark){ .partition = ls[i].partition,
+                                                .offset = ls[i].offset, .job_id = rs[i].job_id };
+        at[nmark++] = i;
+    }
+    if (deadstore_mark_many(d->ds, nmark, marks, err, sizeof(err)) < 0) {
+        snprintf(why, sizeof(why), "marking it redriven failed: %s", err);
+        for (size_t k = 0; k < nmark; k++) {
+            job_release(&jobs[at[k]]);
+            skipped(skips, marks[k].partition, marks[k].offset, why);
+        }
+        goto out;
     }
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cv, NULL);
-    for (size_t i = 0; i < n; i++) {
-        rs[i].g = &g;
+    for (size_t k = 0; k < nmark; k++) {
+        struct redrive *r = &rs[at[k]];
+        if (!marks[k].taken) {
+            job_release(&jobs[at[k]]);
+            snprintf(why, sizeof(why), "redriven before, as job %s", marks[k].before);
+            skipped(skips, r->partition, r->offset, why);
+            continue;
+        }
+        r->g = &g;
         pthread_mutex_lock(&g.mu);
         g.left++;
         pthread_mutex_unlock(&g.mu);
-        if (!redrive_one(d, &ls[i], due_ms, &rs[i], skips)) {
-            pthread_mutex_lock(&g.mu);
-            g.left--;
-            pthread_mutex_unlock(&g.mu);
-            rs[i].g = NULL;
-        }
+        jobs[at[k]].override = JOB_OVERRIDE_FAILED;
+        jobs_add_job(d->jobs, &jobs[at[k]], redrive_added, r);
     }
     pthread_mutex_lock(&g.mu);
     g.left--;
@@ -509,17 +476,36 @@ static void redrive_many(struct dead *d, struct dead_letter *ls, size_t n, int64
                      (int)rs[i].partition, (long long)rs[i].offset, rs[i].job_id);
         } else {
             answer_message(rs[i].response, why, sizeof(why));
-            if (deadstore_unmark(d->ds, rs[i].partition, rs[i].offset, err, sizeof(err)) < 0)
-                log_warn("dead letter partition=%d offset=%lld: its redrive failed and its mark "
-                         "stays (%s): it reads as redriven", (int)rs[i].partition,
-                         (long long)rs[i].offset, err);
             skipped(skips, rs[i].partition, rs[i].offset, why);
+            parts[nfail] = rs[i].partition;
+            offs[nfail++] = rs[i].offset;
         }
         free(rs[i].response);
     }
-    free(rs);
+    if (deadstore_unmark_many(d->ds, nfail, parts, offs, err, sizeof(err)) < 0)
+        log_warn("%zu dead letters whose redrive failed keep their marks (%s): they read as "
+                 "redriven", nfail, err);
     pthread_cond_destroy(&g.cv);
     pthread_mutex_destroy(&g.mu);
+out:
+    for (size_t i = 0; rd && i < nread; i++)
+        free(rd[i].data);
+    free(offs);
+    free(parts);
+    free(at);
+    free(jobs);
+    free(marks);
+    free(rd);
+    free(rs);
+}
+
+/* Redrives the n letters ls, REDRIVE_CHUNK at a time. */
+static void redrive_many(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
+                         size_t *done, json_t *skips)
+{
+    for (size_t i = 0; i < n; i += REDRIVE_CHUNK)
+        redrive_chunk(d, ls + i, n - i < REDRIVE_CHUNK ? n - i : REDRIVE_CHUNK, due_ms, done,
+                      skips);
 }
 
 static void run_redrive(struct dead *d, struct task *t)
@@ -533,22 +519,27 @@ static void run_redrive(struct dead *d, struct task *t)
     int more = 0;
 
     if (!t->by_filter) {
-        for (size_t i = 0; i < t->n; i++) {
-            struct dead_letter *l = calloc(1, sizeof(*l));
-            int found = 0;
-            if (!l || deadq_one(d->dq, t->parts[i], t->offsets[i], l, &found, err,
-                                sizeof(err)) < 0) {
-                free(l);
-                json_decref(skips);
-                kafka_failed(t, l ? err : "out of memory");
-                return;
-            }
-            if (found)
-                redrive_many(d, l, 1, due, &done, skips);
-            else
-                skipped(skips, t->parts[i], t->offsets[i], "no dead letter there");
-            dead_letters_free(l, found ? 1 : 0);
+        struct dead_letter *found_ls = calloc(t->n ? t->n : 1, sizeof(*found_ls));
+        int *found = calloc(t->n ? t->n : 1, sizeof(*found));
+        if (!found_ls || !found ||
+            deadq_some(d->dq, t->n, t->parts, t->offsets, found_ls, found, err, sizeof(err)) < 0) {
+            free(found_ls);
+            free(found);
+            json_decref(skips);
+            kafka_failed(t, found_ls && found ? err : "out of memory");
+            return;
         }
+        n = 0;   /* the letters found, moved to the front in the list's order */
+        for (size_t i = 0; i < t->n; i++) {
+            if (found[i] == 1)
+                found_ls[n++] = found_ls[i];
+            else
+                skipped(skips, t->parts[i], t->offsets[i],
+                        found[i] == 2 ? "listed before" : "no dead letter there");
+        }
+        redrive_many(d, found_ls, n, due, &done, skips);
+        dead_letters_free(found_ls, n);
+        free(found);
         cursor[0] = '\0';
     } else {
         struct deadq_cursor next;
@@ -646,16 +637,7 @@ void dead_free(struct dead *d)
 /* An optional integer field of o from 0 to hi into *out: 0, or -1 with e set. */
 static int int_field(json_t *o, const char *name, int64_t hi, int64_t *out, struct api_error *e)
 {
-    json_t *v = json_object_get(o, name);
-    int64_t n;
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (api_json_int(v, &n) < 0 || n < 0 || n > hi)
-        return api_fail(e, 400, API_BAD_REQUEST, "%s must be an integer from 0 to %lld", name,
-                        (long long)hi);
-    *out = n;
-    return 0;
+    return api_json_member_int(o, "", name, 0, hi, out, e);
 }
 
 /* An optional string field of o into *out (malloc'd): 0, or -1 with e set. */

@@ -406,35 +406,112 @@ done:
     return rc;
 }
 
+/* One letter deadq_some is asked for. */
+struct want {
+    int32_t partition;
+    int64_t offset;
+    size_t i;           /* its place in the caller's list */
+};
+
+static int by_place(const void *a, const void *b)
+{
+    const struct want *x = a, *y = b;
+
+    if (x->partition != y->partition)
+        return x->partition < y->partition ? -1 : 1;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Reads the wanted letters ws[0..n) of one partition (sorted by offset, all below its end)
+ * in runs of at most CHUNK offsets: one assign and fetch for each run rather than for each
+ * letter. */
+static int read_wanted(struct deadq *dq, const struct want *ws, size_t n, struct dead_letter *out,
+                       int *found, char *err, size_t errlen)
+{
+    for (size_t a = 0, b; a < n; a = b) {
+        struct dead_letter *ls;
+        size_t nl, k = 0;
+
+        for (b = a + 1; b < n && ws[b].offset - ws[a].offset < CHUNK; b++)
+            ;
+        if (read_range(dq, ws[a].partition, ws[a].offset, ws[b - 1].offset + 1, &ls, &nl, err,
+                       errlen) < 0)
+            return -1;
+        for (size_t j = a; j < b; j++) {
+            if (j > a && ws[j].offset == ws[j - 1].offset) {
+                found[ws[j].i] = 2;   /* listed before */
+                continue;
+            }
+            while (k < nl && ls[k].offset < ws[j].offset)
+                k++;
+            if (k < nl && ls[k].offset == ws[j].offset) {
+                out[ws[j].i] = ls[k];
+                memset(&ls[k], 0, sizeof(ls[k]));
+                found[ws[j].i] = 1;
+            }
+        }
+        dead_letters_free(ls, nl);
+    }
+    return 0;
+}
+
+int deadq_some(struct deadq *dq, size_t n, const int32_t *partitions, const int64_t *offsets,
+               struct dead_letter *out, int *found, char *err, size_t errlen)
+{
+    struct want *ws;
+    int32_t np;
+    int rc = -1;
+
+    memset(out, 0, n * sizeof(*out));
+    memset(found, 0, n * sizeof(*found));
+    if (n == 0)
+        return 0;
+    if (partition_count(dq, &np, err, errlen) < 0)
+        return -1;
+    if (!(ws = malloc(n * sizeof(*ws)))) {
+        snprintf(err, errlen, "dead letters: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        ws[i] = (struct want){ .partition = partitions[i], .offset = offsets[i], .i = i };
+    qsort(ws, n, sizeof(*ws), by_place);
+    for (size_t a = 0, b; a < n; a = b) {
+        int32_t p = ws[a].partition;
+        int64_t lo, hi;
+        size_t from = a, to;
+
+        for (b = a + 1; b < n && ws[b].partition == p; b++)
+            ;
+        if (p < 0 || p >= np)
+            continue;
+        if (rd_kafka_query_watermark_offsets(dq->rk, dq->cfg->delay.dlq_topic, p, &lo, &hi,
+                                             META_TIMEOUT_MS) != 0) {
+            snprintf(err, errlen, "the dead-letter topic's partition %d did not answer", (int)p);
+            goto out;
+        }
+        while (from < b && ws[from].offset < lo)
+            from++;
+        for (to = from; to < b && ws[to].offset < hi; to++)
+            ;
+        if (read_wanted(dq, ws + from, to - from, out, found, err, errlen) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    if (rc < 0) {
+        for (size_t i = 0; i < n; i++)
+            if (found[i] == 1)
+                dead_letter_release(&out[i]);
+        memset(found, 0, n * sizeof(*found));
+    }
+    free(ws);
+    return rc;
+}
+
 int deadq_one(struct deadq *dq, int32_t partition, int64_t offset, struct dead_letter *out,
               int *found, char *err, size_t errlen)
 {
-    struct dead_letter *ls;
-    int32_t np;
-    int64_t lo, hi;
-    size_t n;
-
-    memset(out, 0, sizeof(*out));
-    *found = 0;
-    if (partition_count(dq, &np, err, errlen) < 0)
-        return -1;
-    if (partition < 0 || partition >= np)
-        return 0;
-    if (rd_kafka_query_watermark_offsets(dq->rk, dq->cfg->delay.dlq_topic, partition, &lo, &hi,
-                                         META_TIMEOUT_MS) != 0) {
-        snprintf(err, errlen, "the dead-letter topic's partition %d did not answer",
-                 (int)partition);
-        return -1;
-    }
-    if (offset < lo || offset >= hi)
-        return 0;
-    if (read_range(dq, partition, offset, offset + 1, &ls, &n, err, errlen) < 0)
-        return -1;
-    if (n == 1 && ls[0].offset == offset) {
-        *out = ls[0];
-        memset(&ls[0], 0, sizeof(ls[0]));
-        *found = 1;
-    }
-    dead_letters_free(ls, n);
-    return 0;
+    return deadq_some(dq, 1, &partition, &offset, out, found, err, errlen);
 }

@@ -9,10 +9,15 @@
 #define KEY_MAX (CONFIG_STR_MAX + 16)
 #define FIELD_MAX 40
 
-/* KEYS: the hash. ARGV: field, job id. {1} taken, or {0, job id of the earlier mark} */
+/* KEYS: the hash. ARGV: field, job id, field, job id, ... For each pair "" (taken), or the job
+ * id of the earlier mark. */
 static const char mark_lua[] =
-    "if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 1 then return {1} end\n"
-    "return {0, redis.call('HGET', KEYS[1], ARGV[1]) or ''}\n";
+    "local out = {}\n"
+    "for i = 1, #ARGV, 2 do\n"
+    "  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then out[#out + 1] = ''\n"
+    "  else out[#out + 1] = redis.call('HGET', KEYS[1], ARGV[i]) or '?' end\n"
+    "end\n"
+    "return out\n";
 
 static const char *const scripts[] = { mark_lua };
 
@@ -48,49 +53,15 @@ static void field_of(int32_t partition, int64_t offset, char out[FIELD_MAX])
     snprintf(out, FIELD_MAX, "%d:%lld", (int)partition, (long long)offset);
 }
 
-int deadstore_mark(struct deadstore *ds, int32_t partition, int64_t offset, const char *job_id,
-                   int *taken, char *before, size_t beforelen, char *err, size_t errlen)
-{
-    char field[FIELD_MAX];
-    const char *argv[] = { ds->key, field, job_id };
-    struct rdb_call call = { .script = 0, .nkeys = 1, .argc = 3, .argv = argv };
-    struct rdb_reply *r;
-    const char *s;
-    size_t len = 0;
-
-    field_of(partition, offset, field);
-    if (!(r = rdb_call(ds->db, &call, RDB_WAIT_END, err, errlen)))
-        return -1;
-    *taken = rdb_count(r) > 0 && rdb_int(rdb_at(r, 0)) == 1;
-    s = !*taken && rdb_count(r) > 1 ? rdb_str(rdb_at(r, 1), &len) : NULL;
-    snprintf(before, beforelen, "%.*s", s ? (int)len : 0, s ? s : "");
-    rdb_reply_free(r);
-    return 0;
-}
-
-int deadstore_unmark(struct deadstore *ds, int32_t partition, int64_t offset, char *err,
-                     size_t errlen)
-{
-    char field[FIELD_MAX];
-    struct rdb_reply *r;
-
-    field_of(partition, offset, field);
-    if (!(r = rdb_command(ds->db, err, errlen, "HDEL", ds->key, field, NULL)))
-        return -1;
-    rdb_reply_free(r);
-    return 0;
-}
-
-int deadstore_marked(struct deadstore *ds, size_t n, const int32_t *partitions,
-                     const int64_t *offsets, int *marked, char *err, size_t errlen)
+int deadstore_mark_many(struct deadstore *ds, size_t n, struct deadstore_mark *marks, char *err,
+                        size_t errlen)
 {
     char (*fields)[FIELD_MAX] = calloc(n ? n : 1, sizeof(*fields));
-    const char **argv = calloc(n + 2, sizeof(*argv));
-    struct rdb_call call = { .script = -1, .argc = n + 2, .argv = NULL };
+    const char **argv = calloc(2 * n + 1, sizeof(*argv));
+    struct rdb_call call = { .script = 0, .nkeys = 1, .argc = 2 * n + 1, .argv = argv };
     struct rdb_reply *r = NULL;
     int rc = -1;
 
-    memset(marked, 0, n * sizeof(*marked));
     if (!fields || !argv) {
         snprintf(err, errlen, "out of memory");
         goto out;
@@ -99,22 +70,84 @@ int deadstore_marked(struct deadstore *ds, size_t n, const int32_t *partitions,
         rc = 0;
         goto out;
     }
-    argv[0] = "HMGET";
-    argv[1] = ds->key;
+    argv[0] = ds->key;
     for (size_t i = 0; i < n; i++) {
-        field_of(partitions[i], offsets[i], fields[i]);
-        argv[i + 2] = fields[i];
+        field_of(marks[i].partition, marks[i].offset, fields[i]);
+        argv[2 * i + 1] = fields[i];
+        argv[2 * i + 2] = marks[i].job_id;
     }
-    call.argv = argv;
-    call.nkeys = 1;
-    if (!(r = rdb_call(ds->db, &call, RDB_NO_WAIT, err, errlen)))
+    if (!(r = rdb_call(ds->db, &call, RDB_WAIT_END, err, errlen)))
         goto out;
-    for (size_t i = 0; i < n && i < rdb_count(r); i++)
-        marked[i] = rdb_type(rdb_at(r, i)) == RDB_STR;
+    if (rdb_count(r) != n) {
+        snprintf(err, errlen, "the mark script answered %zu of %zu", rdb_count(r), n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *s = rdb_str(rdb_at(r, i), &len);
+        marks[i].taken = s && len == 0;
+        snprintf(marks[i].before, sizeof(marks[i].before), "%.*s", s ? (int)len : 0, s ? s : "");
+    }
     rc = 0;
 out:
     rdb_reply_free(r);
-    free(fields);
     free(argv);
+    free(fields);
     return rc;
+}
+
+/* Sends "<command> <hash> <field of each of the n > 0 letters>" (HDEL, HMGET): its reply, or
+ * NULL with err set. */
+static struct rdb_reply *on_fields(struct deadstore *ds, const char *command, size_t n,
+                                   const int32_t *partitions, const int64_t *offsets, char *err,
+                                   size_t errlen)
+{
+    char (*fields)[FIELD_MAX] = calloc(n, sizeof(*fields));
+    const char **argv = calloc(n + 2, sizeof(*argv));
+    struct rdb_call call = { .script = -1, .nkeys = 1, .argc = n + 2, .argv = argv };
+    struct rdb_reply *r = NULL;
+
+    if (!fields || !argv) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        argv[0] = command;
+        argv[1] = ds->key;
+        for (size_t i = 0; i < n; i++) {
+            field_of(partitions[i], offsets[i], fields[i]);
+            argv[i + 2] = fields[i];
+        }
+        r = rdb_call(ds->db, &call, RDB_NO_WAIT, err, errlen);
+    }
+    free(argv);
+    free(fields);
+    return r;
+}
+
+int deadstore_unmark_many(struct deadstore *ds, size_t n, const int32_t *partitions,
+                          const int64_t *offsets, char *err, size_t errlen)
+{
+    struct rdb_reply *r;
+
+    if (n == 0)
+        return 0;
+    if (!(r = on_fields(ds, "HDEL", n, partitions, offsets, err, errlen)))
+        return -1;
+    rdb_reply_free(r);
+    return 0;
+}
+
+int deadstore_marked(struct deadstore *ds, size_t n, const int32_t *partitions,
+                     const int64_t *offsets, int *marked, char *err, size_t errlen)
+{
+    struct rdb_reply *r;
+
+    memset(marked, 0, n * sizeof(*marked));
+    if (n == 0)
+        return 0;
+    if (!(r = on_fields(ds, "HMGET", n, partitions, offsets, err, errlen)))
+        return -1;
+    for (size_t i = 0; i < n && i < rdb_count(r); i++)
+        marked[i] = rdb_type(rdb_at(r, i)) == RDB_STR;
+    rdb_reply_free(r);
+    return 0;
 }

@@ -137,11 +137,11 @@ def test_redrive_by_filter_and_bad_requests(stack):
     reader.close()
 
 
-def test_ten_thousand_dead_letters_page_by_page(stack):
+def test_ten_thousand_dead_letters_page_by_page_and_redriven(stack):
     d = Delayqd(stack).start()
-    n = 10000
+    n, out = 10000, f"{d.name}_out"
     stack.produce(d.dlq, "\n".join(f"n{i}" for i in range(n)),
-                  headers={"dq-topic": "t", "dq-error": "envelope: test"})
+                  headers={"dq-topic": out, "dq-error": "envelope: test"})
     wait_until(lambda: listing(d, "?limit=1")["dead"], 15, "the letters")
     seen, times, before, pages = set(), [], "", 0
     while True:
@@ -156,3 +156,26 @@ def test_ten_thousand_dead_letters_page_by_page(stack):
         before = page["before"]
     assert len(seen) == n and pages == n // 500, (len(seen), pages)
     assert times == sorted(times, reverse=True)
+
+    # 999 of them by list (with one listed twice and one offset past the end), then the rest by
+    # filter: every letter becomes a job once, delivered once
+    reader = Reader(stack, out)
+    page = listing(d, "?limit=500")
+    first = (page["dead"] + listing(d, f"?limit=499&before={page['before']}")["dead"])
+    picked = [{"partition": x["partition"], "offset": x["offset"]} for x in first]
+    res = redrive(d, {"dead": picked + [{"partition": 0, "offset": 10 ** 9}]})
+    assert res["redriven"] == 999 and [s["why"] for s in res["skipped"]] == ["no dead letter there"], \
+        res["skipped"][:5]
+    res = redrive(d, {"dead": picked[:1] * 2})
+    assert res["redriven"] == 0 and [s["why"] for s in res["skipped"]] == \
+        ["listed before",
+         f"redriven before, as job dead-{picked[0]['partition']}-{picked[0]['offset']}"], res
+    res = redrive(d, {"filter": {"reason": "envelope"}})
+    assert res["redriven"] == n - 999 and len(res["skipped"]) == 999 and res["before"] is None, \
+        (res["redriven"], res["skipped"][:3], res["before"])
+    assert all(s["why"].startswith("redriven before, as job dead-") for s in res["skipped"])
+    ids = {f"dead-{p}-{o}" for p, o in seen}
+    got = reader.wait_ids(ids, 120)
+    assert all(len(got[i]) == 1 for i in ids), [i for i in ids if len(got[i]) > 1][:5]
+    reader.close()
+    assert d.metric("delayq_dead_letters_redriven_total") == n

@@ -251,6 +251,27 @@ static void add_delay_of_a_whole_real(void)
     json_decref(x);
 }
 
+/* Bytes as JSON text: what is not UTF-8 becomes U+FFFD, a cut never splits a character, and a
+ * sequence cut short by the end of the bytes is read no further than they go. */
+static void json_text_of_bytes(void)
+{
+    static const char bytes[] = "a\xFF" "b\xC3\xA9" "c\xE2\x82";   /* a, bad, b, e-acute, c, half a euro */
+    struct { size_t len, max; const char *want; } cases[] = {
+        { sizeof(bytes) - 1, sizeof(bytes) - 1, "a\xEF\xBF\xBD" "b\xC3\xA9" "c\xEF\xBF\xBD\xEF\xBF\xBD" },
+        { sizeof(bytes) - 1, 4, "a\xEF\xBF\xBD" "b" },   /* e-acute would not fit in 4 */
+        { 5, 5, "a\xEF\xBF\xBD" "b\xC3\xA9" },
+        { 4, 4, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" },   /* the end cuts e-acute in half */
+        { 0, 0, "" },
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *j = api_json_text(bytes, cases[i].len, cases[i].max);
+        CHECK(json_is_string(j));
+        CHECK_STR(json_string_value(j), cases[i].want);
+        json_decref(j);
+    }
+}
+
 static void add_topic_missing_or_wrong_type(void)
 {
     CHECK(add_fails("{\"delay\":1,\"body\":\"x\"}", 400, API_BAD_REQUEST, "topic"));
@@ -631,13 +652,15 @@ static void job_data_failed_says_why(void)
     job_for_data(&j);
     d = api_job_data(&j, JOB_FAILED, -1, "bad \xff byte");   /* a record's bytes, whatever they are */
     job_release(&j);
-    CHECK_STR(json_string_value(json_object_get(d, "error")), "bad ? byte");
+    CHECK_STR(json_string_value(json_object_get(d, "error")), "bad \xEF\xBF\xBD byte");
     json_decref(d);
     /* overlong, surrogate, above U+10FFFF: jansson refuses them, so they are replaced too */
     job_for_data(&j);
     d = api_job_data(&j, JOB_FAILED, -1, "a\xe0\x8b\x90 b\xed\xa0\x80 c\xf4\x90\x80\x80 d\xc3\xa9");
     job_release(&j);
-    CHECK_STR(json_string_value(json_object_get(d, "error")), "a??? b??? c???? d\xc3\xa9");
+#define R "\xEF\xBF\xBD"   /* U+FFFD */
+    CHECK_STR(json_string_value(json_object_get(d, "error")), "a" R R R " b" R R R " c" R R R R " d\xc3\xa9");
+#undef R
     json_decref(d);
 }
 
@@ -896,6 +919,7 @@ void unit_api(void)
     RUN(add_delay_above_max);
     RUN(add_huge_delay_no_overflow);
     RUN(add_delay_not_integer);
+    RUN(json_text_of_bytes);
     RUN(add_topic_missing_or_wrong_type);
     RUN(add_topic_invalid);
     RUN(add_nul_in_strings);
