@@ -23,6 +23,12 @@ def write(stack, name, text):
 def test_version_and_help(stack):
     p = delayqd("--version")
     assert p.returncode == 0 and p.stdout.startswith("delayqd "), p
+    # one version: the binary's, the newest in CHANGELOG.md, the API description's
+    version = p.stdout.split()[1]
+    with open(os.path.join(ROOT, "CHANGELOG.md")) as f:
+        assert re.search(r"^## (\S+)", f.read(), re.M).group(1) == version
+    with open(os.path.join(ROOT, "docs", "openapi.yaml")) as f:
+        assert re.search(r'^  version: "([^"]+)"', f.read(), re.M).group(1) == version
     p = delayqd("--help")
     assert p.returncode == 0 and "--check-config" in p.stdout, p
     p = delayqd()

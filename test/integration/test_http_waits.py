@@ -237,11 +237,13 @@ def test_stop_under_load_with_kafka_stopped_answers_everything_and_exits_cleanly
     """SIGTERM while adds, gets, reschedules, /claims and /stats arrive and the broker is down:
     every request begun gets an answer (or finds the port closed), and delayqd exits 0 within
     its drain bound (produce timeout + 1 s for answers, the produce timeout for Kafka, 2 s for
-    the answers to go out)."""
+    the answers to go out, 10 s for forwards in flight) plus what closing the consumer takes:
+    librdkafka waits for an offset commit sent while the broker was down until it gives up
+    (about 40 s; docs/operations.md)."""
     d = Delayqd(stack, extra={"produce_timeout_ms": 2000}).start().wait_groups_owned()
     rc, took, outs = stop_under_load(stack, d, stack.stop_kafka, stack.start_kafka,
                                      ["add", "get", "reschedule", "claims", "stats"])
-    assert_stopped_cleanly(d, rc, took, outs, bound=3 + 2 + 2 + 10)
+    assert_stopped_cleanly(d, rc, took, outs, bound=3 + 2 + 2 + 10 + 45)
 
 
 def test_stop_under_load_with_redis_frozen_answers_everything_and_exits_cleanly(stack):
