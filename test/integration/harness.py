@@ -32,10 +32,34 @@ def rss_mib(pid):
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Ports the tests listen on come from a block of their own per pytest-xdist worker, below the
+# kernel's ephemeral range (32768 and up): a port released for a while (a broker or a delayqd
+# restarted on it) is then never taken meanwhile by another worker, nor by the kernel for a
+# connection; Kafka's controller listens on its port + 1, which is kept free too.
+_WORKER = int(re.sub(r"\D", "", os.environ.get("PYTEST_XDIST_WORKER", "")) or 0)
+_BLOCK = 12000 // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1))
+_next_port = [20000 + _WORKER * _BLOCK]
+
+
+def free_port(pair=False):
+    """A port nothing listens on, never handed out before in this process (pair: port + 1 is
+    free and kept too)."""
+    lo, hi = 20000 + _WORKER * _BLOCK, 20000 + (_WORKER + 1) * _BLOCK
+    for _ in range(_BLOCK):
+        p = _next_port[0]
+        _next_port[0] = p + (2 if pair else 1)
+        if _next_port[0] >= hi:
+            _next_port[0] = lo
+        if p + (1 if pair else 0) >= hi:
+            continue
+        try:
+            for q in (p, p + 1) if pair else (p,):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", q))
+            return p
+        except OSError:
+            continue
+    raise RuntimeError(f"no free port in {lo}-{hi}")
 
 
 def run(cmd, check=True, timeout=120, **kw):
@@ -61,7 +85,7 @@ class Stack:
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="delayq-it-")
         self.redis_port = free_port()
-        self.kafka_port = free_port()
+        self.kafka_port = free_port(pair=True)
         self.redis_dir = os.path.join(self.tmp, "redis")
         self.kafka_dir = os.path.join(self.tmp, "kafka")
 

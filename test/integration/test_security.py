@@ -318,7 +318,8 @@ def test_jobs_go_through_kafka_over_sasl_ssl(stack):
     with open(password, "w") as f:
         f.write("scram-s3cret\n")
     broker = harness.Stack.__new__(harness.Stack)   # the test's reader uses its plain listener
-    broker.kafka_port, sasl_port, kdir = free_port(), free_port(), os.path.join(tmp, "kafka")
+    broker.kafka_port = free_port(pair=True)   # its controller listens on port + 1
+    sasl_port, kdir = free_port(), os.path.join(tmp, "kafka")
     env = dict(os.environ, KAFKA_LOCAL_SASL_SSL_PORT=str(sasl_port), KAFKA_LOCAL_KEYSTORE=keystore,
                KAFKA_LOCAL_KEYSTORE_PASSWORD="ks-secret", KAFKA_LOCAL_SCRAM="delayq:scram-s3cret")
     script = os.path.join(harness.ROOT, "scripts", "kafka-local.sh")
