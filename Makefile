@@ -31,21 +31,25 @@ endif
 LIBS_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LIBS     := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 
-# Pure modules: no network library, unit-tested alone.
-PURE     := log levels route envelope job heap api offsets config metrics share sentinel slots rpipe addrs \
-            pending workers sign callplan netaddr ratelimit recur schedjson cron tz
-# Adapters and wings.
-ADAPT    := watch rlink rdb_where rdb store pullq moves claims producer warm topics tls health http jobs holder groups \
-            forwarder callout stats pull compat callbacks schedstore schedules deadq deadstore dead
-MAIN     := main
+# The layers, top down: src/main.c wires them; src/http, then the features (schedules, dead),
+# then intake and delivery, the targets (pull, callback), the adapters (redis, kafka), and at the
+# bottom core (the delayq model) and lib (generic pieces). Pure modules include no network
+# library and are unit-tested alone: all of lib and core, and the pure parts of the folders above.
+LAYERS   := lib core redis kafka callback pull delivery intake dead schedules http
+PURE_SRC := $(wildcard src/lib/*.c src/core/*.c) src/redis/rpipe.c src/redis/sentinel.c \
+            src/redis/slots.c src/http/addrs.c src/schedules/schedjson.c
+SRC      := $(foreach l,$(LAYERS),$(wildcard src/$(l)/*.c))
+ADAPT_SRC := $(filter-out $(PURE_SRC),$(SRC))
 # The console (ui/), embedded by a C file generated from its files, with the API's description
 # (docs/openapi.yaml as JSON, served at /delay-queue/api/openapi.json).
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css ui/*.svg))
 OPENAPI  := $(BUILD)/openapi.json
-UI_OBJ   := $(BUILD)/ui.o $(BUILD)/ui_files.o
+UI_OBJ   := $(BUILD)/ui_files.o
 
-PURE_OBJ  := $(PURE:%=$(BUILD)/%.o)
-ADAPT_OBJ := $(ADAPT:%=$(BUILD)/%.o)
+PURE_OBJ  := $(PURE_SRC:src/%.c=$(BUILD)/%.o)
+ADAPT_OBJ := $(ADAPT_SRC:src/%.c=$(BUILD)/%.o)
+# For the fuzz targets (test/fuzz/fuzz.mk): the pure modules by path under src/, without .c.
+PURE     := $(PURE_SRC:src/%.c=%)
 UNIT_SRC  := $(wildcard test/unit/*.c)
 
 .PHONY: all clean test unit run stop deps fuzz bench install uninstall
@@ -58,13 +62,14 @@ endif
 
 # Each object depends on the headers it includes (-MMD -MP writes them to $(BUILD)/%.d).
 $(BUILD)/%.o: src/%.c | $(BUILD)
+	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) $(LIBS_CFLAGS) -c -o $@ $<
 
 $(BUILD):
 	mkdir -p $(BUILD)
 
-$(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(UI_OBJ) $(BUILD)/$(MAIN).o
+$(BUILD)/delayqd: $(PURE_OBJ) $(ADAPT_OBJ) $(UI_OBJ) $(BUILD)/main.o
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -85,7 +90,7 @@ $(BUILD)/ui_files.o: $(BUILD)/ui_files.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h include/*.h)
+$(BUILD)/unit: $(UNIT_SRC) $(PURE_OBJ) $(wildcard test/unit/*.h include/*/*.h)
 	@echo "  LINK    $@"
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(LIBS_CFLAGS) -Itest/unit $(LDFLAGS) -o $@ $(UNIT_SRC) $(PURE_OBJ) $(LIBS)
 
@@ -145,7 +150,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/delayqd $(DESTDIR)$(BINDIR)/delayq-claims \
 	      $(DESTDIR)$(UNITDIR)/delayq.service
 
--include $(wildcard $(BUILD)/*.d)
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d)
 
 # Last, so that nothing in it becomes the default goal.
 -include test/fuzz/fuzz.mk

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
+#include "core/job.h"
 
 #define ASSERT(cond) do { if (!(cond)) fuzz_fail(__FILE__, __LINE__, #cond); } while (0)
 

@@ -20,7 +20,7 @@ FUZZ_TIMEOUT ?= 10
 
 # The pure modules are compiled here with clang and the fuzzer's coverage instrumentation:
 # the gcc-built objects in build/ have none. PURE comes from the main Makefile when set.
-FUZZ_PURE     = $(or $(PURE),log levels envelope job heap api offsets config)
+FUZZ_PURE     = $(or $(PURE),lib/log core/levels core/envelope core/job lib/heap core/api core/offsets core/config)
 FUZZ_PKGS    := jansson msgpack libconfig
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -std=c11 -D_GNU_SOURCE -Iinclude \
@@ -49,7 +49,7 @@ FUZZ_ASAN_record := allocator_may_return_null=1:max_allocation_size_mb=256
 
 fuzz-build: $(FUZZ_BINS)
 
-$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard include/*.h)
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard include/*/*.h)
 	@mkdir -p $(@D)
 	@echo "  FUZZCC  $<"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c -o $@ $<

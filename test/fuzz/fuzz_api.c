@@ -15,9 +15,9 @@
 
 #include <jansson.h>
 
-#include "api.h"
-#include "job.h"
-#include "levels.h"
+#include "core/api.h"
+#include "core/job.h"
+#include "core/levels.h"
 #include "fuzz.h"
 
 #define NOW_MS 1700000000000LL             /* a fixed clock: runs are reproducible */

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "fuzz.h"
 
-#define MAX_HOPS 100000    /* as in src/config.c: max_delay_s over the largest level */
+#define MAX_HOPS 100000    /* as in src/core/config.c: max_delay_s over the largest level */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

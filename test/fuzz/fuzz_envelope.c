@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envelope.h"
+#include "core/envelope.h"
 #include "fuzz.h"
 
 #define MAX_HDRS 64        /* more than any real message carries */

@@ -13,8 +13,8 @@
 
 #include <jansson.h>
 
-#include "api.h"
-#include "job.h"
+#include "core/api.h"
+#include "core/job.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,12 +1,12 @@
 /* gen_record_corpus: writes the seed records of fuzz_record, made by the real job_record_pack.
  * Rebuild the corpus (from the repo root):
- *   cc -std=c11 -D_GNU_SOURCE -Iinclude test/fuzz/gen_record_corpus.c src/job.c -lmsgpackc \
+ *   cc -std=c11 -D_GNU_SOURCE -Iinclude test/fuzz/gen_record_corpus.c src/core/job.c -lmsgpackc \
  *      -o /tmp/gen_record_corpus && /tmp/gen_record_corpus test/fuzz/corpus/record */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "job.h"
+#include "core/job.h"
 
 static char h_trace[] = "trace", v_trace[] = "abc", h_empty[] = "empty", v_empty[] = "";
 static char h_type[] = "content-type", v_type[] = "application/json";

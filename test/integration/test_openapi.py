@@ -46,15 +46,15 @@ def test_openapi_json_is_served_without_a_token(stack):
 
 
 def c_routes():
-    """{path: methods} of src/http.c's route table, its paths' macros read from src/ and
+    """{path: methods} of src/http/http.c's route table, its paths' macros read from src/ and
     include/."""
     macros = {}
     for d in ("src", "include"):
-        for name in os.listdir(os.path.join(ROOT, d)):
-            if name.endswith((".c", ".h")):
-                with open(os.path.join(ROOT, d, name)) as f:
+        for dirpath, _, names in os.walk(os.path.join(ROOT, d)):
+            for name in (n for n in names if n.endswith((".c", ".h"))):
+                with open(os.path.join(dirpath, name)) as f:
                     macros.update(re.findall(r'^#define (\w+) ("[^"\n]*")', f.read(), re.M))
-    with open(os.path.join(ROOT, "src", "http.c")) as f:
+    with open(os.path.join(ROOT, "src", "http", "http.c")) as f:
         src = f.read()
     table = src[src.index("} routes[] = {"):]
     table = table[:table.index("\n};")]
@@ -76,7 +76,7 @@ def function(path, name):
 
 def test_every_route_is_described(stack):
     """Every route of delayqd under /delay-queue/api, with the methods it takes, is in the spec:
-    the route table's in src/http.c; below /schedules/ and /dead/, the paths that schedules.c
+    the route table's in src/http/http.c; below /schedules/ and /dead/, the paths that schedules.c
     and dead.c answer (their *_allow functions); and, asked with OPTIONS, each path of the spec
     answers 405 with the spec's methods in Allow."""
     paths = spec()["paths"]
@@ -93,8 +93,8 @@ def test_every_route_is_described(stack):
             assert sub in paths, f"{path} is not in docs/openapi.yaml"
             assert methods[sub] == takes, (path, methods[sub], takes)
     assert sorted(below) == ["/dead/", "/schedules/"], below
-    actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules.c", "schedules_allow"))
-    dead = re.findall(r'strcmp\(path, "(/\w+)"\)', function("src/dead.c", "dead_allow"))
+    actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules/schedules.c", "schedules_allow"))
+    dead = re.findall(r'strcmp\(path, "(/\w+)"\)', function("src/dead/dead.c", "dead_allow"))
     assert actions and dead, (actions, dead)
     for sub in (["/schedules/{id}", "/dead/{partition}/{offset}"] +
                 [f"/schedules/{{id}}/{a}" for a in actions] + [f"/dead{p}" for p in dead]):

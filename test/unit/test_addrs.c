@@ -1,6 +1,6 @@
 #include <stdint.h>
 
-#include "addrs.h"
+#include "http/addrs.h"
 #include "unit.h"
 
 /* Each address is held to its limit, alone; a closed connection frees its place. */

@@ -4,8 +4,8 @@
 #include <jansson.h>
 #include <msgpack.h>
 
-#include "api.h"
-#include "pending.h"
+#include "core/api.h"
+#include "core/pending.h"
 #include "unit.h"
 
 #define NOW 1700000000000LL

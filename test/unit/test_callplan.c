@@ -1,7 +1,7 @@
 /* callplan: what a callback's call comes to. */
 #include <stdio.h>
 
-#include "callplan.h"
+#include "core/callplan.h"
 #include "unit.h"
 
 static const struct config_call_retry rules = { .min_backoff_ms = 1000, .max_backoff_ms = 60000,

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "unit.h"
 
 /* A config with every section, in the layout of conf/delayq.conf and the README. */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cron.h"
+#include "lib/cron.h"
 #include "unit.h"
 
 /* Seconds since the epoch of a civil time: a UTC instant, or local seconds. */

@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "envelope.h"
+#include "core/envelope.h"
 #include "unit.h"
 
 /* A header whose value is the text v (or no value when v is NULL). */

@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "heap.h"
+#include "lib/heap.h"
 #include "unit.h"
 
 /* Items are small integers stored in the pointer's place. */

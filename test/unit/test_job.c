@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "job.h"
+#include "core/job.h"
 #include "unit.h"
 
 static char *dup_text(const char *s, size_t len)

@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "levels.h"
+#include "core/levels.h"
 #include "unit.h"
 
 static const char *const three[] = { "1s", "5s", "10s" };

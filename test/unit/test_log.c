@@ -1,4 +1,4 @@
-#include "log.h"
+#include "lib/log.h"
 #include "unit.h"
 
 static void log_parse_level_known_names(void)

@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "core/metrics.h"
 #include "unit.h"
 
 /* The Prometheus text holds every counter with its value, and labels where they belong. */

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <sys/un.h>
 
-#include "netaddr.h"
+#include "lib/netaddr.h"
 #include "unit.h"
 
 /* The class of the address text, or "unparsed". */

@@ -1,4 +1,4 @@
-#include "offsets.h"
+#include "core/offsets.h"
 #include "unit.h"
 
 static void nothing_known(void)

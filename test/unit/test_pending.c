@@ -1,4 +1,4 @@
-#include "pending.h"
+#include "core/pending.h"
 #include "unit.h"
 
 #define NOW 1800000000000LL

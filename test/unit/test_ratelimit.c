@@ -1,6 +1,6 @@
 /* ratelimit: an endpoint's token bucket, and its rate halving on push-back and growing back,
  * on a clock the tests drive. */
-#include "ratelimit.h"
+#include "lib/ratelimit.h"
 #include "unit.h"
 
 #define T0 100000   /* a monotonic time: never 0 */

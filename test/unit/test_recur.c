@@ -1,8 +1,8 @@
 /* recur: fire times of intervals and crons, and the plan of an occurrence that comes due. */
 #include <string.h>
 
-#include "recur.h"
-#include "schedjson.h"
+#include "core/recur.h"
+#include "schedules/schedjson.h"
 #include "unit.h"
 
 /* An interval of every_ms from anchor_ms, catch_up c. */
@@ -182,7 +182,7 @@ static void definitions_read_and_refused(void)
     CHECK_EQ_INT(def.timing.catch_up, RECUR_ONCE);
     CHECK_HAS(def.job_json, "\"topic\":\"orders\"");
     CHECK(strstr(def.job_json, "cron") == NULL);
-    CHECK(schedjson_parse_timing(def.timing_json, strlen(def.timing_json), &back, err,
+    CHECK(timing_parse(def.timing_json, strlen(def.timing_json), &back, err,
                                  sizeof(err)) == 0);
     CHECK_STR(tz_name(back.tz), "Europe/Berlin");
     CHECK_EQ_INT(back.jitter_ms, 100);

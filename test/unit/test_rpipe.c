@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpipe.h"
+#include "redis/rpipe.h"
 #include "unit.h"
 
 #define FNODES 6
@@ -93,12 +93,12 @@ static void push_redirect(int node, const char *kind, int slot, int to)
     snprintf(r->text, sizeof(r->text), "%s %d 127.0.0.1:%d", kind, slot, 7000 + to);
 }
 
-static int f_open(void *t, int node, struct rdb_fail *why, char *text, size_t textlen)
+static int f_open(void *t, int node, struct conn_fail *why, char *text, size_t textlen)
 {
     (void)t;
     if (F.n[node].down) {
         snprintf(text, textlen, "connection refused");
-        *why = (struct rdb_fail){ RDB_E_CONN, text };
+        *why = (struct conn_fail){ CONN_E_CONN, text };
         slots_mark_stale(&F.topo);
         return -1;
     }
@@ -107,7 +107,7 @@ static int f_open(void *t, int node, struct rdb_fail *why, char *text, size_t te
     return 0;
 }
 
-static int f_send(void *t, int node, const struct rdb_call *call, int asking)
+static int f_send(void *t, int node, const struct conn_call *call, int asking)
 {
     int slot = slots_of_key(call->argv[1], strlen(call->argv[1]));
 
@@ -147,7 +147,7 @@ static void f_flush(void *t, int node)
     (void)node;
 }
 
-static int f_read(void *t, int node, void **reply, struct rdb_fail *why, char *text, size_t textlen)
+static int f_read(void *t, int node, void **reply, struct conn_fail *why, char *text, size_t textlen)
 {
     struct fnode *n = &F.n[node];
 
@@ -157,7 +157,7 @@ static int f_read(void *t, int node, void **reply, struct rdb_fail *why, char *t
         if (n->lose_times-- <= 1)
             n->lose_at = 0;
         snprintf(text, textlen, "redis: connection reset");
-        *why = (struct rdb_fail){ RDB_E_CONN, text };
+        *why = (struct conn_fail){ CONN_E_CONN, text };
         return -1;
     }
     *reply = &n->q[n->qr++ % FQUEUE];
@@ -173,7 +173,7 @@ static const char *f_error_of(const void *reply)
     return r->err ? r->text : NULL;
 }
 
-static int f_read_wait(void *t, int node, struct rdb_fail *why, char *text, size_t textlen)
+static int f_read_wait(void *t, int node, struct conn_fail *why, char *text, size_t textlen)
 {
     void *r;
 
@@ -182,7 +182,7 @@ static int f_read_wait(void *t, int node, struct rdb_fail *why, char *text, size
     if (!F.n[node].wait_short)
         return 0;
     snprintf(text, textlen, "0 of 1 replicas confirmed the write");
-    *why = (struct rdb_fail){ RDB_E_UNCONFIRMED, text };
+    *why = (struct conn_fail){ CONN_E_UNCONFIRMED, text };
     return 1;
 }
 
@@ -244,12 +244,12 @@ static const struct rpipe_ops fake_ops = {
 
 static const char *set_argv[sizeof(keys) / sizeof(keys[0])][2];
 
-static void build(void *ctx, size_t j, struct rdb_call *call)
+static void build(void *ctx, size_t j, struct conn_call *call)
 {
     (void)ctx;
     set_argv[j][0] = "SET";
     set_argv[j][1] = keys[j];
-    *call = (struct rdb_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = set_argv[j] };
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = set_argv[j] };
 }
 
 /* Each call's outcome. */
@@ -257,22 +257,22 @@ static struct {
     int calls;
     int answered[8];
     int ok[8];
-    enum rdb_code code[8];
+    enum conn_code code[8];
     char text[8][128];
 } O;
 
-static int got(void *ctx, size_t j, void *reply, const struct rdb_fail *fail)
+static int got(void *ctx, size_t j, void *reply, const struct conn_fail *fail)
 {
     (void)ctx;
     O.calls++;
     O.answered[j]++;
     O.ok[j] = reply && !fail && !f_error_of(reply);
-    O.code[j] = fail ? fail->code : RDB_OK;
+    O.code[j] = fail ? fail->code : CONN_OK;
     snprintf(O.text[j], sizeof(O.text[j]), "%s", fail ? fail->text : reply ? ((struct freply *)reply)->text : "");
     return 0;
 }
 
-static int run(size_t n, enum rdb_confirm confirm)
+static int run(size_t n, enum conn_confirm confirm)
 {
     struct rpipe p = { &fake_ops, NULL, &F.topo, 5000, 1 };
     char err[256];
@@ -294,7 +294,7 @@ static void moved_then_ask_with_a_stale_refresh_between(void)
     F.owner[s] = 1 - F.owner[s];
     F.ask_to[s] = 2;
     F.now = 1000;
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), 0);
     CHECK(O.ok[0]);
     CHECK_EQ_INT(O.answered[0], 1);
     CHECK_EQ_INT(F.n[2].askings, 1);
@@ -321,7 +321,7 @@ static void ask_to_a_node_not_in_the_map(void)
     F.ask_to[s] = 5;
     F.owner[s] = s < 8192 ? 0 : 1;
     slots_mark_stale(&F.topo);
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1]);
     id = slots_node_id(&F.topo, "127.0.0.1", 7005);
     CHECK_EQ_INT(id, 2);   /* registered when the ASK named it */
@@ -335,7 +335,7 @@ static void tryagain_waits_and_succeeds(void)
     fake_init();
     fake_adopt();
     F.script[0] = (struct fscript){ F.owner[kslot(0)], kslot(0), 3, "TRYAGAIN Multiple keys request during rehashing of slot" };
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1]);
     CHECK_EQ_INT(F.sleeps, 3);
     CHECK(F.now > 0 && F.now < 5000);
@@ -348,8 +348,8 @@ static void clusterdown_outlasting_the_wait_fails_its_call(void)
     fake_init();
     fake_adopt();
     F.script[0] = (struct fscript){ F.owner[kslot(0)], kslot(0), 1000, "CLUSTERDOWN The cluster is down" };
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), -1);
-    CHECK_EQ_INT(O.code[0], RDB_E_NO_MASTER);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), -1);
+    CHECK_EQ_INT(O.code[0], CONN_E_NO_MASTER);
     CHECK_HAS(O.text[0], "CLUSTERDOWN");
     CHECK(O.ok[1]);
     CHECK_EQ_INT(O.answered[0], 1);
@@ -368,7 +368,7 @@ static void loading_mid_round_keeps_the_other_answers(void)
     node = F.owner[kslot(0)];
     CHECK_EQ_INT(F.owner[kslot(3)], node);   /* "a" and "d" share a node */
     F.script[0] = (struct fscript){ node, kslot(0), 1, "LOADING Redis is loading the dataset in memory" };
-    CHECK_EQ_INT(run(4, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(4, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1] && O.ok[2] && O.ok[3]);
     CHECK_EQ_INT(F.n[node].drops, 1);
     CHECK_EQ_INT(F.n[node].opened, 2);
@@ -381,7 +381,7 @@ static void noreplicas_and_readonly_are_sent_again(void)
     fake_adopt();
     F.script[0] = (struct fscript){ F.owner[kslot(0)], kslot(0), 2, "NOREPLICAS Not enough good replicas to write." };
     F.script[1] = (struct fscript){ F.owner[kslot(1)], kslot(1), 1, "READONLY You can't write against a read only replica." };
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1]);
     CHECK(F.sleeps >= 2);
 }
@@ -400,12 +400,12 @@ static void wait_is_per_node(void)
             other = (int)j;
     CHECK(other > 0);
     F.n[a].wait_short = 1;
-    CHECK_EQ_INT(run((size_t)other + 1, RDB_WAIT_END), -1);
+    CHECK_EQ_INT(run((size_t)other + 1, CONN_WAIT_END), -1);
     for (int j = 0; j <= other; j++) {
         if (F.owner[kslot((size_t)j)] == a) {
-            CHECK_EQ_INT(O.code[j], RDB_E_UNCONFIRMED);
+            CHECK_EQ_INT(O.code[j], CONN_E_UNCONFIRMED);
         } else {
-            CHECK_EQ_INT(O.code[j], RDB_OK);
+            CHECK_EQ_INT(O.code[j], CONN_OK);
             CHECK(O.ok[j]);
         }
         CHECK_EQ_INT(O.answered[j], 1);
@@ -420,12 +420,12 @@ static void unserved_slots_fail_only_their_calls(void)
     F.published[0] = (struct slots_range){ 0, 8191, "127.0.0.1", 7000 };
     F.npublished = 1;
     fake_adopt();
-    CHECK_EQ_INT(run(8, RDB_NO_WAIT), -1);
+    CHECK_EQ_INT(run(8, CONN_NO_WAIT), -1);
     for (size_t j = 0; j < 8; j++) {
         if (kslot(j) < 8192) {
             CHECK(O.ok[j]);
         } else {
-            CHECK_EQ_INT(O.code[j], RDB_E_NO_MASTER);
+            CHECK_EQ_INT(O.code[j], CONN_E_NO_MASTER);
         }
     }
     CHECK_EQ_INT(F.sleeps, 0);
@@ -443,27 +443,27 @@ static void dead_master_fails_fast_and_reads_the_map_seldom(void)
     F.n[dead].down = 1;
     for (int i = 0; i < 50; i++) {
         F.now += 10;
-        run(8, RDB_NO_WAIT);
+        run(8, CONN_NO_WAIT);
         for (size_t j = 0; j < 8; j++)
-            CHECK(F.owner[kslot(j)] == dead ? O.code[j] == RDB_E_CONN : O.ok[j]);
+            CHECK(F.owner[kslot(j)] == dead ? O.code[j] == CONN_E_CONN : O.ok[j]);
     }
     CHECK(F.refreshes <= 500 / SLOTS_REFRESH_MIN_MS + 1);
     CHECK_EQ_INT(F.sleeps, 0);
 }
 
 /* While a failover is known to run, nothing is sent; afterwards the calls go. One that lasts
- * longer than the wait fails its calls with RDB_E_NO_MASTER. */
+ * longer than the wait fails its calls with CONN_E_NO_MASTER. */
 static void calls_wait_while_a_failover_runs(void)
 {
     fake_init();
     fake_adopt();
     F.hold_until = 1200;
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1]);
     CHECK(F.now >= 1200);
     F.hold_until = F.now + 60000;
-    CHECK_EQ_INT(run(2, RDB_NO_WAIT), -1);
-    CHECK_EQ_INT(O.code[0], RDB_E_NO_MASTER);
+    CHECK_EQ_INT(run(2, CONN_NO_WAIT), -1);
+    CHECK_EQ_INT(O.code[0], CONN_E_NO_MASTER);
     CHECK_HAS(O.text[0], "failover_wait_ms");
     CHECK_EQ_INT(O.answered[1], 1);
 }
@@ -478,17 +478,17 @@ static void lost_link_retried_once_or_through_a_switch(void)
     fake_adopt();
     node = F.owner[kslot(0)];
     F.n[node].lose_at = 1;
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), 0);
     CHECK(O.ok[0]);
     CHECK_EQ_INT(F.sleeps, 0);
     F.n[node].lose_at = 1;
     F.n[node].lose_times = 2;
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), -1);
-    CHECK_EQ_INT(O.code[0], RDB_E_CONN);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), -1);
+    CHECK_EQ_INT(O.code[0], CONN_E_CONN);
     F.n[node].lose_at = 1;
     F.n[node].lose_times = 4;
     F.switched = 1;
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), 0);
     CHECK(O.ok[0]);
 }
 
@@ -505,8 +505,8 @@ static void redirect_loop_gives_up(void)
     snprintf(to0, sizeof(to0), "MOVED %d 127.0.0.1:7000", s);
     F.script[0] = (struct fscript){ 0, s, 100, to1 };
     F.script[1] = (struct fscript){ 1, s, 100, to0 };
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), -1);
-    CHECK_EQ_INT(O.code[0], RDB_E_REDIRECTS);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), -1);
+    CHECK_EQ_INT(O.code[0], CONN_E_REDIRECTS);
     CHECK_EQ_INT(O.answered[0], 1);
 }
 
@@ -519,11 +519,11 @@ static void noscript_reloads_once(void)
     fake_adopt();
     node = F.owner[kslot(0)];
     F.script[0] = (struct fscript){ node, kslot(0), 1, "NOSCRIPT No matching script." };
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), 0);
     CHECK(O.ok[0]);
     CHECK_EQ_INT(F.n[node].reloads, 1);
     F.script[0] = (struct fscript){ node, kslot(0), 2, "NOSCRIPT No matching script." };
-    CHECK_EQ_INT(run(1, RDB_NO_WAIT), 0);   /* an error reply is an answer */
+    CHECK_EQ_INT(run(1, CONN_NO_WAIT), 0);   /* an error reply is an answer */
     CHECK(!O.ok[0]);
     CHECK_HAS(O.text[0], "NOSCRIPT");
 }

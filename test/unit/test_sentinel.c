@@ -1,6 +1,6 @@
 #include <stdio.h>
 
-#include "sentinel.h"
+#include "redis/sentinel.h"
 #include "unit.h"
 
 static void split_addr(void)

@@ -1,4 +1,4 @@
-#include "share.h"
+#include "core/share.h"
 #include "unit.h"
 
 #define PLAN(g, n, least, held, rel, acq)                                       \

@@ -2,7 +2,7 @@
  * one its libraries test with). */
 #include <stdio.h>
 
-#include "sign.h"
+#include "lib/sign.h"
 #include "unit.h"
 
 #define SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -1,7 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "slots.h"
+#include "redis/slots.h"
 #include "unit.h"
 
 static int slot(const char *key)

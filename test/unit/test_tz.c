@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tz.h"
+#include "lib/tz.h"
 #include "unit.h"
 
 const struct tz *unit_zone(const char *name)

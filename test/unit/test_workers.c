@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "unit.h"
-#include "workers.h"
+#include "lib/workers.h"
 
 struct tally {
     atomic_int ran, dropped, stale, full, stopping, running;

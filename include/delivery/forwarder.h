@@ -1,0 +1,79 @@
+/* forwarder: acts on a message whose time has come. Due: looks up the record (jobs added over
+ * HTTP: none, cancelled or delivered means skip), produces to the business topic, and after the
+ * delivery report marks the record delivered. Not yet due: moves it down to the best level.
+ * Unusable: dead-letter topic with dq-error. Work is batched: one Redis pipeline for the claims
+ * of a batch, one for the marks, delivery reports taken together.
+ * Runs on the holder's thread only, and calls nothing of it: it hands every message back as an
+ * outcome (done, or to retry at a time) that the holder takes and applies. */
+#ifndef DQ_FORWARDER_H
+#define DQ_FORWARDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "core/config.h"
+#include "core/held.h"
+
+struct forwarder;
+struct groups;
+
+/* What became of a message the forwarder hands back. */
+enum fw_result {
+    FW_DONE,    /* finished: delivered, skipped, moved on or dead-lettered */
+    FW_RETRY,   /* to be submitted again at at_ms: not due yet, or a failure to retry */
+};
+
+struct fw_outcome {
+    struct held *m;
+    enum fw_result result;
+    int64_t at_ms;              /* FW_RETRY: epoch ms */
+};
+
+/* gs (not owned) is consulted right before each send (a message whose group is no longer surely
+ * ours is not sent), and when a record is found claimed by another instance (taken over only
+ * once that instance no longer holds the group it claimed it for). A byte is written to
+ * wake_fd when callbacks' results wait for forwarder_poll. NULL with err set on failure. */
+struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int wake_fd,
+                                char *err, size_t errlen);
+void forwarder_free(struct forwarder *fw);
+
+/* The producer, whose main queue the holder watches for delivery reports. */
+rd_kafka_t *forwarder_producer(struct forwarder *fw);
+
+/* The metadata warmer of the producer that delivers: topics noted there are delivered to
+ * without waiting for their metadata. Valid until forwarder_free. */
+struct warm *forwarder_warm(struct forwarder *fw);
+
+/* Queues m for the next flush: the forwarder owns m until it hands it back as an outcome.
+ * 0, or -1 when out of memory (m stays the caller's). */
+int forwarder_submit(struct forwarder *fw, struct held *m);
+
+/* Acts on everything submitted since the last flush. */
+void forwarder_flush(struct forwarder *fw);
+
+/* Serves delivery reports and callbacks' results, and finishes the messages they complete. */
+void forwarder_poll(struct forwarder *fw);
+
+/* Takes the next message handed back (after a flush or poll) into *out: 1, or 0 when there is
+ * none. The caller owns out->m again. */
+int forwarder_outcome(struct forwarder *fw, struct fw_outcome *out);
+
+struct job;
+struct recur_timing;
+struct recur_plan;
+
+/* A schedule's occurrence job came due and was planned (sched.h): fire_ms its fire time. Called
+ * on the holder's thread before the occurrence is delivered (or, skipped, marked so), again if
+ * its message is acted on again: it must not wait, and must be idempotent. */
+typedef void forwarder_occurrence_fn(void *ctx, const struct job *job, int64_t fire_ms,
+                                     const struct recur_timing *t, const struct recur_plan *plan);
+
+/* Sets what an occurrence that comes due tells (before the holder runs). */
+void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn, void *ctx);
+
+/* Messages submitted and not yet handed back. */
+size_t forwarder_in_flight(const struct forwarder *fw);
+
+#endif

@@ -1,0 +1,41 @@
+/* compat: the routes of the delay queues delayqd replaces, behind their compat switches, so
+ * that their clients work unchanged. Each route is translated into the jobs module's own
+ * requests and its answer back into that queue's JSON.
+ *   compat.ouqiang (ouqiang/delay-queue): POST /push {topic, id, delay s, ttr s, body} adds a
+ *   pull job; /pop {"topic": "a,b"} waits up to 178 s for a job of those topics and answers
+ *   data {id, body} or null; /finish and /delete {id} remove it; /get {id} answers the job
+ *   {topic, id, delay (due time, Unix s), ttr, body} or null. Every answer is HTTP 200 with
+ *   {"code": 0 | 1, "message", "data"}, as there.
+ *   compat.changsongl (changsongl/delay-queue): POST /topic/<topic>/job {id, delay s, ttr s (0:
+ *   handed out once, never again), body, override} adds a pull job; GET /topic/<topic>/job
+ *   ?timeout=<s> (default 5) pops one and answers it both under "data" {id, topic, body, delay,
+ *   ttr} and at the top level; PUT /topic/<topic>/job/<id> finishes it, DELETE removes it.
+ *   Every answer is HTTP 200 with {"success", "message"[, ...]}, as there. */
+#ifndef DQ_COMPAT_H
+#define DQ_COMPAT_H
+
+#include <stddef.h>
+
+#include "core/config.h"
+#include "intake/jobs.h"
+
+#define COMPAT_OUQIANG_WAIT_MS 178000   /* ouqiang's pop holds this long: 2 s under the 180 s
+                                         * its clients wait */
+
+#define COMPAT_TOPIC_PREFIX "/topic/"   /* changsongl's routes start so */
+#define COMPAT_CHANGSONGL_WAIT_S 5      /* its pop's timeout when the query gives none */
+
+/* A request to a compat route, as it came (all strings valid for the call). */
+struct compat_request {
+    const char *method;         /* "GET", "POST", "PUT" or "DELETE" */
+    const char *path;           /* the URL's path; NULL when it could not be kept */
+    const char *timeout;        /* the query's timeout value, or NULL */
+    const char *body;
+    size_t len;
+};
+
+/* Serves a request to a compat route; done is called exactly once. */
+void compat_serve(struct jobs *jobs, const struct config *cfg, const struct compat_request *req,
+                  jobs_done_fn done, void *opaque);
+
+#endif

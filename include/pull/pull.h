@@ -1,0 +1,53 @@
+/* pull: the poppers' side of pull topics. One thread serves every pop, finish, release, touch
+ * and bury in pipelines (pullq.h), parks pops that wait for a job (the HTTP connection stays
+ * suspended; no thread waits for one), looks for ready jobs of the topics waited on every
+ * PULL_WAIT_POLL_MS, and sweeps every pull topic every PULL_SWEEP_MS: reservations that ran
+ * out are ready again, jobs out of attempts or buried go to the dead-letter topic.
+ * Thread-safe: every call may come from any thread. */
+#ifndef DQ_PULL_H
+#define DQ_PULL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/api.h"
+#include "core/config.h"
+
+#define PULL_WAIT_POLL_MS 5     /* a waiting pop hears of a ready job this late at most, from
+                                 * any instance: well within the 50 ms poppers are promised */
+#define PULL_SWEEP_MS 250       /* a reservation that ran out is ready again this late at most */
+
+struct pull;
+
+/* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
+typedef void (*pull_done_fn)(void *opaque, int status, char *response);
+
+/* Starts the thread and the dead-letter producer. NULL with err set. */
+struct pull *pull_new(const struct config *cfg, char *err, size_t errlen);
+
+/* Answers every request still waiting (parked pops with no jobs, queued ones 503), and stops. */
+void pull_free(struct pull *p);
+
+/* Parked pops are answered now (with no jobs), and pops to come do not wait. */
+void pull_stop_waiting(struct pull *p);
+
+/* Pops up to req->max ready jobs of req->topic, waiting up to req->wait_ms for one. done is
+ * called exactly once, from the pull thread (or at once, out of memory). */
+void pull_pop(struct pull *p, const struct api_pop *req, pull_done_fn done, void *opaque);
+
+/* Finishes, releases, touches or buries a popped job, as its receipt allows. done is called
+ * exactly once: 200, 404 (no such pull job), 409 (the receipt is not the job's reservation
+ * now), 503 (Redis did not answer). */
+void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *req, pull_done_fn done,
+             void *opaque);
+
+/* One pull topic's jobs at the last sweep. */
+struct pull_count {
+    char topic[TOPIC_NAME_MAX + 1];
+    int64_t ready, reserved;
+};
+
+/* Copies up to max topics' counts into out; returns how many. */
+size_t pull_counts(struct pull *p, struct pull_count *out, size_t max);
+
+#endif

@@ -1,0 +1,184 @@
+/* pullq: the pull queues in Redis, the one module that knows their keys and scripts. A pull
+ * topic T has, under one hash tag (so each script touches one slot, on Redis Cluster too):
+ *   <prefix>{pull:T}:ready     zset of job ids, score the time it may be popped (epoch ms)
+ *   <prefix>{pull:T}:reserved  zset of job ids, score the end of the reservation (epoch ms)
+ *   <prefix>{pull:T}:dead      zset of job ids bound for the dead-letter topic, score when the
+ *                              next try to send it is due (epoch ms)
+ *   <prefix>{pull:T}:j:<id>    hash: rec (the job's record, job_record_read's format), due,
+ *                              st (r ready, R reserved, f finished, b bound for the dead
+ *                              letters, d dead-lettered, c removed), att (pops so far), ttr (ms,
+ *                              0: the default), rcpt (the receipt of the reservation), until
+ *                              (its end), why (why it is bound for the dead letters)
+ * and <prefix>pull:topics is the set of topics that ever had a ready job (for the sweepers).
+ * Every change is one script, so that no crash between two steps loses or doubles a job.
+ * A struct pullq is one connection (conn): use it from one thread at a time. */
+#ifndef DQ_PULLQ_H
+#define DQ_PULLQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/job.h"
+
+/* A receipt: 13 random characters, the job's attempt, ':' and its topic (so that a finish
+ * needs no more than the job id and the receipt). */
+#define PULLQ_RECEIPT_MAX (JOB_TAG_LEN + 12 + 1 + 256)
+#define PULLQ_POP_MAX 100           /* jobs one pop hands out at most */
+
+struct pullq;
+
+/* NULL when out of memory; connects lazily. */
+struct pullq *pullq_new(const struct config *cfg);
+void pullq_free(struct pullq *q);
+
+/* One job to make ready: in; out, res or failed with err. */
+enum pullq_ready_result {
+    PULLQ_MADE_READY,   /* it is ready now */
+    PULLQ_WAS_READY,    /* it was made ready before (a replay of its message): nothing changed */
+    PULLQ_ID_BUSY,      /* another job of this id is ready, reserved or bound for the dead
+                         * letters: try again later */
+};
+struct pullq_entry {
+    const char *topic;
+    const char *id;
+    const char *rec;            /* the record (job_record_pack's value), rec_len bytes */
+    size_t rec_len;
+    int64_t due_ms;             /* epoch ms: it may be popped from then on, oldest first */
+    int64_t ttr_ms;             /* its own reservation time; 0: the pop's or the default */
+    enum pullq_ready_result res;
+    int failed;
+    char err[256];
+};
+
+/* Makes n jobs ready in one pipeline, each once (a job made ready before is left as it is).
+ * Their writes are confirmed with redis.wait_replicas. 0, or -1 when some failed. */
+int pullq_ready_many(struct pullq *q, size_t n, struct pullq_entry *entries);
+
+/* A job handed out by a pop: owned strings (pullq_pop_release frees them). */
+struct pullq_popped {
+    char *id;
+    char *rec;                  /* rec_len bytes and a NUL */
+    size_t rec_len;
+    int64_t attempt;            /* 1 on its first pop */
+    char receipt[PULLQ_RECEIPT_MAX + 1];
+    int64_t until_ms;           /* epoch ms: reserved until then */
+    int64_t due_ms;
+};
+
+/* One pop: topic, max (1..PULLQ_POP_MAX) and ttr_ms (0: the job's own, else the default) in;
+ * jobs (n of them, oldest due first, caller frees with pullq_pop_release) out, or failed. */
+struct pullq_pop {
+    const char *topic;
+    int max;
+    int64_t ttr_ms;
+    struct pullq_popped *jobs;
+    size_t n;
+    int failed;
+    char err[256];
+};
+
+/* Reserves the ready jobs of n pops in one pipeline: each pop's step (ready -> reserved,
+ * attempt raised, deadline and receipt set) is one script. A job whose own ttr_ms is
+ * JOB_TTR_ONCE_MS is finished instead (its receipt "", kept retention_ms). */
+int pullq_pop_many(struct pullq *q, size_t n, struct pullq_pop *pops, int64_t now_ms,
+                   int64_t default_ttr_ms, int64_t retention_ms);
+void pullq_pop_release(struct pullq_pop *pop);
+
+/* What a worker does with a job it holds (or, for PULLQ_CANCEL, what remove does to a job
+ * that is ready or reserved). */
+enum pullq_verb { PULLQ_FINISH, PULLQ_RELEASE, PULLQ_TOUCH, PULLQ_BURY, PULLQ_CANCEL };
+
+enum pullq_op_result {
+    PULLQ_DONE,         /* done; state says the job's state now */
+    PULLQ_NO_JOB,       /* no pull job of this id in this topic */
+    PULLQ_STALE,        /* the receipt is not the job's reservation now (it ran out and the
+                         * job was popped again, or it was finished, released or buried) */
+    PULLQ_NOT_LIVE,     /* PULLQ_CANCEL: the job is neither ready nor reserved */
+};
+
+/* One operation: verb, topic, id, receipt (not for PULLQ_CANCEL), at_ms (RELEASE: ready
+ * again from then; TOUCH: reserved until then), reason (BURY) in; res, state (a letter of
+ * the hash's st) and until_ms (TOUCH) out, or failed. */
+struct pullq_op {
+    enum pullq_verb verb;
+    const char *topic;
+    const char *id;
+    const char *receipt;
+    int64_t at_ms;
+    const char *reason;
+    enum pullq_op_result res;
+    int repeated;               /* PULLQ_DONE of a finish already done with this receipt */
+    char state;
+    int64_t until_ms;
+    int failed;
+    char err[256];
+};
+
+/* Runs n operations in one pipeline; a finished or removed job is kept retention_ms. */
+int pullq_run_many(struct pullq *q, size_t n, struct pullq_op *ops, int64_t now_ms,
+                   int64_t retention_ms);
+
+/* A job bound for the dead-letter topic, as a sweep hands it out (owned strings). */
+struct pullq_dead {
+    char *id;
+    char *rec;
+    size_t rec_len;
+    char *why;
+    int64_t attempt;
+};
+
+/* One topic's sweep: topic in; back (reservations that ran out, ready again), ready and
+ * reserved (counts after the sweep) and dead (ndead jobs to send to the dead-letter topic,
+ * each handed out again resend_ms later until pullq_dead_sent) out, or failed. */
+struct pullq_sweep {
+    const char *topic;
+    int64_t back;
+    int64_t ready, reserved;
+    struct pullq_dead *dead;
+    size_t ndead;
+    int failed;
+    char err[256];
+};
+
+/* Sweeps n topics in one pipeline: every reservation that ended by now_ms is ready again
+ * (attempt kept), or, having been popped max_attempts times (0: no limit), bound for the dead
+ * letters. */
+int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int64_t now_ms,
+                     int64_t max_attempts, int64_t resend_ms);
+void pullq_sweep_release(struct pullq_sweep *sw);
+
+/* The dead letter of job id of topic was acknowledged: its state is d, kept retention_ms. */
+int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t retention_ms,
+                    char *err, size_t errlen);
+
+/* Every pull topic that ever had a ready job: *topics (n strings; caller frees each and the
+ * array). 0, or -1 with err. */
+int pullq_topics(struct pullq *q, char ***topics, size_t *n, char *err, size_t errlen);
+
+/* How many jobs of each of n topics may be popped at now_ms, in one pipeline, into counts
+ * (-1 where Redis did not answer). */
+void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t now_ms,
+                     int64_t *counts);
+
+/* A job's pull state, for get: in topic, id; out found, state (a letter of st), attempt,
+ * until_ms (-1 when not reserved), or failed. */
+struct pullq_look {
+    const char *topic;
+    const char *id;
+    int found;
+    char state;
+    int64_t attempt;
+    int64_t until_ms;
+    int failed;
+    char err[256];
+};
+int pullq_look_many(struct pullq *q, size_t n, struct pullq_look *looks);
+
+/* The word for a state letter: "ready", "reserved", "finished", "dead-letter", "dead", "removed". */
+const char *pullq_state_name(char state);
+
+/* The topic a receipt names (receipt_topic_len bytes at *topic). 0, or -1 when it names none. */
+int pullq_receipt_topic(const char *receipt, const char **topic, size_t *len);
+
+#endif

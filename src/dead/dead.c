@@ -1,0 +1,804 @@
+/* dead: the dead-letter routes. The contract is in include/dead/dead.h. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "core/api.h"
+#include "lib/clock.h"
+#include "dead/dead.h"
+#include "dead/deadq.h"
+#include "dead/deadstore.h"
+#include "core/envelope.h"
+#include "lib/log.h"
+#include "core/metrics.h"
+#include "redis/store.h"
+#include "lib/workers.h"
+
+#define LOG_MODULE "dead"
+#define PREFIX "/delay-queue/api/dead"
+#define LIST_DEFAULT 50
+#define LIST_MAX 500
+#define SCAN_MAX 20000            /* letters one list request looks at, at most */
+#define PREVIEW_BYTES 200
+#define REDRIVE_LIST_MAX 1000     /* letters one redrive names, at most */
+#define REDRIVE_FILTER_MAX 10000  /* letters one redrive by filter adds, at most */
+#define REDRIVE_SCAN_MAX 200000
+#define REDRIVE_CHUNK 1000        /* letters whose records and marks one Redis call takes */
+#define CLOCK_SKEW_MS 60000       /* letters of other instances may be this much out of order */
+#define TASK_WAIT_MS 30000
+#define QUEUE_MAX 1000
+
+enum task_kind { T_LIST, T_ONE, T_REDRIVE };
+
+struct filter {
+    char *topic, *reason;         /* NULL: any */
+    int64_t from_ms, to_ms;       /* 0: any */
+};
+
+struct task {
+    enum task_kind kind;
+    struct filter f;
+    size_t limit;
+    struct deadq_cursor from;
+    int32_t partition;            /* T_ONE */
+    int64_t offset;
+    int32_t *parts;               /* T_REDRIVE by list: n letters */
+    int64_t *offsets;
+    size_t n;
+    int by_filter;
+    int64_t deliver_at_ms;        /* 0: now */
+    jobs_done_fn done;
+    void *opaque;
+};
+
+struct dead {
+    const struct config *cfg;
+    struct jobs *jobs;
+    struct api_limits limits;
+    struct workers *w;
+    struct deadq *dq;
+    struct deadstore *ds;
+    struct store *st;
+};
+
+static void answer(struct task *t, int status, int code, const char *msg, void *data)
+{
+    t->done(t->opaque, status, api_response(code, msg, data));
+}
+
+static void task_free(struct task *t)
+{
+    free(t->f.topic);
+    free(t->f.reason);
+    free(t->parts);
+    free(t->offsets);
+    free(t);
+}
+
+/* 1 when s (len bytes) is UTF-8 text. */
+static int is_text(const char *s, size_t len)
+{
+    json_t *j = json_stringn(s, len);
+
+    json_decref(j);
+    return j != NULL;
+}
+
+static json_t *header_or_null(const struct dead_letter *l, const char *name)
+{
+    size_t len;
+    const char *v = dead_letter_header(l, name, &len);
+
+    return v ? api_json_text(v, len, len) : json_null();
+}
+
+/* The job id a redrive of l adds: its dq-id, or dead-<partition>-<offset>. */
+static void job_id_of(const struct dead_letter *l, char out[JOB_ID_MAX + 1])
+{
+    size_t len;
+    const char *id = dead_letter_header(l, HDR_ID, &len);
+    char why[128];
+
+    if (id && job_id_valid(id, len, why, sizeof(why)) == 0)
+        snprintf(out, JOB_ID_MAX + 1, "%.*s", (int)len, id);
+    else
+        snprintf(out, JOB_ID_MAX + 1, "dead-%d-%lld", (int)l->partition, (long long)l->offset);
+}
+
+/* A letter as the list shows it (whole: as GET of one shows it). */
+static json_t *letter_json(const struct dead_letter *l, int redriven, int whole)
+{
+    json_t *o = json_object();
+    const char *a;
+    size_t len;
+
+    json_object_set_new(o, "partition", json_integer(l->partition));
+    json_object_set_new(o, "offset", json_integer(l->offset));
+    json_object_set_new(o, "job_id", header_or_null(l, HDR_ID));
+    json_object_set_new(o, "topic", header_or_null(l, HDR_TOPIC));
+    json_object_set_new(o, "reason", header_or_null(l, HDR_ERROR));
+    json_object_set_new(o, "dead_ms", json_integer(l->ts_ms));
+    a = dead_letter_header(l, HDR_CALL_ATTEMPTS, &len);
+    json_object_set_new(o, "attempts", a ? json_integer(strtoll(a, NULL, 10)) : json_null());
+    json_object_set_new(o, "body_preview", api_json_text(l->value ? l->value : "", l->value_len,
+                                                   PREVIEW_BYTES));
+    json_object_set_new(o, "redriven", json_boolean(redriven));
+    if (whole) {
+        json_t *h = json_object();
+        json_object_set_new(o, "body", api_json_text(l->value ? l->value : "", l->value_len,
+                                               l->value_len));
+        json_object_set_new(o, "key", l->key ? api_json_text(l->key, l->key_len, l->key_len)
+                                             : json_null());
+        for (size_t i = 0; i < l->nhdrs; i++)
+            json_object_set_new(h, l->hdrs[i].name,
+                                l->hdrs[i].value ? api_json_text(l->hdrs[i].value, l->hdrs[i].len,
+                                                           l->hdrs[i].len)
+                                                 : json_null());
+        json_object_set_new(o, "headers", h);
+        json_object_set_new(o, "source", header_or_null(l, "dq-source"));
+    }
+    return o;
+}
+
+/* Whether each of n letters was redriven, into marked (all 0 when Redis did not answer). */
+static void marks_of(struct dead *d, const struct dead_letter *ls, size_t n, int *marked)
+{
+    int32_t *p = calloc(n ? n : 1, sizeof(*p));
+    int64_t *o = calloc(n ? n : 1, sizeof(*o));
+    char err[256];
+
+    memset(marked, 0, n * sizeof(*marked));
+    if (p && o) {
+        for (size_t i = 0; i < n; i++)
+            p[i] = ls[i].partition, o[i] = ls[i].offset;
+        if (deadstore_marked(d->ds, n, p, o, marked, err, sizeof(err)) < 0)
+            log_warn("reading which dead letters were redriven failed: %s", err);
+    }
+    free(p);
+    free(o);
+}
+
+/* deadq_match_fn of a filter. */
+static int matches(void *ctx, const struct dead_letter *l, int *stop)
+{
+    const struct filter *f = ctx;
+    size_t len;
+    const char *v;
+
+    if (f->from_ms && l->ts_ms < f->from_ms - CLOCK_SKEW_MS)
+        *stop = 1;   /* older still below: this partition is read */
+    if ((f->from_ms && l->ts_ms < f->from_ms) || (f->to_ms && l->ts_ms > f->to_ms))
+        return 0;
+    if (f->topic && (!(v = dead_letter_header(l, HDR_TOPIC, &len)) || strlen(f->topic) != len ||
+                     memcmp(v, f->topic, len) != 0))
+        return 0;
+    if (f->reason && (!(v = dead_letter_header(l, HDR_ERROR, &len)) ||
+                      strlen(f->reason) > len || memcmp(v, f->reason, strlen(f->reason)) != 0))
+        return 0;
+    return 1;
+}
+
+static void kafka_failed(struct task *t, const char *err)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof(msg), "reading the dead letters failed: %.400s", err);
+    answer(t, 503, API_UNAVAILABLE, msg, NULL);
+}
+
+static void run_list(struct dead *d, struct task *t)
+{
+    struct dead_letter *ls;
+    struct deadq_cursor next;
+    char err[256], cursor[DEADQ_CURSOR_MAX];
+    size_t n;
+    int more, *marked;
+    json_t *data, *arr;
+
+    if (deadq_page(d->dq, &t->from, t->f.to_ms, t->limit, SCAN_MAX, matches, &t->f, &ls, &n,
+                   &next, &more, err, sizeof(err)) < 0) {
+        kafka_failed(t, err);
+        return;
+    }
+    if (!(marked = calloc(n ? n : 1, sizeof(*marked)))) {
+        dead_letters_free(ls, n);
+        answer(t, 503, API_UNAVAILABLE, "out of memory", NULL);
+        return;
+    }
+    marks_of(d, ls, n, marked);
+    arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, letter_json(&ls[i], marked[i], 0));
+    deadq_cursor_format(&next, cursor, sizeof(cursor));
+    data = json_object();
+    json_object_set_new(data, "dead", arr);
+    json_object_set_new(data, "before", more ? json_string(cursor) : json_null());
+    answer(t, 200, API_OK, "ok", data);
+    free(marked);
+    dead_letters_free(ls, n);
+}
+
+static void run_one(struct dead *d, struct task *t)
+{
+    struct dead_letter l;
+    char err[256], msg[96];
+    int found, marked = 0;
+
+    if (deadq_one(d->dq, t->partition, t->offset, &l, &found, err, sizeof(err)) < 0) {
+        kafka_failed(t, err);
+        return;
+    }
+    if (!found) {
+        snprintf(msg, sizeof(msg), "no dead letter at partition %d offset %lld",
+                 (int)t->partition, (long long)t->offset);
+        answer(t, 404, API_NOT_FOUND, msg, NULL);
+        return;
+    }
+    marks_of(d, &l, 1, &marked);
+    answer(t, 200, API_OK, "ok", letter_json(&l, marked, 1));
+    dead_letter_release(&l);
+}
+
+/* The adds of one redrive, answered from the intake's thread. */
+struct gather {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t left;
+};
+
+struct redrive {
+    struct gather *g;
+    int32_t partition;
+    int64_t offset;
+    char job_id[JOB_ID_MAX + 1];
+    int status;
+    char *response;
+};
+
+static void redrive_added(void *opaque, int status, char *response)
+{
+    struct redrive *r = opaque;
+
+    pthread_mutex_lock(&r->g->mu);
+    r->status = status;
+    r->response = response;
+    if (--r->g->left == 0)
+        pthread_cond_signal(&r->g->cv);
+    pthread_mutex_unlock(&r->g->mu);
+}
+
+static void skipped(json_t *list, int32_t partition, int64_t offset, const char *why)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "partition", json_integer(partition));
+    json_object_set_new(o, "offset", json_integer(offset));
+    json_object_set_new(o, "why", json_string(why));
+    json_array_append_new(list, o);
+}
+
+/* The job a redrive adds, due at due_ms, from its record when rd (NULL: the letter names no
+ * job) found one and it failed. 0 (*found 0: no record to start from), or -1 with why it
+ * cannot be redriven in why. */
+static int job_of_record(const struct store_read *rd, const char *id, int64_t due_ms,
+                         struct job *out, int *found, char *why, size_t whylen)
+{
+    struct job_record rec;
+    char err[256];
+
+    *found = 0;
+    memset(out, 0, sizeof(*out));
+    if (!rd || (!rd->failed && !rd->found))
+        return 0;
+    if (rd->failed) {
+        snprintf(why, whylen, "reading the record of job %s failed: %s", id, rd->err);
+        return -1;
+    }
+    if (job_record_read(id, rd->data, rd->len, out, &rec, err, sizeof(err)) < 0) {
+        snprintf(why, whylen, "the record of job %s does not read: %s", id, err);
+        return -1;
+    }
+    if (rec.state != JOB_FAILED) {
+        snprintf(why, whylen, "job %s is %s", id, job_state_name(rec.state));
+        return -1;
+    }
+    *found = 1;
+    out->created_ms = clock_now_ms();
+    out->due_ms = due_ms;
+    out->delay_ms = due_ms - out->created_ms > 0 ? due_ms - out->created_ms : 0;
+    return 0;
+}
+
+/* The job a redrive of l adds from the letter itself: its dq-topic or dq-callback, body, key
+ * and headers, checked as an add. 0, or -1 with why in why. */
+static int job_of_letter(struct dead *d, const struct dead_letter *l, const char *id,
+                         int64_t due_ms, struct job *out, char *why, size_t whylen)
+{
+    json_t *o = json_object(), *h = json_object(), *cb = NULL;
+    const char *topic, *callback, *deliver, *ttr;
+    size_t tlen = 0, clen = 0, dlen = 0, ttrlen = 0;
+    struct api_error e;
+    char *text;
+    int id_given, rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    topic = dead_letter_header(l, HDR_TOPIC, &tlen);
+    callback = dead_letter_header(l, HDR_CALLBACK, &clen);
+    deliver = dead_letter_header(l, HDR_DELIVER, &dlen);
+    ttr = dead_letter_header(l, HDR_TTR, &ttrlen);
+    if (dead_letter_header(l, "dq-body", NULL)) {
+        snprintf(why, whylen, "its body was left out of the dead letter and its record is gone");
+        goto out;
+    }
+    if (!topic && !callback) {
+        snprintf(why, whylen, "it names no topic (dq-topic) and no callback to deliver to");
+        goto out;
+    }
+    if (l->value && !is_text(l->value, l->value_len)) {
+        snprintf(why, whylen, "its body is not UTF-8 text, which an add cannot carry");
+        goto out;
+    }
+    json_object_set_new(o, "id", json_string(id));
+    if (topic)
+        json_object_set_new(o, "topic", json_stringn(topic, tlen));
+    if (callback && !(cb = json_loadb(callback, clen, 0, NULL))) {
+        snprintf(why, whylen, "its dq-callback is not JSON");
+        goto out;
+    }
+    if (cb)
+        json_object_set_new(o, "callback", cb);
+    if (deliver)
+        json_object_set_new(o, "deliver", json_stringn(deliver, dlen));
+    if (ttr)
+        json_object_set_new(o, "ttr_ms", json_integer(strtoll(ttr, NULL, 10)));
+    json_object_set_new(o, "body", json_stringn(l->value ? l->value : "", l->value_len));
+    if (l->key && is_text(l->key, l->key_len) &&
+        (strlen(id) != l->key_len || memcmp(id, l->key, l->key_len) != 0))
+        json_object_set_new(o, "key", json_stringn(l->key, l->key_len));
+    for (size_t i = 0; i < l->nhdrs; i++) {
+        const struct dead_header *x = &l->hdrs[i];
+        if (strncmp(x->name, HDR_PREFIX, strlen(HDR_PREFIX)) != 0 && x->value &&
+            is_text(x->value, x->len))
+            json_object_set_new(h, x->name, json_stringn(x->value, x->len));
+    }
+    if (json_object_size(h))
+        json_object_set(o, "headers", h);
+    json_object_set_new(o, "deliver_at_ms", json_integer(due_ms));
+    if (!(text = json_dumps(o, JSON_COMPACT))) {
+        snprintf(why, whylen, "out of memory");
+        goto out;
+    }
+    if (api_parse_add(text, strlen(text), &d->limits, clock_now_ms(), out, &id_given, &e) < 0)
+        snprintf(why, whylen, "as an add: %s", e.message);
+    else
+        rc = 0;
+    free(text);
+out:
+    json_decref(h);
+    json_decref(o);
+    return rc;
+}
+
+/* The message of an add's answer. */
+static void answer_message(const char *response, char *out, size_t outlen)
+{
+    json_t *o = response ? json_loads(response, 0, NULL) : NULL;
+    const char *m = json_string_value(json_object_get(o, "message"));
+
+    snprintf(out, outlen, "%s", m ? m : "the add failed");
+    json_decref(o);
+}
+
+/* Redrives the n (at most REDRIVE_CHUNK) letters ls: their records read in one pipeline,
+ * their marks taken in one call, their adds handed to the intake together; counts those added
+ * into *done, the others into skips with why. */
+static void redrive_chunk(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
+                          size_t *done, json_t *skips)
+{
+    struct gather g = { .left = 1 };
+    struct redrive *rs = calloc(n, sizeof(*rs));
+    struct store_read *rd = calloc(n, sizeof(*rd));
+    struct deadstore_mark *marks = calloc(n, sizeof(*marks));
+    struct job *jobs = calloc(n, sizeof(*jobs));
+    size_t *at = calloc(n, sizeof(*at));     /* the letter of each mark */
+    int32_t *parts = calloc(n, sizeof(*parts));
+    int64_t *offs = calloc(n, sizeof(*offs));
+    size_t nread = 0, nmark = 0, nfail = 0;
+    char why[512], err[256] = "";
+
+    if (!rs || !rd || !marks || !jobs || !at || !parts || !offs) {
+        for (size_t i = 0; i < n; i++)
+            skipped(skips, ls[i].partition, ls[i].offset, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rs[i].partition = ls[i].partition;
+        rs[i].offset = ls[i].offset;
+        job_id_of(&ls[i], rs[i].job_id);
+        if (dead_letter_header(&ls[i], HDR_ID, NULL))
+            rd[nread++].id = rs[i].job_id;
+    }
+    store_read_many(d->st, nread, rd);   /* each read says whether it failed */
+    for (size_t i = 0, r = 0; i < n; i++) {
+        const struct store_read *own = dead_letter_header(&ls[i], HDR_ID, NULL) ? &rd[r++] : NULL;
+        int found = 0;
+        if (job_of_record(own, rs[i].job_id, due_ms, &jobs[i], &found, why, sizeof(why)) < 0 ||
+            (!found && job_of_letter(d, &ls[i], rs[i].job_id, due_ms, &jobs[i], why,
+                                     sizeof(why)) < 0)) {
+            job_release(&jobs[i]);
+            skipped(skips, ls[i].partition, ls[i].offset, why);
+            continue;
+        }
+        marks[nmark] = (struct deadstore_mark){ .partition = ls[i].partition,
+                                                .offset = ls[i].offset, .job_id = rs[i].job_id };
+        at[nmark++] = i;
+    }
+    if (deadstore_mark_many(d->ds, nmark, marks, err, sizeof(err)) < 0) {
+        snprintf(why, sizeof(why), "marking it redriven failed: %s", err);
+        for (size_t k = 0; k < nmark; k++) {
+            job_release(&jobs[at[k]]);
+            skipped(skips, marks[k].partition, marks[k].offset, why);
+        }
+        goto out;
+    }
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    for (size_t k = 0; k < nmark; k++) {
+        struct redrive *r = &rs[at[k]];
+        if (!marks[k].taken) {
+            job_release(&jobs[at[k]]);
+            snprintf(why, sizeof(why), "redriven before, as job %s", marks[k].before);
+            skipped(skips, r->partition, r->offset, why);
+            continue;
+        }
+        r->g = &g;
+        pthread_mutex_lock(&g.mu);
+        g.left++;
+        pthread_mutex_unlock(&g.mu);
+        jobs[at[k]].override = JOB_OVERRIDE_FAILED;
+        jobs_add_job(d->jobs, &jobs[at[k]], redrive_added, r);
+    }
+    pthread_mutex_lock(&g.mu);
+    g.left--;
+    while (g.left > 0)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!rs[i].g)
+            continue;
+        if (rs[i].status == 200) {
+            (*done)++;
+            metrics_inc(M_DEAD_REDRIVEN);
+            log_info("dead letter partition=%d offset=%lld redriven as job=%s",
+                     (int)rs[i].partition, (long long)rs[i].offset, rs[i].job_id);
+        } else {
+            answer_message(rs[i].response, why, sizeof(why));
+            skipped(skips, rs[i].partition, rs[i].offset, why);
+            parts[nfail] = rs[i].partition;
+            offs[nfail++] = rs[i].offset;
+        }
+        free(rs[i].response);
+    }
+    if (deadstore_unmark_many(d->ds, nfail, parts, offs, err, sizeof(err)) < 0)
+        log_warn("%zu dead letters whose redrive failed keep their marks (%s): they read as "
+                 "redriven", nfail, err);
+    pthread_cond_destroy(&g.cv);
+    pthread_mutex_destroy(&g.mu);
+out:
+    for (size_t i = 0; rd && i < nread; i++)
+        free(rd[i].data);
+    free(offs);
+    free(parts);
+    free(at);
+    free(jobs);
+    free(marks);
+    free(rd);
+    free(rs);
+}
+
+/* Redrives the n letters ls, REDRIVE_CHUNK at a time. */
+static void redrive_many(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
+                         size_t *done, json_t *skips)
+{
+    for (size_t i = 0; i < n; i += REDRIVE_CHUNK)
+        redrive_chunk(d, ls + i, n - i < REDRIVE_CHUNK ? n - i : REDRIVE_CHUNK, due_ms, done,
+                      skips);
+}
+
+static void run_redrive(struct dead *d, struct task *t)
+{
+    int64_t now = clock_now_ms(), due = t->deliver_at_ms > now ? t->deliver_at_ms : now;
+    json_t *skips = json_array(), *data;
+    size_t done = 0;
+    char err[256], cursor[DEADQ_CURSOR_MAX];
+    struct dead_letter *ls;
+    size_t n;
+    int more = 0;
+
+    if (!t->by_filter) {
+        struct dead_letter *found_ls = calloc(t->n ? t->n : 1, sizeof(*found_ls));
+        int *found = calloc(t->n ? t->n : 1, sizeof(*found));
+        if (!found_ls || !found ||
+            deadq_some(d->dq, t->n, t->parts, t->offsets, found_ls, found, err, sizeof(err)) < 0) {
+            free(found_ls);
+            free(found);
+            json_decref(skips);
+            kafka_failed(t, found_ls && found ? err : "out of memory");
+            return;
+        }
+        n = 0;   /* the letters found, moved to the front in the list's order */
+        for (size_t i = 0; i < t->n; i++) {
+            if (found[i] == 1)
+                found_ls[n++] = found_ls[i];
+            else
+                skipped(skips, t->parts[i], t->offsets[i],
+                        found[i] == 2 ? "listed before" : "no dead letter there");
+        }
+        redrive_many(d, found_ls, n, due, &done, skips);
+        dead_letters_free(found_ls, n);
+        free(found);
+        cursor[0] = '\0';
+    } else {
+        struct deadq_cursor next;
+        size_t total = 0;
+        do {
+            if (deadq_page(d->dq, &t->from, t->f.to_ms, REDRIVE_FILTER_MAX - total,
+                           REDRIVE_SCAN_MAX, matches, &t->f, &ls, &n, &next, &more, err,
+                           sizeof(err)) < 0) {
+                json_decref(skips);
+                kafka_failed(t, err);
+                return;
+            }
+            redrive_many(d, ls, n, due, &done, skips);
+            dead_letters_free(ls, n);
+            total += n;
+            t->from = next;
+        } while (more && n > 0 && total < REDRIVE_FILTER_MAX);
+        deadq_cursor_format(&t->from, cursor, sizeof(cursor));
+    }
+    data = json_object();
+    json_object_set_new(data, "redriven", json_integer((json_int_t)done));
+    json_object_set_new(data, "skipped", skips);
+    json_object_set_new(data, "before", more ? json_string(cursor) : json_null());
+    answer(t, 200, API_OK, "ok", data);
+}
+
+static void run_tasks(void *ctx, int worker, void **tasks, size_t n)
+{
+    struct dead *d = ctx;
+    char err[512];
+
+    (void)worker;
+    for (size_t i = 0; i < n; i++) {
+        struct task *t = tasks[i];
+        if (!d->dq && !(d->dq = deadq_new(d->cfg, err, sizeof(err)))) {   /* at its first use */
+            kafka_failed(t, err);
+            task_free(t);
+            continue;
+        }
+        switch (t->kind) {
+        case T_LIST: run_list(d, t); break;
+        case T_ONE: run_one(d, t); break;
+        case T_REDRIVE: run_redrive(d, t); break;
+        }
+        task_free(t);
+    }
+}
+
+static void drop_task(void *ctx, void *task, const char *why)
+{
+    struct task *t = task;
+    char msg[256];
+
+    (void)ctx;
+    snprintf(msg, sizeof(msg), "dead letters: %s", why);
+    answer(t, 503, API_UNAVAILABLE, msg, NULL);
+    task_free(t);
+}
+
+struct dead *dead_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen)
+{
+    struct dead *d = calloc(1, sizeof(*d));
+
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    d->cfg = cfg;
+    d->jobs = jobs;
+    d->limits = (struct api_limits){ .levels = &cfg->delay.levels, .dlq_topic = cfg->delay.dlq_topic,
+                                     .max_delay_ms = cfg->job.max_delay_s * 1000,
+                                     .endpoints = cfg->callbacks.endpoints,
+                                     .nendpoints = cfg->callbacks.nendpoints };
+    if (!(d->ds = deadstore_new(cfg)) || !(d->st = store_new(cfg)) ||
+        !(d->w = workers_new(1, 1, TASK_WAIT_MS, QUEUE_MAX, run_tasks, drop_task, d))) {
+        snprintf(err, errlen, d->st ? "cannot start the dead letters' thread" : "out of memory");
+        dead_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void dead_free(struct dead *d)
+{
+    if (!d)
+        return;
+    if (d->w)
+        workers_free(d->w);
+    deadq_free(d->dq);
+    deadstore_free(d->ds);
+    store_free(d->st);
+    free(d);
+}
+
+/* An optional integer field of o from 0 to hi into *out: 0, or -1 with e set. */
+static int int_field(json_t *o, const char *name, int64_t hi, int64_t *out, struct api_error *e)
+{
+    return api_json_member_int(o, "", name, 0, hi, out, e);
+}
+
+/* An optional string field of o into *out (malloc'd): 0, or -1 with e set. */
+static int str_field(json_t *o, const char *name, char **out, struct api_error *e)
+{
+    json_t *v = json_object_get(o, name);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || !json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "%s must be a non-empty string", name);
+    if (!(*out = strdup(json_string_value(v))))
+        return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
+    return 0;
+}
+
+/* A redrive's body into t: 0, or -1 with e set. */
+static int read_redrive(const char *body, size_t len, struct task *t, struct api_error *e)
+{
+    json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL), *list, *f, *v;
+    int rc = -1;
+    size_t i;
+
+    if (!json_is_object(o)) {
+        api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
+        goto out;
+    }
+    list = json_object_get(o, "dead");
+    f = json_object_get(o, "filter");
+    if (!list == !f) {
+        api_fail(e, 400, API_BAD_REQUEST, "give either dead (a list of {partition, offset}) or "
+                 "filter");
+        goto out;
+    }
+    if (int_field(o, "deliver_at_ms", 253402300799999LL, &t->deliver_at_ms, e) < 0)
+        goto out;
+    v = json_object_get(o, "before");
+    if (json_is_string(v) && json_string_length(v) == 0)
+        v = NULL;   /* no cursor, as in a list's query */
+    if (v && !json_is_null(v) && (!json_is_string(v) ||
+                                  deadq_cursor_parse(json_string_value(v), &t->from) < 0)) {
+        api_fail(e, 400, API_BAD_REQUEST, "before is not a cursor a redrive gave");
+        goto out;
+    }
+    if (f) {
+        t->by_filter = 1;
+        if (!json_is_object(f)) {
+            api_fail(e, 400, API_BAD_REQUEST, "filter must be an object");
+            goto out;
+        }
+        if (str_field(f, "topic", &t->f.topic, e) < 0 || str_field(f, "reason", &t->f.reason, e) < 0 ||
+            int_field(f, "from_ms", 253402300799999LL, &t->f.from_ms, e) < 0 ||
+            int_field(f, "to_ms", 253402300799999LL, &t->f.to_ms, e) < 0)
+            goto out;
+        rc = 0;
+        goto out;
+    }
+    if (!json_is_array(list) || json_array_size(list) == 0 ||
+        json_array_size(list) > REDRIVE_LIST_MAX) {
+        api_fail(e, 400, API_BAD_REQUEST, "dead must be a list of 1 to %d {partition, offset}",
+                 REDRIVE_LIST_MAX);
+        goto out;
+    }
+    t->n = json_array_size(list);
+    if (!(t->parts = calloc(t->n, sizeof(*t->parts))) ||
+        !(t->offsets = calloc(t->n, sizeof(*t->offsets)))) {
+        api_fail(e, 503, API_UNAVAILABLE, "out of memory");
+        goto out;
+    }
+    json_array_foreach(list, i, v) {
+        int64_t p = -1, off = -1;
+        if (!json_is_object(v) || int_field(v, "partition", DEADQ_PARTITIONS_MAX - 1, &p, e) < 0 ||
+            int_field(v, "offset", INT64_MAX, &off, e) < 0 || p < 0 || off < 0) {
+            if (e->status == 0 || e->status == 200)
+                api_fail(e, 400, API_BAD_REQUEST, "dead[%zu] must be {\"partition\": <int>, "
+                         "\"offset\": <int>}", i);
+            goto out;
+        }
+        t->parts[i] = (int32_t)p;
+        t->offsets[i] = off;
+    }
+    rc = 0;
+out:
+    json_decref(o);
+    return rc;
+}
+
+/* Whether path is "/<partition>/<offset>" naming a letter's place: 0 with *p and *off set. */
+static int letter_path(const char *path, int64_t *p, int64_t *off)
+{
+    char pbuf[16], obuf[24], extra;
+
+    return sscanf(path, "/%15[0-9]/%23[0-9]%c", pbuf, obuf, &extra) == 2 &&
+           api_query_int(pbuf, 0, DEADQ_PARTITIONS_MAX - 1, p) == 0 &&
+           api_query_int(obuf, 0, INT64_MAX, off) == 0 ? 0 : -1;
+}
+
+const char *dead_allow(const char *path)
+{
+    int64_t p, off;
+
+    if (path[0] == '\0' || strcmp(path, "/") == 0 || letter_path(path, &p, &off) == 0)
+        return "GET";
+    return strcmp(path, "/redrive") == 0 ? "POST" : NULL;
+}
+
+/* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. */
+static int task_of(const struct dead_request *r, struct task *t, struct api_error *e)
+{
+    int get = strcmp(r->method, "GET") == 0;
+    int64_t p, off, limit = LIST_DEFAULT;
+
+    if (r->path[0] == '\0' || strcmp(r->path, "/") == 0) {
+        if (!get)
+            return api_fail(e, 405, API_BAD_REQUEST, PREFIX " takes GET");
+        t->kind = T_LIST;
+        if (api_query_int(r->limit, 1, LIST_MAX, &limit) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "limit must be an integer from 1 to %d",
+                            LIST_MAX);
+        t->limit = (size_t)limit;
+        if (r->before && r->before[0] && deadq_cursor_parse(r->before, &t->from) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "before is not a cursor this list gave");
+        if ((r->topic && r->topic[0] && !(t->f.topic = strdup(r->topic))) ||
+            (r->reason && r->reason[0] && !(t->f.reason = strdup(r->reason))))
+            return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
+        return 0;
+    }
+    if (strcmp(r->path, "/redrive") == 0) {
+        if (strcmp(r->method, "POST") != 0)
+            return api_fail(e, 405, API_BAD_REQUEST, "redrive takes POST");
+        t->kind = T_REDRIVE;
+        return read_redrive(r->body ? r->body : "", r->len, t, e);
+    }
+    if (letter_path(r->path, &p, &off) == 0) {
+        if (!get)
+            return api_fail(e, 405, API_BAD_REQUEST, "a dead letter takes GET");
+        t->kind = T_ONE;
+        t->partition = (int32_t)p;
+        t->offset = off;
+        return 0;
+    }
+    return api_fail(e, 404, API_NOT_FOUND, "no such dead-letter route: %s " PREFIX "%.100s (GET "
+                    PREFIX ", GET " PREFIX "/<partition>/<offset>, POST " PREFIX "/redrive)",
+                    r->method, r->path);
+}
+
+void dead_serve(struct dead *d, const struct dead_request *r, jobs_done_fn done, void *opaque)
+{
+    struct task *t = calloc(1, sizeof(*t));
+    struct api_error e = { 0 };
+
+    if (!t) {
+        done(opaque, 503, api_response(API_UNAVAILABLE, "out of memory", NULL));
+        return;
+    }
+    t->done = done;
+    t->opaque = opaque;
+    if (task_of(r, t, &e) < 0) {
+        answer(t, e.status, e.code, e.message, NULL);
+        task_free(t);
+        return;
+    }
+    workers_queue(d->w, t);
+}

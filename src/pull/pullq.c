@@ -1,0 +1,736 @@
+/* pullq: the pull queues' keys and Lua scripts, and the pipelines that run them. The contract
+ * and the key layout are in include/pull/pullq.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pull/pullq.h"
+#include "redis/conn.h"
+
+_Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS");
+
+#define KEY_MAX (CONFIG_STR_MAX + 2 * TOPIC_NAME_MAX + JOB_ID_MAX + 32)
+#define JOB_TTR_ONCE_TEXT "1"   /* JOB_TTR_ONCE_MS, for the Lua text */
+#define SWEEP_LIMIT 1000   /* reservations and dead letters one sweep of a topic takes at most */
+
+enum script { S_READY, S_POP, S_OP, S_SWEEP, S_SENT, S_COUNT };
+
+/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms. A hash of the same due time is this
+ * job's, made ready before (its message read again after a crash): left alone, also when it
+ * has been finished since. */
+static const char ready_lua[] =
+    "local st = redis.call('HGET', KEYS[2], 'st')\n"
+    "if st then\n"
+    "  if redis.call('HGET', KEYS[2], 'due') == ARGV[3] then return 1 end\n"
+    "  if st == 'r' or st == 'R' or st == 'b' then return 2 end\n"
+    "  redis.call('DEL', KEYS[2])\n"
+    "end\n"
+    "redis.call('HSET', KEYS[2], 'rec', ARGV[2], 'due', ARGV[3], 'st', 'r', 'att', '0',\n"
+    "           'ttr', ARGV[4])\n"
+    "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
+    "return 0\n";
+
+/* KEYS: ready, reserved. ARGV: now, max, ttr_ms (0: the job's, else default), default ttr_ms,
+ * receipt start, job key prefix, ":" .. topic, retention_ms. Answers id, record, attempt,
+ * receipt, until, due for each job handed out. A job whose own ttr is JOB_TTR_ONCE_MS is
+ * finished as it is handed out, with no receipt. */
+static const char pop_lua[] =
+    "local now = tonumber(ARGV[1])\n"
+    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
+    "local out = {}\n"
+    "for i, id in ipairs(ids) do\n"
+    "  local jk = ARGV[6] .. id\n"
+    "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
+    "  redis.call('ZREM', KEYS[1], id)\n"
+    "  if f[1] and f[5] == 'r' then\n"
+    "    local att = (tonumber(f[2]) or 0) + 1\n"
+    "    local rc, untl = '', tostring(now)\n"
+    "    if tonumber(f[3]) == " JOB_TTR_ONCE_TEXT " then\n"
+    "      redis.call('HSET', jk, 'st', 'f', 'att', tostring(att), 'done', ARGV[1])\n"
+    "      redis.call('PEXPIRE', jk, ARGV[8])\n"
+    "    else\n"
+    "      local ttr = tonumber(ARGV[3])\n"
+    "      if ttr <= 0 then ttr = tonumber(f[3]) or 0 end\n"
+    "      if ttr <= 0 then ttr = tonumber(ARGV[4]) end\n"
+    "      untl = tostring(now + ttr)\n"
+    "      rc = ARGV[5] .. i .. '.' .. att .. ARGV[7]\n"
+    "      redis.call('HSET', jk, 'st', 'R', 'att', tostring(att), 'rcpt', rc, 'until', untl)\n"
+    "      redis.call('ZADD', KEYS[2], untl, id)\n"
+    "    end\n"
+    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, att)\n"
+    "    table.insert(out, rc); table.insert(out, untl); table.insert(out, f[4])\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms, now, retention_ms, reason.
+ * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
+ * -2 not live.
+ * A finish repeated with its receipt is done again (the first answer may have been lost). */
+static const char op_lua[] =
+    "local f = redis.call('HMGET', KEYS[4], 'st', 'rcpt')\n"
+    "local st, verb, id = f[1], ARGV[1], ARGV[2]\n"
+    "if not st then return {0, ''} end\n"
+    "local function gone(s)\n"
+    "  redis.call('HSET', KEYS[4], 'st', s, 'done', ARGV[5])\n"
+    "  redis.call('HDEL', KEYS[4], 'until')\n"
+    "  redis.call('PEXPIRE', KEYS[4], ARGV[6])\n"
+    "end\n"
+    "if verb == 'cancel' then\n"
+    "  if st ~= 'r' and st ~= 'R' then return {-2, st} end\n"
+    "  redis.call('ZREM', KEYS[1], id); redis.call('ZREM', KEYS[2], id)\n"
+    "  redis.call('HDEL', KEYS[4], 'rcpt')\n"
+    "  gone('c')\n"
+    "  return {1, 'c'}\n"
+    "end\n"
+    "if verb == 'finish' and st == 'f' and f[2] == ARGV[3] then return {2, 'f'} end\n"
+    "if st ~= 'R' or f[2] ~= ARGV[3] then return {-1, st} end\n"
+    "if verb == 'finish' then\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  gone('f')\n"
+    "  return {1, 'f'}\n"
+    "elseif verb == 'release' then\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  redis.call('ZADD', KEYS[1], ARGV[4], id)\n"
+    "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
+    "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
+    "  return {1, 'r'}\n"
+    "elseif verb == 'touch' then\n"
+    "  redis.call('ZADD', KEYS[2], ARGV[4], id)\n"
+    "  redis.call('HSET', KEYS[4], 'until', ARGV[4])\n"
+    "  return {1, 'R', ARGV[4]}\n"
+    "end\n"
+    "redis.call('ZREM', KEYS[2], id)\n"
+    "redis.call('ZADD', KEYS[3], ARGV[5], id)\n"
+    "redis.call('HSET', KEYS[4], 'st', 'b', 'why', ARGV[7])\n"
+    "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
+    "return {1, 'b'}\n";
+
+/* KEYS: ready, reserved, dead. ARGV: now, max_attempts, limit, job key prefix, resend_ms.
+ * Answers back, ready, reserved, then id, record, why, attempt of each dead letter to send. */
+static const char sweep_lua[] =
+    "local now, max, lim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local back = 0\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
+    "  local jk = ARGV[4] .. id\n"
+    "  local f = redis.call('HMGET', jk, 'att', 'due', 'st')\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  if f[3] == 'R' then\n"
+    "    local att = tonumber(f[1]) or 0\n"
+    "    if max > 0 and att >= max then\n"
+    "      redis.call('ZADD', KEYS[3], now, id)\n"
+    "      redis.call('HSET', jk, 'st', 'b', 'why', 'not finished within its time to run ' ..\n"
+    "                 att .. ' times (pull.max_attempts is ' .. max .. ')')\n"
+    "    else\n"
+    "      redis.call('ZADD', KEYS[1], f[2] or now, id)\n"
+    "      redis.call('HSET', jk, 'st', 'r')\n"
+    "      back = back + 1\n"
+    "    end\n"
+    "    redis.call('HDEL', jk, 'rcpt', 'until')\n"
+    "  end\n"
+    "end\n"
+    "local out = {back, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, lim)) do\n"
+    "  local f = redis.call('HMGET', ARGV[4] .. id, 'rec', 'why', 'att', 'st')\n"
+    "  if f[1] and f[4] == 'b' then\n"
+    "    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), id)\n"
+    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, f[2] or '')\n"
+    "    table.insert(out, tonumber(f[3]) or 0)\n"
+    "  else\n"
+    "    redis.call('ZREM', KEYS[3], id)\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: dead, job. ARGV: id, retention_ms. */
+static const char sent_lua[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "if redis.call('HGET', KEYS[2], 'st') == 'b' then\n"
+    "  redis.call('HSET', KEYS[2], 'st', 'd')\n"
+    "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+    "end\n"
+    "return 1\n";
+
+static const char *const script_text[S_COUNT] = { ready_lua, pop_lua, op_lua, sweep_lua, sent_lua };
+
+struct pullq {
+    const struct config *cfg;
+    struct conn *db;
+    char **noted;            /* topics this connection put in the registry */
+    size_t nnoted;
+};
+
+static int note_topic(struct pullq *q, const char *topic);
+
+struct pullq *pullq_new(const struct config *cfg)
+{
+    struct pullq *q = calloc(1, sizeof(*q));
+
+    if (!q || !(q->db = conn_new(cfg, script_text, S_COUNT))) {
+        free(q);
+        return NULL;
+    }
+    q->cfg = cfg;
+    return q;
+}
+
+void pullq_free(struct pullq *q)
+{
+    if (!q)
+        return;
+    conn_free(q->db);
+    for (size_t i = 0; i < q->nnoted; i++)
+        free(q->noted[i]);
+    free(q->noted);
+    free(q);
+}
+
+/* The key of part ("ready", "reserved", "dead", or "j:" for a job's hash, then id) of topic. */
+static void topic_key(const struct pullq *q, const char *topic, const char *part, const char *id,
+                      char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s{pull:%s}:%s%s", q->cfg->redis.prefix, topic, part, id ? id : "");
+}
+
+static void topics_key(const struct pullq *q, char *out, size_t outlen);
+
+static void fail_note(int *failed, char *err, size_t errlen, const struct conn_reply *r,
+                      const struct conn_fail *fail)
+{
+    *failed = 1;
+    snprintf(err, errlen, "redis: %s", fail ? fail->text : r && conn_str(r, NULL) ? conn_str(r, NULL)
+                                                                                 : "unexpected reply");
+}
+
+/* 1 when the call has an answer that is no error reply (else its failure is noted). */
+static int answered(int *failed, char *err, size_t errlen, const struct conn_reply *r,
+                    const struct conn_fail *fail)
+{
+    if (fail || conn_type(r) == CONN_ERR) {
+        fail_note(failed, err, errlen, r, fail);
+        return 0;
+    }
+    return 1;
+}
+
+static char *dup_reply(const struct conn_reply *r, size_t *len)
+{
+    size_t n = 0;
+    const char *s = conn_str(r, &n);
+    char *out = malloc(n + 1);
+
+    if (out) {
+        memcpy(out, s ? s : "", n);
+        out[n] = '\0';
+    }
+    if (len)
+        *len = n;
+    return out;
+}
+
+/* A reply element as a number: integers as they are, strings read as decimals. */
+static int64_t num_of(const struct conn_reply *r)
+{
+    const char *s;
+
+    if (conn_type(r) == CONN_INT)
+        return conn_int(r);
+    s = conn_str(r, NULL);
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+/* The scratch of one pipeline: keys, number texts and arguments of the call being built. */
+struct build {
+    struct pullq *q;
+    void *items;
+    char k[4][KEY_MAX];
+    char num[5][24];
+    const char *argv[16];
+    size_t lens[16];
+    char tag[JOB_TAG_LEN + 1];
+    int64_t now_ms, a, b;
+};
+
+/* Points argument i of the call at text. */
+static void arg(struct build *b, int i, const char *text)
+{
+    b->argv[i] = text;
+    b->lens[i] = strlen(text);
+}
+
+static void arg_num(struct build *b, int i, int slot, int64_t v)
+{
+    snprintf(b->num[slot], sizeof(b->num[slot]), "%lld", (long long)v);
+    arg(b, i, b->num[slot]);
+}
+
+static void build_ready(void *ctx, size_t j, struct conn_call *call)
+{
+    struct build *b = ctx;
+    struct pullq_entry *e = &((struct pullq_entry *)b->items)[j];
+
+    topic_key(b->q, e->topic, "ready", NULL, b->k[0], KEY_MAX);
+    topic_key(b->q, e->topic, "j:", e->id, b->k[1], KEY_MAX);
+    arg(b, 0, b->k[0]);
+    arg(b, 1, b->k[1]);
+    arg(b, 2, e->id);
+    b->argv[3] = e->rec;
+    b->lens[3] = e->rec_len;
+    arg_num(b, 4, 0, e->due_ms);
+    arg_num(b, 5, 1, e->ttr_ms);
+    *call = (struct conn_call){ .script = S_READY, .nkeys = 2, .argc = 6, .argv = b->argv,
+                               .lens = b->lens };
+}
+
+static void on_ready(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct pullq_entry *e = &((struct pullq_entry *)((struct build *)ctx)->items)[j];
+
+    if (!answered(&e->failed, e->err, sizeof(e->err), r, fail))
+        return;
+    if (conn_type(r) != CONN_INT || conn_int(r) < 0 || conn_int(r) > PULLQ_ID_BUSY)
+        fail_note(&e->failed, e->err, sizeof(e->err), NULL, NULL);
+    else
+        e->res = (enum pullq_ready_result)conn_int(r);
+}
+
+static void run(struct pullq *q, struct build *b, size_t n, conn_build_fn *build, conn_reply_fn *fn,
+                enum conn_confirm confirm)
+{
+    char err[256];
+
+    b->q = q;
+    if (n)
+        (void)conn_pipeline(q->db, n, build, fn, b, confirm, err, sizeof(err));
+}
+
+/* Clears the outcome fields every item kind starts with: failed and err. */
+#define RESET(items, n)                          \
+    for (size_t i_ = 0; i_ < (n); i_++) {        \
+        (items)[i_].failed = 0;                  \
+        (items)[i_].err[0] = '\0';               \
+    }
+#define ANY_FAILED(items, n, rc)                 \
+    for (size_t i_ = 0; i_ < (n); i_++)          \
+        (rc) |= (items)[i_].failed ? -1 : 0
+
+int pullq_ready_many(struct pullq *q, size_t n, struct pullq_entry *entries)
+{
+    struct build b = { .items = entries };
+    int rc = 0;
+
+    RESET(entries, n);
+    for (size_t i = 0; i < n; i++) {
+        if (note_topic(q, entries[i].topic) < 0) {   /* the sweepers must know of it first */
+            for (size_t k = 0; k < n; k++)
+                fail_note(&entries[k].failed, entries[k].err, sizeof(entries[k].err), NULL, NULL);
+            return -1;
+        }
+    }
+    run(q, &b, n, build_ready, on_ready, CONN_WAIT_END);
+    ANY_FAILED(entries, n, rc);
+    return rc;
+}
+
+static void build_pop(void *ctx, size_t j, struct conn_call *call)
+{
+    struct build *b = ctx;
+    struct pullq_pop *p = &((struct pullq_pop *)b->items)[j];
+
+    topic_key(b->q, p->topic, "ready", NULL, b->k[0], KEY_MAX);
+    topic_key(b->q, p->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    topic_key(b->q, p->topic, "j:", NULL, b->k[2], KEY_MAX);
+    snprintf(b->k[3], KEY_MAX, ":%s", p->topic);
+    job_new_tag(b->tag);   /* a fresh start for every call, also one sent again */
+    arg(b, 0, b->k[0]);
+    arg(b, 1, b->k[1]);
+    arg_num(b, 2, 0, b->now_ms);
+    arg_num(b, 3, 1, p->max);
+    arg_num(b, 4, 2, p->ttr_ms);
+    arg_num(b, 5, 3, b->a);
+    arg(b, 6, b->tag);
+    arg(b, 7, b->k[2]);
+    arg(b, 8, b->k[3]);
+    arg_num(b, 9, 4, b->b);
+    *call = (struct conn_call){ .script = S_POP, .nkeys = 2, .argc = 10, .argv = b->argv,
+                               .lens = b->lens };
+}
+
+#define POP_FIELDS 6   /* id, record, attempt, receipt, until, due */
+
+static void on_pop(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct pullq_pop *p = &((struct pullq_pop *)((struct build *)ctx)->items)[j];
+    size_t n;
+
+    if (!answered(&p->failed, p->err, sizeof(p->err), r, fail))
+        return;
+    n = conn_count(r) / POP_FIELDS;
+    if (conn_type(r) != CONN_ARR || !(p->jobs = calloc(n ? n : 1, sizeof(*p->jobs)))) {
+        fail_note(&p->failed, p->err, sizeof(p->err), NULL, NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct conn_reply *const *f = NULL;
+        struct pullq_popped *o = &p->jobs[p->n];
+        const char *rc = conn_str(conn_at(r, i * POP_FIELDS + 3), NULL);
+
+        (void)f;
+        o->id = dup_reply(conn_at(r, i * POP_FIELDS), NULL);
+        o->rec = dup_reply(conn_at(r, i * POP_FIELDS + 1), &o->rec_len);
+        o->attempt = num_of(conn_at(r, i * POP_FIELDS + 2));
+        snprintf(o->receipt, sizeof(o->receipt), "%s", rc ? rc : "");
+        o->until_ms = num_of(conn_at(r, i * POP_FIELDS + 4));
+        o->due_ms = num_of(conn_at(r, i * POP_FIELDS + 5));
+        p->n++;
+        if (!o->id || !o->rec) {   /* reserved all the same: it comes back after its ttr */
+            fail_note(&p->failed, p->err, sizeof(p->err), NULL, NULL);
+            return;
+        }
+    }
+}
+
+void pullq_pop_release(struct pullq_pop *pop)
+{
+    for (size_t i = 0; i < pop->n; i++) {
+        free(pop->jobs[i].id);
+        free(pop->jobs[i].rec);
+    }
+    free(pop->jobs);
+    pop->jobs = NULL;
+    pop->n = 0;
+}
+
+int pullq_pop_many(struct pullq *q, size_t n, struct pullq_pop *pops, int64_t now_ms,
+                   int64_t default_ttr_ms, int64_t retention_ms)
+{
+    struct build b = { .items = pops, .now_ms = now_ms, .a = default_ttr_ms, .b = retention_ms };
+    int rc = 0;
+
+    RESET(pops, n);
+    for (size_t i = 0; i < n; i++) {
+        pops[i].jobs = NULL;
+        pops[i].n = 0;
+    }
+    run(q, &b, n, build_pop, on_pop, CONN_WAIT_END);
+    ANY_FAILED(pops, n, rc);
+    return rc;
+}
+
+static const char *const verb_word[] = {
+    [PULLQ_FINISH] = "finish", [PULLQ_RELEASE] = "release", [PULLQ_TOUCH] = "touch",
+    [PULLQ_BURY] = "bury", [PULLQ_CANCEL] = "cancel",
+};
+
+static void build_op(void *ctx, size_t j, struct conn_call *call)
+{
+    struct build *b = ctx;
+    struct pullq_op *o = &((struct pullq_op *)b->items)[j];
+
+    topic_key(b->q, o->topic, "ready", NULL, b->k[0], KEY_MAX);
+    topic_key(b->q, o->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    topic_key(b->q, o->topic, "dead", NULL, b->k[2], KEY_MAX);
+    topic_key(b->q, o->topic, "j:", o->id, b->k[3], KEY_MAX);
+    for (int i = 0; i < 4; i++)
+        arg(b, i, b->k[i]);
+    arg(b, 4, verb_word[o->verb]);
+    arg(b, 5, o->id);
+    arg(b, 6, o->receipt ? o->receipt : "");
+    arg_num(b, 7, 0, o->at_ms);
+    arg_num(b, 8, 1, b->now_ms);
+    arg_num(b, 9, 2, b->a);
+    arg(b, 10, o->reason ? o->reason : "");
+    *call = (struct conn_call){ .script = S_OP, .nkeys = 4, .argc = 11, .argv = b->argv,
+                               .lens = b->lens };
+}
+
+static void on_op(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct pullq_op *o = &((struct pullq_op *)((struct build *)ctx)->items)[j];
+    const char *st;
+    int64_t v;
+
+    if (!answered(&o->failed, o->err, sizeof(o->err), r, fail))
+        return;
+    if (conn_type(r) != CONN_ARR || conn_count(r) < 2) {
+        fail_note(&o->failed, o->err, sizeof(o->err), NULL, NULL);
+        return;
+    }
+    v = num_of(conn_at(r, 0));
+    st = conn_str(conn_at(r, 1), NULL);
+    o->state = st && st[0] ? st[0] : '-';
+    o->res = v >= 1 ? PULLQ_DONE : v == 0 ? PULLQ_NO_JOB : v == -1 ? PULLQ_STALE : PULLQ_NOT_LIVE;
+    o->repeated = v == 2;
+    if (conn_count(r) > 2)
+        o->until_ms = num_of(conn_at(r, 2));
+}
+
+int pullq_run_many(struct pullq *q, size_t n, struct pullq_op *ops, int64_t now_ms,
+                   int64_t retention_ms)
+{
+    struct build b = { .items = ops, .now_ms = now_ms, .a = retention_ms };
+    int rc = 0;
+
+    RESET(ops, n);
+    for (size_t i = 0; i < n; i++) {
+        ops[i].until_ms = -1;
+        ops[i].repeated = 0;
+    }
+    run(q, &b, n, build_op, on_op, CONN_WAIT_END);
+    ANY_FAILED(ops, n, rc);
+    return rc;
+}
+
+static void build_sweep(void *ctx, size_t j, struct conn_call *call)
+{
+    struct build *b = ctx;
+    struct pullq_sweep *sw = &((struct pullq_sweep *)b->items)[j];
+
+    topic_key(b->q, sw->topic, "ready", NULL, b->k[0], KEY_MAX);
+    topic_key(b->q, sw->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    topic_key(b->q, sw->topic, "dead", NULL, b->k[2], KEY_MAX);
+    topic_key(b->q, sw->topic, "j:", NULL, b->k[3], KEY_MAX);
+    for (int i = 0; i < 3; i++)
+        arg(b, i, b->k[i]);
+    arg_num(b, 3, 0, b->now_ms);
+    arg_num(b, 4, 1, b->a);
+    arg_num(b, 5, 2, SWEEP_LIMIT);
+    arg(b, 6, b->k[3]);
+    arg_num(b, 7, 3, b->b);
+    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 3, .argc = 8, .argv = b->argv,
+                               .lens = b->lens };
+}
+
+#define DEAD_FIELDS 4   /* id, record, why, attempt */
+
+static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct pullq_sweep *sw = &((struct pullq_sweep *)((struct build *)ctx)->items)[j];
+    size_t n;
+
+    if (!answered(&sw->failed, sw->err, sizeof(sw->err), r, fail))
+        return;
+    if (conn_type(r) != CONN_ARR || conn_count(r) < 3) {
+        fail_note(&sw->failed, sw->err, sizeof(sw->err), NULL, NULL);
+        return;
+    }
+    sw->back = num_of(conn_at(r, 0));
+    sw->ready = num_of(conn_at(r, 1));
+    sw->reserved = num_of(conn_at(r, 2));
+    n = (conn_count(r) - 3) / DEAD_FIELDS;
+    if (!n || !(sw->dead = calloc(n, sizeof(*sw->dead))))
+        return;   /* out of memory: handed out again after resend_ms */
+    for (size_t i = 0; i < n; i++) {
+        struct pullq_dead *d = &sw->dead[sw->ndead++];
+        size_t at = 3 + i * DEAD_FIELDS;
+        d->id = dup_reply(conn_at(r, at), NULL);
+        d->rec = dup_reply(conn_at(r, at + 1), &d->rec_len);
+        d->why = dup_reply(conn_at(r, at + 2), NULL);
+        d->attempt = num_of(conn_at(r, at + 3));
+    }
+}
+
+void pullq_sweep_release(struct pullq_sweep *sw)
+{
+    for (size_t i = 0; i < sw->ndead; i++) {
+        free(sw->dead[i].id);
+        free(sw->dead[i].rec);
+        free(sw->dead[i].why);
+    }
+    free(sw->dead);
+    sw->dead = NULL;
+    sw->ndead = 0;
+}
+
+int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int64_t now_ms,
+                     int64_t max_attempts, int64_t resend_ms)
+{
+    struct build b = { .items = sweeps, .now_ms = now_ms, .a = max_attempts, .b = resend_ms };
+    int rc = 0;
+
+    RESET(sweeps, n);
+    for (size_t i = 0; i < n; i++) {
+        sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = 0;
+        sweeps[i].dead = NULL;
+        sweeps[i].ndead = 0;
+    }
+    run(q, &b, n, build_sweep, on_sweep, CONN_WAIT_END);
+    ANY_FAILED(sweeps, n, rc);
+    return rc;
+}
+
+int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t retention_ms,
+                    char *err, size_t errlen)
+{
+    char dead[KEY_MAX], job[KEY_MAX], ttl[24];
+    const char *argv[4] = { dead, job, id, ttl };
+    struct conn_call call = { .script = S_SENT, .nkeys = 2, .argc = 4, .argv = argv };
+    struct conn_reply *r;
+
+    topic_key(q, topic, "dead", NULL, dead, sizeof(dead));
+    topic_key(q, topic, "j:", id, job, sizeof(job));
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
+    if (!(r = conn_call(q->db, &call, CONN_NO_WAIT, err, errlen)))
+        return -1;
+    conn_reply_free(r);
+    return 0;
+}
+
+/* The registry of pull topics. */
+static void topics_key(const struct pullq *q, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%spull:topics", q->cfg->redis.prefix);
+}
+
+/* Puts topic in the registry, once per connection. 0, or -1 when Redis did not answer. */
+static int note_topic(struct pullq *q, const char *topic)
+{
+    char key[KEY_MAX], err[256];
+    struct conn_reply *r;
+    char **more;
+
+    for (size_t i = 0; i < q->nnoted; i++)
+        if (strcmp(q->noted[i], topic) == 0)
+            return 0;
+    topics_key(q, key, sizeof(key));
+    if (!(r = conn_command(q->db, err, sizeof(err), "SADD", key, topic, NULL)))
+        return -1;
+    conn_reply_free(r);
+    if ((more = realloc(q->noted, (q->nnoted + 1) * sizeof(*more)))) {
+        q->noted = more;
+        if ((q->noted[q->nnoted] = strdup(topic)))
+            q->nnoted++;
+    }
+    return 0;
+}
+
+int pullq_topics(struct pullq *q, char ***topics, size_t *n, char *err, size_t errlen)
+{
+    char key[KEY_MAX];
+    struct conn_reply *r;
+    size_t count;
+
+    *topics = NULL;
+    *n = 0;
+    topics_key(q, key, sizeof(key));
+    if (!(r = conn_command(q->db, err, errlen, "SMEMBERS", key, NULL)))
+        return -1;
+    count = conn_count(r);
+    if (count && !(*topics = calloc(count, sizeof(**topics)))) {
+        conn_reply_free(r);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (((*topics)[*n] = dup_reply(conn_at(r, i), NULL)))
+            (*n)++;
+    conn_reply_free(r);
+    return 0;
+}
+
+struct counts {
+    struct pullq *q;
+    const char *const *topics;
+    int64_t *counts;
+    char key[KEY_MAX];
+    char now[24];
+    const char *argv[4];
+};
+
+static void build_count(void *ctx, size_t j, struct conn_call *call)
+{
+    struct counts *c = ctx;
+
+    topic_key(c->q, c->topics[j], "ready", NULL, c->key, sizeof(c->key));
+    c->argv[0] = "ZCOUNT", c->argv[1] = c->key, c->argv[2] = "-inf", c->argv[3] = c->now;
+    *call = (struct conn_call){ .script = -1, .argc = 4, .argv = c->argv };
+}
+
+static void on_count(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct counts *c = ctx;
+
+    c->counts[j] = !fail && conn_type(r) == CONN_INT ? conn_int(r) : -1;
+}
+
+void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t now_ms,
+                     int64_t *counts)
+{
+    struct counts c = { .q = q, .topics = topics, .counts = counts };
+    char err[256];
+
+    snprintf(c.now, sizeof(c.now), "%lld", (long long)now_ms);
+    for (size_t i = 0; i < n; i++)
+        counts[i] = -1;
+    if (n)
+        (void)conn_pipeline(q->db, n, build_count, on_count, &c, CONN_NO_WAIT, err, sizeof(err));
+}
+
+static void build_look(void *ctx, size_t j, struct conn_call *call)
+{
+    struct build *b = ctx;
+    struct pullq_look *l = &((struct pullq_look *)b->items)[j];
+
+    topic_key(b->q, l->topic, "j:", l->id, b->k[0], KEY_MAX);
+    arg(b, 0, "HMGET");
+    arg(b, 1, b->k[0]);
+    arg(b, 2, "st");
+    arg(b, 3, "att");
+    arg(b, 4, "until");
+    *call = (struct conn_call){ .script = -1, .argc = 5, .argv = b->argv, .lens = b->lens };
+}
+
+static void on_look(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct pullq_look *l = &((struct pullq_look *)((struct build *)ctx)->items)[j];
+    const char *st;
+
+    if (!answered(&l->failed, l->err, sizeof(l->err), r, fail))
+        return;
+    if (conn_type(r) != CONN_ARR || conn_count(r) != 3) {
+        fail_note(&l->failed, l->err, sizeof(l->err), NULL, NULL);
+        return;
+    }
+    st = conn_str(conn_at(r, 0), NULL);
+    l->found = st && st[0];
+    l->state = l->found ? st[0] : '-';
+    l->attempt = num_of(conn_at(r, 1));
+    l->until_ms = conn_type(conn_at(r, 2)) == CONN_NIL ? -1 : num_of(conn_at(r, 2));
+}
+
+int pullq_look_many(struct pullq *q, size_t n, struct pullq_look *looks)
+{
+    struct build b = { .items = looks };
+    int rc = 0;
+
+    RESET(looks, n);
+    for (size_t i = 0; i < n; i++)
+        looks[i].found = 0;
+    run(q, &b, n, build_look, on_look, CONN_NO_WAIT);
+    ANY_FAILED(looks, n, rc);
+    return rc;
+}
+
+const char *pullq_state_name(char state)
+{
+    switch (state) {
+    case 'r': return "ready";
+    case 'R': return "reserved";
+    case 'f': return "finished";
+    case 'b': return "dead-letter";
+    case 'd': return "dead";
+    case 'c': return "removed";
+    default: return "unknown";
+    }
+}
+
+int pullq_receipt_topic(const char *receipt, const char **topic, size_t *len)
+{
+    const char *colon = strchr(receipt, ':');
+
+    if (!colon || !colon[1])
+        return -1;
+    *topic = colon + 1;
+    *len = strlen(colon + 1);
+    return 0;
+}
