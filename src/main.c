@@ -10,7 +10,7 @@
 #include "core/config.h"
 #include "delivery/holder.h"
 #include "http/http.h"
-#include "intake/jobs.h"
+#include "intake/intake.h"
 #include "lib/log.h"
 #include "kafka/producer.h"
 #include "dead/dead.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
-#include "intake/jobs.h"
+#include "intake/intake.h"
 
 struct dead;
 

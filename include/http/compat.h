@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "core/config.h"
-#include "intake/jobs.h"
+#include "intake/intake.h"
 
 #define COMPAT_OUQIANG_WAIT_MS 178000   /* ouqiang's pop holds this long: 2 s under the 180 s
                                          * its clients wait */

@@ -15,7 +15,7 @@
 
 #include "core/config.h"
 #include "delivery/forwarder.h"
-#include "intake/jobs.h"
+#include "intake/intake.h"
 
 struct schedules;
 

@@ -1,0 +1,564 @@
+/* requests: what the workers serve (get, remove, reschedule, the claims view and hand-backs,
+ * each kind of a batch in one Redis pipeline), pops and pull operations handed to the pull
+ * thread, and /stats. Part of the intake; the shared inside is include/intake/intake_link.h. */
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/api.h"
+#include "redis/leases.h"
+#include "lib/clock.h"
+#include "core/envelope.h"
+#include "intake/health.h"
+#include "lib/log.h"
+#include "core/metrics.h"
+#include "intake/moves.h"
+#include "kafka/producer.h"
+#include "pull/pull.h"
+#include "pull/pullq.h"
+#include "core/decide.h"
+#include "kafka/stats.h"
+#include "redis/store.h"
+#include "kafka/warm.h"
+#include "lib/workers.h"
+#include "intake/intake_link.h"
+
+#define LOG_MODULE "intake"
+
+/* Each kind's error code and the start of its failure message. */
+static const struct {
+    int code;
+    const char *failed;
+} task_kinds[] = {
+    [T_GET] = { API_GET_FAILED, "get failed" },
+    [T_REMOVE] = { API_REMOVE_FAILED, "remove failed" },
+    [T_RESCHEDULE] = { API_RESCHEDULE_FAILED, "reschedule failed" },
+    [T_CLAIMS] = { API_UNAVAILABLE, "claims" },
+    [T_HAND_BACK] = { API_UNAVAILABLE, "release" },
+};
+
+
+/* Queues a request for the workers; it is answered through done. */
+static void queue_task(struct jobs *jobs, enum task_kind kind, const char *id, int64_t due_ms,
+                       jobs_done_fn done, void *opaque)
+{
+    struct task *t = calloc(1, sizeof(*t));
+    char msg[64];
+
+    if (!t) {
+        snprintf(msg, sizeof(msg), "%s: out of memory", task_kinds[kind].failed);
+        intake_answer(done, opaque, 503, task_kinds[kind].code, msg, NULL);
+        return;
+    }
+    *t = (struct task){ .kind = kind, .due_ms = due_ms, .group = (int)due_ms, .done = done,
+                        .opaque = opaque };
+    if (id)
+        snprintf(t->id, sizeof(t->id), "%s", id);
+    workers_queue(jobs->workers, t);
+}
+
+void intake_drop_task(void *ctx, void *task, const char *why)
+{
+    struct task *t = task;
+    char msg[256];
+
+    (void)ctx;
+    snprintf(msg, sizeof(msg), "%s: %s", task_kinds[t->kind].failed, why);
+    intake_answer(t->done, t->opaque, 503, task_kinds[t->kind].code, msg, NULL);
+    free(t);
+}
+
+void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
+                     const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque)
+{
+    struct api_error e;
+    char id[JOB_ID_MAX + 1];
+    int64_t now = clock_now_ms(), due_ms;
+
+    if ((len > 0 ? api_parse_reschedule(body, len, &jobs->limits, now, id, &due_ms, &e)
+                 : api_reschedule_query(query, &jobs->limits, now, id, &due_ms, &e)) < 0) {
+        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        return;
+    }
+    queue_task(jobs, T_RESCHEDULE, id, due_ms, done, opaque);
+}
+
+/* A reschedule whose record was moved (a->mv) or not (a->e says why), on a worker: answered, or
+ * for an earlier time the message for the new time handed to the intake. */
+static void rescheduled(struct jobs *jobs, struct store *st, const struct task *t,
+                        struct move_ask *a)
+{
+    struct pending_add *pa;
+    struct move *mv = a->mv;
+    struct job job = a->job;
+    int64_t now;
+
+    if (!mv) {
+        intake_answer(t->done, t->opaque, a->e.status, a->e.code, a->e.message, NULL);
+        return;
+    }
+    if (!mv->earlier) {
+        /* Its messages move on to the new due time when they reach the old one. */
+        log_info("rescheduled job=%s due=%lld", t->id, (long long)t->due_ms);
+        metrics_inc(M_JOBS_RESCHEDULED);
+        intake_answer(t->done, t->opaque, 200, API_OK, "ok", api_rescheduled_data(t->id, t->due_ms));
+    } else if (!(pa = calloc(1, sizeof(*pa)))) {
+        struct pending_add tmp = { .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+                                   .opaque = t->opaque };
+        intake_moved_failed(jobs, st, &tmp, "out of memory");
+    } else {
+        /* A message for the new due time, answered once Kafka has it. */
+        *pa = (struct pending_add){ .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+                                    .opaque = t->opaque, .queued_ms = clock_mono_ms() };
+        now = clock_now_ms();
+        pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
+        pa->job.delay_ms = t->due_ms > now ? t->due_ms - now : 0;
+        intake_enqueue(jobs, pa, &pa->next);
+        return;
+    }
+    job_release(&job);
+    move_free(mv);
+}
+
+/* The answer of a get whose record rd read (its data freed here): the JSON text (caller frees)
+ * and its status. */
+static char *got(const char *id, struct store_read *rd, const struct pullq_look *look, int *status)
+{
+    struct job_record rec;
+    char err[256], msg[512], *data = rd->data, *resp;
+    size_t len = rd->len;
+    struct job job;
+
+    if (rd->failed) {
+        metrics_inc(M_REDIS_ERRORS);
+        snprintf(msg, sizeof(msg), "get failed: %s", rd->err);
+        *status = 503;
+        return api_response(API_GET_FAILED, msg, NULL);
+    }
+    *status = 200;
+    if (!rd->found)
+        return api_response(API_OK, "no such job", NULL);
+    if (job_record_read(id, data, len, &job, &rec, err, sizeof(err)) < 0) {
+        log_error("job=%s has an unreadable record: %s", id, err);
+        snprintf(msg, sizeof(msg), "job %s has an unreadable record: %s", id, err);
+        *status = 500;
+        resp = api_response(API_GET_FAILED, msg, NULL);
+    } else {
+        void *d = api_job_data(&job, rec.state, rec.state == JOB_DELIVERED ? rec.stamp_ms : -1,
+                               rec.error);
+        if (look && look->failed)
+            log_warn("get job=%s: its pull state is not known: %s", id, look->err);
+        else if (look && look->found)
+            api_job_pull_state(d, pullq_state_name(look->state), look->attempt, look->until_ms);
+        resp = api_response(API_OK, "ok", d);
+    }
+    job_release(&job);
+    free(data);
+    return resp;
+}
+
+/* The pull topic of a delivered record (data, len) of job id into topic: 1 when its job waits
+ * in (or went through) a pull topic, else 0. */
+static int pull_topic_of(const struct config *cfg, const char *id, const char *data, size_t len,
+                         char topic[TOPIC_NAME_MAX + 1])
+{
+    struct job_record rec;
+    struct job job = { .id = "" };   /* released also when never read */
+    char err[256];
+    int pulls = 0;
+
+    if (len && data[0] == job_state_letter(JOB_DELIVERED) &&
+        job_record_read(id, data, len, &job, &rec, err, sizeof(err)) == 0 &&
+        decide_pulls(cfg, job.topic, strlen(job.topic), job.deliver)) {
+        snprintf(topic, TOPIC_NAME_MAX + 1, "%s", job.topic);
+        pulls = 1;
+    }
+    job_release(&job);
+    return pulls;
+}
+
+/* The worker's pull queues connection, made at its first use (NULL when out of memory). */
+static struct pullq *worker_pullq(struct jobs *jobs, int worker)
+{
+    if (!jobs->wpull[worker])
+        jobs->wpull[worker] = pullq_new(jobs->cfg);
+    return jobs->wpull[worker];
+}
+
+/* The answer of a remove whose outcome is rm: the JSON text (caller frees) and its status. */
+static char *removed(const char *id, const struct store_removal *rm,
+                     const struct pullq_op *cancel, int *status)
+{
+    enum store_remove_result res = rm->res;
+    enum job_state state = rm->state;
+    char msg[512];
+
+    *status = 200;
+    if (rm->failed) {
+        metrics_inc(M_REDIS_ERRORS);
+        snprintf(msg, sizeof(msg), "remove failed: %s", rm->err);
+        *status = 503;
+        return api_response(API_REMOVE_FAILED, msg, NULL);
+    }
+    if (res == STORE_REMOVED) {
+        log_info("removed job=%s", id);
+        metrics_inc(M_JOBS_CANCELLED);
+        return api_response(API_OK, "ok", NULL);
+    }
+    if (res == STORE_NO_JOB)
+        return api_response(API_OK, "no such job", NULL);
+    if (res == STORE_REMOVE_NOT_A_RECORD) {
+        snprintf(msg, sizeof(msg), "job %s has an unreadable record", id);
+        *status = 500;
+        return api_response(API_REMOVE_FAILED, msg, NULL);
+    }
+    if (state == JOB_CANCELLED)
+        return api_response(API_OK, "ok (already removed)", NULL);
+    if (cancel && cancel->failed) {
+        snprintf(msg, sizeof(msg), "remove failed: %s", cancel->err);
+        *status = 503;
+        return api_response(API_REMOVE_FAILED, msg, NULL);
+    }
+    if (cancel && cancel->res == PULLQ_DONE) {
+        log_info("removed pull job=%s", id);
+        metrics_inc(M_JOBS_CANCELLED);
+        return api_response(API_OK, "ok", NULL);
+    }
+    if (cancel && cancel->res == PULLQ_NOT_LIVE && cancel->state == 'c')
+        return api_response(API_OK, "ok (already removed)", NULL);
+    if (cancel && cancel->res == PULLQ_NOT_LIVE) {
+        snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id,
+                 pullq_state_name(cancel->state));
+        *status = 409;
+        return api_response(API_CONFLICT, msg, NULL);
+    }
+    snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id, job_state_name(state));
+    *status = 409;
+    return api_response(API_CONFLICT, msg, NULL);
+}
+
+/* The tasks of a batch of one kind, for one pipeline. */
+struct kind_batch {
+    struct task **t;
+    size_t n;
+};
+
+/* Pull jobs among the removes found delivered (made ready for poppers): those still ready
+ * or reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
+ * NULL: not a pull job). */
+static void cancel_pulled(struct jobs *jobs, int worker, struct store *st, size_t n,
+                          const struct store_removal *rms, struct pullq_op *cancels,
+                          char (*topics)[TOPIC_NAME_MAX + 1])
+{
+    struct store_read reads[WORKER_BATCH];
+    struct pullq_op ops[WORKER_BATCH];
+    size_t at[WORKER_BATCH], k = 0, nops = 0;
+    struct pullq *pq;
+
+    for (size_t i = 0; i < n; i++)
+        if (!rms[i].failed && rms[i].res == STORE_TOO_LATE && rms[i].state == JOB_DELIVERED)
+            reads[k] = (struct store_read){ .id = rms[i].id }, at[k++] = i;
+    if (!k || !(pq = worker_pullq(jobs, worker)))
+        return;
+    store_read_many(st, k, reads);
+    for (size_t j = 0; j < k; j++) {
+        size_t i = at[j];
+        if (reads[j].found && !reads[j].failed &&
+            pull_topic_of(jobs->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) {
+            ops[nops] = (struct pullq_op){ .verb = PULLQ_CANCEL, .topic = topics[i],
+                                           .id = rms[i].id };
+            at[nops++] = i;
+        }
+        free(reads[j].data);
+    }
+    pullq_run_many(pq, nops, ops, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+    for (size_t j = 0; j < nops; j++)
+        cancels[at[j]] = ops[j];
+}
+
+/* The removes of a batch, in one pipeline. */
+static void run_removes(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
+{
+    struct store_removal *rms = calloc(b->n, sizeof(*rms));
+    struct pullq_op cancels[WORKER_BATCH] = { { 0 } };
+    char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
+    int status;
+    char *resp;
+
+    for (size_t i = 0; rms && i < b->n; i++)
+        rms[i].id = b->t[i]->id;
+    if (rms && topics) {
+        store_remove_many(st, b->n, rms, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+        cancel_pulled(jobs, worker, st, b->n, rms, cancels, topics);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        struct task *t = b->t[i];
+        if (!rms || !topics) {
+            intake_drop_task(NULL, t, "out of memory");
+            continue;
+        }
+        resp = removed(t->id, &rms[i], cancels[i].id ? &cancels[i] : NULL, &status);
+        t->done(t->opaque, status, resp);
+        free(t);
+    }
+    free(rms);
+    free(topics);
+}
+
+/* The pull state of the gets' delivered pull jobs, in one pipeline, into looks (looks[i].id
+ * NULL: not a pull job). */
+static void look_pulled(struct jobs *jobs, int worker, size_t n, const struct store_read *reads,
+                        struct pullq_look *looks, char (*topics)[TOPIC_NAME_MAX + 1])
+{
+    struct pullq_look some[WORKER_BATCH];
+    size_t at[WORKER_BATCH], k = 0;
+    struct pullq *pq;
+
+    for (size_t i = 0; i < n; i++)
+        if (reads[i].found && !reads[i].failed &&
+            pull_topic_of(jobs->cfg, reads[i].id, reads[i].data, reads[i].len, topics[i]))
+            some[k] = (struct pullq_look){ .topic = topics[i], .id = reads[i].id }, at[k++] = i;
+    if (!k || !(pq = worker_pullq(jobs, worker)))
+        return;
+    pullq_look_many(pq, k, some);
+    for (size_t j = 0; j < k; j++)
+        looks[at[j]] = some[j];
+}
+
+/* The gets of a batch: their records read in one pipeline. */
+static void run_gets(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
+{
+    struct store_read *reads = calloc(b->n, sizeof(*reads));
+    struct pullq_look looks[WORKER_BATCH] = { { 0 } };
+    char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
+    int status;
+    char *resp;
+
+    for (size_t i = 0; reads && i < b->n; i++)
+        reads[i].id = b->t[i]->id;
+    if (reads && topics) {
+        store_read_many(st, b->n, reads);
+        look_pulled(jobs, worker, b->n, reads, looks, topics);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        struct task *t = b->t[i];
+        if (!reads || !topics) {
+            intake_drop_task(NULL, t, "out of memory");
+            continue;
+        }
+        resp = got(t->id, &reads[i], looks[i].id ? &looks[i] : NULL, &status);
+        t->done(t->opaque, status, resp);
+        free(t);
+    }
+    free(reads);
+    free(topics);
+}
+
+/* The reschedules of a batch: their reads and their writes each in one pipeline. */
+static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_batch *b)
+{
+    struct move_ask *asks = calloc(b->n, sizeof(*asks));
+
+    for (size_t i = 0; asks && i < b->n; i++)
+        asks[i] = (struct move_ask){ .id = b->t[i]->id, .due_ms = b->t[i]->due_ms };
+    if (asks)
+        move_jobs(st, jobs->cfg, b->n, asks);
+    for (size_t i = 0; i < b->n; i++) {
+        if (asks)
+            rescheduled(jobs, st, b->t[i], &asks[i]);
+        else
+            intake_drop_task(NULL, b->t[i], "out of memory");
+        free(asks ? b->t[i] : NULL);
+    }
+    free(asks);
+}
+
+/* Asks the owner of t's group to hand it back. */
+static void run_hand_back(struct leases *view, struct task *t)
+{
+    char owner[LEASES_TOKEN_MAX + 1], err[256], msg[LEASES_TOKEN_MAX + 96];
+
+    if (leases_ask_release(view, t->group, "api", owner, sizeof(owner), err, sizeof(err)) < 0) {
+        snprintf(msg, sizeof(msg), "release failed: %s", err);
+        intake_answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
+    } else {
+        if (owner[0])
+            log_info("asked %s to hand back group %d", owner, t->group);
+        snprintf(msg, sizeof(msg), owner[0] ? "asked its owner to hand group %d back" :
+                 "group %d is held by nobody", t->group);
+        intake_answer(t->done, t->opaque, 200, API_OK, msg, api_release_data(t->group, owner));
+    }
+    free(t);
+}
+
+/* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
+ * the reschedules in two, one claims view for all the /claims requests, and the hand-backs. */
+void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
+{
+    struct jobs *jobs = ctx;
+    struct store **st = &jobs->wstore[worker];
+    struct leases **view = &jobs->wview[worker];
+    struct task *by_kind[T_HAND_BACK + 1][WORKER_BATCH];
+    struct kind_batch b[T_HAND_BACK + 1];
+    int status = 503;
+    char *resp;
+
+    for (int k = 0; k <= T_HAND_BACK; k++)
+        b[k] = (struct kind_batch){ by_kind[k], 0 };
+    for (size_t i = 0; i < n; i++) {
+        struct task *t = tasks[i];
+        if (t->kind >= T_CLAIMS ? !*view && !(*view = leases_new(jobs->cfg))
+                                : !*st && !(*st = store_new(jobs->cfg)))
+            intake_drop_task(jobs, t, "out of memory");
+        else
+            b[t->kind].t[b[t->kind].n++] = t;
+    }
+    run_gets(jobs, worker, *st, &b[T_GET]);
+    run_removes(jobs, worker, *st, &b[T_REMOVE]);
+    run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
+    /* One view for all the /claims requests of the batch: they would read the same. */
+    resp = b[T_CLAIMS].n ? leases_view(*view, &status) : NULL;
+    for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
+        struct task *t = b[T_CLAIMS].t[i];
+        t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);
+        free(t);
+    }
+    for (size_t i = 0; i < b[T_HAND_BACK].n; i++)
+        run_hand_back(*view, b[T_HAND_BACK].t[i]);
+}
+
+void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+{
+    struct api_error e;
+    struct api_pop pop;
+
+    if (api_parse_pop(body, len, &jobs->limits, &pop, &e) < 0)
+        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        pull_pop(jobs->pull, &pop, done, opaque);
+}
+
+void jobs_pop_request(struct jobs *jobs, const struct api_pop *pop, jobs_done_fn done,
+                      void *opaque)
+{
+    pull_pop(jobs->pull, pop, done, opaque);
+}
+
+void jobs_pull_op(struct jobs *jobs, enum api_verb verb, const char *body, size_t len,
+                  jobs_done_fn done, void *opaque)
+{
+    struct api_pull_op op;
+    struct api_error e;
+
+    if (api_parse_pull_op(body, len, verb, &jobs->limits, &op, &e) < 0)
+        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        pull_op(jobs->pull, verb, &op, done, opaque);
+}
+
+void jobs_stop_waiting(struct jobs *jobs)
+{
+    pull_stop_waiting(jobs->pull);
+}
+
+void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+{
+    queue_task(jobs, T_GET, id, 0, done, opaque);
+}
+
+void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+{
+    queue_task(jobs, T_REMOVE, id, 0, done, opaque);
+}
+
+void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque)
+{
+    queue_task(jobs, T_CLAIMS, NULL, 0, done, opaque);
+}
+
+void jobs_hand_back(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+                    void *opaque)
+{
+    struct api_error e;
+    int group;
+
+    if (api_parse_group(body, len, jobs->cfg->delay.ngroups, &group, &e) < 0)
+        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+    else
+        queue_task(jobs, T_HAND_BACK, NULL, group, done, opaque);
+}
+
+/* The stats handle, made at the first look. */
+static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
+{
+    struct stats *s;
+
+    pthread_mutex_lock(&jobs->stats_mu);
+    if (!jobs->stats)
+        jobs->stats = stats_new(jobs->cfg, err, errlen);
+    s = jobs->stats;
+    pthread_mutex_unlock(&jobs->stats_mu);
+    return s;
+}
+
+/* A /stats request waiting for a look. */
+#define STATS_PULL_TOPICS 256   /* pull topics a /stats answer counts at most */
+
+struct stats_wait {
+    const struct levels *levels;
+    struct pull *pull;
+    jobs_done_fn done;
+    void *opaque;
+};
+
+static void stats_answered(void *opaque, const struct pending_view *v, const char *err)
+{
+    struct stats_wait *w = opaque;
+
+    if (v) {
+        void *d = api_stats_data(v, w->levels);
+        struct pull_count counts[STATS_PULL_TOPICS];
+        size_t n = pull_counts(w->pull, counts, STATS_PULL_TOPICS);
+        for (size_t i = 0; i < n; i++)
+            api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
+        api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
+        char policy[64];
+        int evicts = store_evicts(policy, sizeof(policy));
+        api_stats_schedules(d, metrics_gauge(M_SCHEDULES));
+        api_stats_redis(d, policy, evicts);
+        intake_answer(w->done, w->opaque, 200, API_OK, "ok", d);
+    } else
+        intake_answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);
+    free(w);
+}
+
+void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque)
+{
+    struct stats_wait *w = malloc(sizeof(*w));
+    struct stats *s;
+    char err[512];
+
+    snprintf(err, sizeof(err), "stats: out of memory");
+    if (!w || !(s = stats_of(jobs, err, sizeof(err)))) {
+        free(w);
+        intake_answer(done, opaque, 503, API_UNAVAILABLE, err, NULL);
+        return;
+    }
+    *w = (struct stats_wait){ .levels = &jobs->cfg->delay.levels, .pull = jobs->pull, .done = done,
+                              .opaque = opaque };
+    stats_get(s, stats_answered, w);
+}
+
+void jobs_stats_gauges(struct jobs *jobs)
+{
+    struct stats *s;
+    char err[512];
+
+    if ((s = stats_of(jobs, err, sizeof(err))))
+        stats_gauges(s);
+}
