@@ -15,7 +15,8 @@ NETWORK = re.compile(r"#include <(hiredis|librdkafka|microhttpd|curl)/?")
 PURE = ["lib", "core"]
 # Sources that are a second file of another module and share its header (and an inside header).
 PARTS = {"redis/master": "redis/conn", "intake/flights": "intake/intake",
-         "intake/requests": "intake/intake"}
+         "intake/requests": "intake/intake", "delivery/records": "delivery/forwarder",
+         "delivery/send": "delivery/forwarder", "delivery/ready": "delivery/forwarder"}
 MAX_LINES = 800
 
 
