@@ -37,11 +37,6 @@
 #define DELIVERY_TIMEOUT_MS 30000
 /* A due job leaves within a millisecond, yet a burst still travels in batches. */
 #define FORWARD_LINGER_MS 1
-/* When the dead-letter topic refuses a message too, the letter goes without its body, which
- * stays where dq-body says: the record of a job (state failed) for job.retention_s, the delay
- * topic (dq-source) for the topic's retention. */
-#define BODY_OMITTED_JOB "omitted: refused by the dead-letter topic; get the job by its dq-id"
-#define BODY_OMITTED_DIRECT "omitted: refused by the dead-letter topic; the message is at dq-source"
 
 /* Room for n elements of elem bytes at arr, whose capacity is *cap: arr or its new place (*cap
  * updated), or NULL when out of memory (arr stays as it was). */

@@ -25,46 +25,16 @@
 #include "redis/store.h"
 #include "kafka/warm.h"
 #include "delivery/forwarder_link.h"
+#include "kafka/letter.h"
 
 #define LOG_MODULE "forwarder"
-
-/* How Kafka refused a message. Every error that is no refusal, such as a timeout while Kafka is
- * unreachable, is retried for as long as it lasts. */
-enum refusal {
-    R_NONE = 0,
-    R_FIXABLE,   /* the topic is missing or not ours to write: retried job.refused_retry_s, in
-                    case an operator creates the topic or grants the right meanwhile */
-    R_NEVER,     /* the message itself can never be written (too large, invalid): at once */
-};
-
-static enum refusal refusal_of(rd_kafka_resp_err_t e)
-{
-    switch (e) {
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
-    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG:
-    case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
-        return R_NEVER;
-    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
-    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-    case RD_KAFKA_RESP_ERR_POLICY_VIOLATION:
-        return R_FIXABLE;
-    default:
-        return R_NONE;
-    }
-}
 
 /* A produce of m failed with e, right away or in its delivery report. A refused letter is sent
  * again without its body; a refused delivery or move is remembered, for refused_for_good. */
 void fw_note_failure(struct held *m, rd_kafka_resp_err_t e)
 {
     metrics_inc(M_KAFKA_ERRORS);
-    if (refusal_of(e) == R_NONE)
+    if (letter_refusal_of(e) == LETTER_NOT_REFUSED)
         return;
     if (m->stage == ST_SEND_DEAD_JOB || m->stage == ST_SEND_DEAD) {
         m->dead_bare = 1;
@@ -80,7 +50,7 @@ void fw_note_failure(struct held *m, rd_kafka_resp_err_t e)
 int fw_refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now)
 {
     return m->refused_since_ms &&
-           (refusal_of((rd_kafka_resp_err_t)m->last_err) == R_NEVER ||
+           (letter_refusal_of((rd_kafka_resp_err_t)m->last_err) == LETTER_REFUSED_NEVER ||
             now - m->refused_since_ms >= fw->cfg->job.refused_retry_s * 1000);
 }
 
@@ -94,7 +64,7 @@ void fw_refusal_reason(const struct held *m, char *out, size_t outlen)
         snprintf(what, sizeof(what), "its move down the delay topics");
     else
         snprintf(what, sizeof(what), "delivery to topic %.*s", (int)m->env.topic_len, m->env.topic);
-    if (refusal_of(e) == R_NEVER)
+    if (letter_refusal_of(e) == LETTER_REFUSED_NEVER)
         snprintf(out, outlen, "%s refused: %s%s", what, rd_kafka_err2str(e),
                  e == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE ? " (over message.max.bytes)" : "");
     else
@@ -155,14 +125,11 @@ void fw_dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, c
     metrics_dead_letter(why);
     snprintf(source, sizeof(source), "%s/%d/%lld", fw_topic_of(fw, m), m->partition,
              (long long)m->offset);
-    headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
-    headers_add(hdrs, "dq-source", source, strlen(source));
+    letter_message_headers(hdrs, reason, source, m->dead_bare);
     if (m->call) {
         rd_kafka_header_remove(hdrs, HDR_CALL_ATTEMPTS);   /* a retry's count, now the total */
         callout_dead_headers(hdrs, m->call);
     }
-    if (m->dead_bare)
-        headers_add(hdrs, "dq-body", BODY_OMITTED_DIRECT, strlen(BODY_OMITTED_DIRECT));
     m->stage = ST_SEND_DEAD;
     if (fw_produce(fw, m, fw->cfg->delay.dlq_topic, m->key, m->key_len,
                    m->dead_bare ? NULL : m->value, m->dead_bare ? 0 : m->value_len, hdrs,
@@ -174,22 +141,14 @@ void fw_dead_letter(struct forwarder *fw, struct held *m, enum dlq_reason why, c
 void fw_dead_letter_job(struct forwarder *fw, struct held *m, const struct job *job,
                         const char *reason)
 {
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 9);
+    /* a callback's calls are counted by callout_dead_headers */
+    rd_kafka_headers_t *hdrs = letter_job_headers(job, reason, 0, m->dead_bare);
     const char *key = job->key ? job->key : job->id;
 
     log_warn("dead letter job=%s: %s", job->id, reason);
     metrics_dead_letter(m->call ? DLQ_CALLBACK : DLQ_REFUSED);
-    for (size_t i = 0; i < job->nheaders; i++)
-        headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
-    if (job->topic[0])   /* a callback-only job has none */
-        headers_add(hdrs, HDR_TOPIC, job->topic, strlen(job->topic));
-    headers_add(hdrs, HDR_ID, job->id, strlen(job->id));
-    headers_add_int(hdrs, HDR_DUE, job->due_ms);
-    headers_add(hdrs, HDR_ERROR, reason, strlen(reason));
     if (m->call)
         callout_dead_headers(hdrs, m->call);
-    if (m->dead_bare)
-        headers_add(hdrs, "dq-body", BODY_OMITTED_JOB, strlen(BODY_OMITTED_JOB));
     m->stage = ST_SEND_DEAD_JOB;
     if (fw_produce(fw, m, fw->cfg->delay.dlq_topic, key, strlen(key),
                    m->dead_bare ? NULL : job->body, m->dead_bare ? 0 : job->body_len, hdrs,

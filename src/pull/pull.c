@@ -9,6 +9,7 @@
 #include "core/envelope.h"
 #include "lib/log.h"
 #include "core/metrics.h"
+#include "kafka/letter.h"
 #include "kafka/producer.h"
 #include "pull/pull.h"
 #include "pull/pullq.h"
@@ -32,12 +33,14 @@ struct req {
     struct req *next;
 };
 
-/* A dead letter on its way to Kafka: what to mark once acknowledged. */
-struct letter {
+/* A dead letter on its way to Kafka: what to mark once acknowledged, and what to send again
+ * without the body should the dead-letter topic refuse it for good. */
+struct pull_letter {
     char topic[TOPIC_NAME_MAX + 1];
     char id[JOB_ID_MAX + 1];
-    int acked;
-    struct letter *next;
+    char *key;                     /* owned */
+    rd_kafka_headers_t *hdrs;      /* owned: a copy of the letter's headers; NULL once bare */
+    struct pull_letter *next;
 };
 
 struct pull {
@@ -55,7 +58,7 @@ struct pull {
     /* the thread's own: */
     struct req *parked;                /* pops waiting for a job, oldest first */
     int64_t next_sweep_ms, next_look_ms;   /* monotonic */
-    struct letter *sent;               /* dead letters acknowledged, to mark */
+    struct pull_letter *sent;               /* dead letters acknowledged, to mark */
 };
 
 static void answer(pull_done_fn done, void *opaque, int status, int code, const char *msg,
@@ -350,15 +353,42 @@ static void look_for_parked(struct pull *p)
         serve_pops(p, take, n, 1, &again);
 }
 
-/* Sends a dead letter of a pull job to the dead-letter topic. */
+static void letter_free(struct pull_letter *l)
+{
+    if (l->hdrs)
+        rd_kafka_headers_destroy(l->hdrs);
+    free(l->key);
+    free(l);
+}
+
+/* Produces l's letter: value (len bytes) with hdrs (taken), or bare with l's kept headers. 0, or
+ * -1 with l freed and the failure logged (the sweep sends it again). */
+static int produce_letter(struct pull *p, struct pull_letter *l, rd_kafka_headers_t *hdrs,
+                          const char *value, size_t len)
+{
+    rd_kafka_resp_err_t e;
+
+    e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->cfg->delay.dlq_topic),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_KEY(l->key, strlen(l->key)),
+                          RD_KAFKA_V_VALUE((void *)(uintptr_t)value, len),
+                          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
+    if (!e)
+        return 0;
+    rd_kafka_headers_destroy(hdrs);
+    log_warn("dead letter of topic=%s job=%s not sent (again in %d s): %s", l->topic, l->id,
+             DEAD_RESEND_MS / 1000, rd_kafka_err2str(e));
+    letter_free(l);
+    return -1;
+}
+
+/* Sends a dead letter of a pull job to the dead-letter topic (kafka/letter.h builds it). */
 static void send_dead(struct pull *p, const char *topic, const struct pullq_dead *d)
 {
-    rd_kafka_headers_t *hdrs;
     struct job_record rec;
-    struct letter *l;
+    struct pull_letter *l;
     struct job job;
     char err[256];
-    rd_kafka_resp_err_t e;
 
     if (job_record_read(d->id, d->rec, d->rec_len, &job, &rec, err, sizeof(err)) < 0) {
         log_error("dead letter of topic=%s job=%s: record does not decode (%s); its bytes go as "
@@ -367,46 +397,48 @@ static void send_dead(struct pull *p, const char *topic, const struct pullq_dead
         job = (struct job){ .body = d->rec, .body_len = d->rec_len };
         snprintf(job.id, sizeof(job.id), "%s", d->id);
     }
-    if (!(l = calloc(1, sizeof(*l))))
+    if (!job.topic || !job.topic[0])
+        job.topic = (char *)(uintptr_t)topic;   /* the pull topic it was popped from */
+    if (!(l = calloc(1, sizeof(*l))) || !(l->key = strdup(job.key ? job.key : d->id)) ||
+        !(l->hdrs = letter_job_headers(&job, d->why, d->attempt, 0))) {
+        if (l)
+            free(l->key);
+        free(l);
         goto out;
+    }
     snprintf(l->topic, sizeof(l->topic), "%s", topic);
     snprintf(l->id, sizeof(l->id), "%s", d->id);
-    hdrs = rd_kafka_headers_new(job.nheaders + 5);
-    for (size_t i = 0; i < job.nheaders; i++)
-        headers_add(hdrs, job.headers[i].name, job.headers[i].value, strlen(job.headers[i].value));
-    headers_add(hdrs, HDR_TOPIC, topic, strlen(topic));
-    headers_add(hdrs, HDR_ID, d->id, strlen(d->id));
-    headers_add_int(hdrs, HDR_DUE, job.due_ms);
-    headers_add(hdrs, HDR_ERROR, d->why, strlen(d->why));
-    headers_add_int(hdrs, "dq-attempts", d->attempt);
-    e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->cfg->delay.dlq_topic),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_KEY(job.key ? job.key : d->id, strlen(job.key ? job.key : d->id)),
-                          RD_KAFKA_V_VALUE(job.body, job.body_len), RD_KAFKA_V_HEADERS(hdrs),
-                          RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
-    if (e) {
-        rd_kafka_headers_destroy(hdrs);
-        free(l);
-        log_warn("dead letter of topic=%s job=%s not sent (again in %d s): %s", topic, d->id,
-                 DEAD_RESEND_MS / 1000, rd_kafka_err2str(e));
-    } else {
+    if (produce_letter(p, l, rd_kafka_headers_copy(l->hdrs), job.body, job.body_len) == 0)
         log_warn("dead letter topic=%s job=%s: %s", topic, d->id, d->why);
-    }
 out:
+    if (job.topic == topic)
+        job.topic = NULL;
     if (job.body != d->rec)
         job_release(&job);
 }
 
+/* The report of a dead letter: acknowledged, to be marked; refused for good (too large), sent
+ * again without its body, once; else sent again by the sweep. */
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     struct pull *p = opaque;
-    struct letter *l = m->_private;
+    struct pull_letter *l = m->_private;
+    rd_kafka_headers_t *bare;
 
     (void)rk;
+    if (m->err && l->hdrs && letter_refusal_of(m->err) == LETTER_REFUSED_NEVER) {
+        log_warn("dead letter of topic=%s job=%s refused (%s): sent again without its body",
+                 l->topic, l->id, rd_kafka_err2str(m->err));
+        bare = l->hdrs;
+        l->hdrs = NULL;
+        headers_add(bare, LETTER_BODY, LETTER_BODY_OMITTED_JOB, strlen(LETTER_BODY_OMITTED_JOB));
+        produce_letter(p, l, bare, NULL, 0);
+        return;
+    }
     if (m->err) {
         log_warn("dead letter of topic=%s job=%s not acknowledged (again in %d s): %s", l->topic,
                  l->id, DEAD_RESEND_MS / 1000, rd_kafka_err2str(m->err));
-        free(l);
+        letter_free(l);
         return;
     }
     metrics_inc(M_PULL_DEAD);
@@ -421,13 +453,13 @@ static void mark_sent(struct pull *p)
 
     rd_kafka_poll(p->rk, 0);
     while (p->sent) {
-        struct letter *l = p->sent;
+        struct pull_letter *l = p->sent;
         p->sent = l->next;
         if (pullq_dead_sent(p->q, l->topic, l->id, p->cfg->job.retention_s * 1000, err,
                             sizeof(err)) < 0)
             log_warn("dead letter of topic=%s job=%s sent; marking it failed (it may be sent "
                      "again): %s", l->topic, l->id, err);
-        free(l);
+        letter_free(l);
     }
 }
 
