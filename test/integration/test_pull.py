@@ -161,6 +161,38 @@ def test_release_touch_and_bury(stack):
     assert op(d, "finish", by_id[ids[2]])[0] == 409
 
 
+def test_a_pull_letter_carries_its_target_and_goes_bare_once_when_refused(stack):
+    """A buried pull job's dead letter names what a redrive needs (dq-topic, dq-deliver,
+    dq-ttr-ms, dq-attempts); one the dead-letter topic refuses for its size goes again without
+    its body, once, and the job is marked dead."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"max_body_bytes": 1 << 20}).start()
+    stack.topic_config(d.dlq, "max.message.bytes=2000")
+    dlq = Reader(stack, d.dlq)
+    c = Client(d)
+    big = d.add_ok(topic=topic, delay_ms=200, deliver="pull", ttr_ms=7000, body="b" * 5000)
+    small = d.add_ok(topic=topic, delay_ms=200, deliver="pull", ttr_ms=7000, body="s")
+    jobs = c.pop(topic, wait_ms=10000, max=10)
+    while len(jobs) < 2:
+        jobs += c.pop(topic, wait_ms=5000, max=10)
+    by_id = {j["id"]: j for j in jobs}
+    assert op(d, "bury", by_id[big], reason="too big to parse")[0] == 200
+    (bare,) = dlq.wait_count(1, 30)
+    assert bare["headers"]["dq-id"] == big and bare["payload"] is None, bare
+    assert "omitted" in bare["headers"]["dq-body"], bare["headers"]
+    assert op(d, "bury", by_id[small], reason="cannot parse")[0] == 200
+    letters = dlq.wait_count(2, 30)
+    whole = next(m for m in letters if m["headers"]["dq-id"] == small)
+    assert whole["payload"] == "s" and "dq-body" not in whole["headers"], whole
+    for m in (bare, whole):
+        h = m["headers"]
+        assert h["dq-topic"] == topic and h["dq-deliver"] == "pull", h
+        assert h["dq-ttr-ms"] == "7000" and h["dq-attempts"] == "1", h
+    wait_until(lambda: d.get(big)["state"] == "dead", 10, "the big job marked dead")
+    time.sleep(1)
+    assert len([m for m in dlq.all() if m["headers"]["dq-id"] == big]) == 1, dlq.all()
+
+
 def test_direct_messages_and_removes_of_pull_jobs(stack):
     topic = pull_topic()
     d = Delayqd(stack).start()
