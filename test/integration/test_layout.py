@@ -14,9 +14,18 @@ RANKS = {"lib": 0, "core": 1, "redis": 2, "kafka": 2, "callback": 3, "pull": 3, 
 NETWORK = re.compile(r"#include <(hiredis|librdkafka|microhttpd|curl)/?")
 PURE = ["lib", "core"]
 # Sources that are a second file of another module and share its header (and an inside header).
-PARTS = {"redis/master": "redis/conn", "intake/flights": "intake/intake",
-         "intake/requests": "intake/intake", "delivery/records": "delivery/forwarder",
-         "delivery/send": "delivery/forwarder", "delivery/ready": "delivery/forwarder"}
+PARTS = {
+    "redis/master": "redis/conn",
+    "redis/store_lua": "redis/store",
+    "redis/store_chunk": "redis/store",
+    "redis/store_add": "redis/store",
+    "redis/store_claim": "redis/store",
+    "intake/flights": "intake/intake",
+    "intake/requests": "intake/intake",
+    "delivery/records": "delivery/forwarder",
+    "delivery/send": "delivery/forwarder",
+    "delivery/ready": "delivery/forwarder",
+}
 MAX_LINES = 800
 
 

@@ -1,0 +1,111 @@
+/* parts: the partitions of the holder's consumer, one struct part per partition of every delay
+ * topic: which are assigned (group by group, as their leases are won), which are paused and why,
+ * the resume timers of those whose head is not due, the offsets taken and finished, and the
+ * commits up to the lowest unfinished one. Runs on the holder's thread, on its consumer; it
+ * reads the groups (which are surely ours) and calls nothing of the holder. */
+#ifndef DQ_PARTS_H
+#define DQ_PARTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include "core/config.h"
+#include "core/offsets.h"
+#include "lib/heap.h"
+
+struct groups;
+struct part_status;
+
+enum hold { HOLD_NONE, HOLD_HEAD, HOLD_FULL };
+
+/* One partition. The holder reads it; parts_* change it. */
+struct part {
+    int level;
+    int32_t partition;
+    struct offsets offs;
+    enum hold hold;          /* why it is paused */
+    int64_t resume_at;       /* HOLD_HEAD: epoch ms of the resume timer */
+    size_t in_memory;        /* taken and not finished */
+    int64_t committed;       /* last offset sent in a commit, -1 none */
+    int group;               /* its partition group */
+    uint32_t gen;            /* bumped whenever its state is forgotten */
+};
+
+struct parts {
+    const struct config *cfg;
+    rd_kafka_t *rk;                 /* the holder's consumer (not owned) */
+    const struct groups *groups;    /* the holder's (not owned) */
+    rd_kafka_topic_t *rkt[LEVELS_MAX];
+    int first[LEVELS_MAX];   /* v index of each level's partition 0 */
+    int count[LEVELS_MAX];   /* partitions of each level */
+    struct part *v;
+    size_t n;
+    struct heap timers;      /* struct part by resume_at */
+    size_t cap;              /* in-memory messages per partition before it is paused */
+};
+
+/* One part per partition of every delay topic (partitions[level] of each); none is assigned
+ * until parts_assign. rk and gs are borrowed and must outlive ps. 0, or -1 with err set (out of
+ * memory); parts_release then frees what was made. */
+int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const struct groups *gs,
+               const int partitions[LEVELS_MAX], char *err, size_t errlen);
+
+/* Frees the parts and their topic handles; before rd_kafka_destroy of the consumer. Safe on a
+ * zeroed struct that parts_init never ran on. */
+void parts_release(struct parts *ps);
+
+/* The part of partition of the delay topic named topic, or NULL when it is none of them. */
+struct part *parts_find(struct parts *ps, const char *topic, int32_t partition);
+
+/* Pauses p, its head at offset not due: resumed (and sought to offset) by a timer at at_ms
+ * (epoch), or at once when there is no memory for the timer. */
+void parts_hold_head(struct parts *ps, struct part *p, int64_t offset, int64_t at_ms);
+
+/* Takes the message at offset from p: 0, or -1 when p holds its share of messages in memory (or
+ * out of memory): then p is paused at offset until half of them are finished. */
+int parts_take(struct parts *ps, struct part *p, int64_t offset);
+
+/* The message at offset, taken from p, is finished: the commit point may pass it. */
+void parts_finish(struct parts *ps, struct part *p, int64_t offset);
+
+/* A message taken from p is dropped unfinished: the commit stops before it. */
+void parts_untake(struct part *p);
+
+/* Resumes the parts whose timer is due at now_ms (epoch), where their group is still usable. */
+void parts_fire_timers(struct parts *ps, int64_t now_ms);
+
+/* 1 with the epoch ms of the next resume timer in *at_ms, 0 when there is none. */
+int parts_next_timer(const struct parts *ps, int64_t *at_ms);
+
+/* Commits the parts of group (-1: of every group) whose lease is surely still ours, up to their
+ * lowest unfinished offset, asynchronously unless sync (then a failure is logged). */
+void parts_commit(struct parts *ps, int group, int sync);
+
+/* An asynchronous commit failed: every part is committed again at the next parts_commit. */
+void parts_commit_failed(struct parts *ps);
+
+/* Assigns the parts of group, won, from their committed offsets (the beginning for one never
+ * committed), each part's state forgotten. Waits for the group coordinator up to half a claim
+ * TTL. 0, or -1 with err set: the group is then not assigned. */
+int parts_assign(struct parts *ps, int group, char *err, size_t errlen);
+
+/* Unassigns the parts of group, lost or handed back, each part's state forgotten. Errors are
+ * logged. */
+void parts_unassign(struct parts *ps, int group);
+
+/* Pauses the parts of group, being handed back: nothing more is read; what was read is still
+ * forwarded. */
+void parts_quiesce(struct parts *ps, int group);
+
+/* How many messages taken from group's parts are not finished. */
+size_t parts_in_flight(const struct parts *ps, int group);
+
+/* The status rows of group's parts into out, at most max; returns how many. */
+size_t parts_status(const struct parts *ps, int group, struct part_status *out, size_t max);
+
+/* Sets the gauges of paused partitions and of messages in memory. */
+void parts_gauges(const struct parts *ps);
+
+#endif

@@ -1,0 +1,338 @@
+/* parts: the holder consumer's partitions: assigned group by group from their committed offsets,
+ * paused while their head is not due (a timer resumes and seeks them) or while they hold their
+ * share of messages in memory, and committed up to the lowest unfinished offset. The contract
+ * is in include/delivery/parts.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "delivery/groups.h"
+#include "delivery/parts.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "core/metrics.h"
+
+#define LOG_MODULE "holder"      /* the holder's partitions: one module in the logs */
+#define COMMITTED_TIMEOUT_MS 15000  /* the group coordinator may be loading */
+#define COMMITTED_RETRY_MS 200      /* ... or have moved: asked again after this */
+#define CAP_MIN 16               /* in-memory messages per partition, however many partitions */
+
+int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const struct groups *gs,
+               const int partitions[LEVELS_MAX], char *err, size_t errlen)
+{
+    const struct levels *lv = &cfg->delay.levels;
+    size_t n = 0;
+
+    ps->cfg = cfg;
+    ps->rk = rk;
+    ps->groups = gs;
+    heap_init(&ps->timers);
+    for (int i = 0; i < lv->n; i++)
+        n += (size_t)partitions[i];
+    if (!(ps->v = calloc(n, sizeof(*ps->v)))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < lv->n; i++) {
+        ps->first[i] = (int)ps->n;
+        ps->count[i] = partitions[i];
+        ps->rkt[i] = rd_kafka_topic_new(rk, lv->topic[i], NULL);
+        for (int p = 0; p < partitions[i]; p++) {
+            struct part *pt = &ps->v[ps->n++];
+            pt->level = i;
+            pt->partition = p;
+            pt->committed = -1;
+            pt->group = cfg->delay.group_of[p];
+            offsets_init(&pt->offs);
+        }
+    }
+    ps->cap = (size_t)cfg->delay.max_held / (ps->n ? ps->n : 1);
+    if (ps->cap < CAP_MIN)
+        ps->cap = CAP_MIN;
+    return 0;
+}
+
+void parts_release(struct parts *ps)
+{
+    heap_release(&ps->timers);
+    for (int i = 0; i < LEVELS_MAX; i++)
+        if (ps->rkt[i])
+            rd_kafka_topic_destroy(ps->rkt[i]);
+    for (size_t i = 0; i < ps->n; i++)
+        offsets_release(&ps->v[i].offs);
+    free(ps->v);
+}
+
+struct part *parts_find(struct parts *ps, const char *topic, int32_t partition)
+{
+    int l = levels_find_topic(&ps->cfg->delay.levels, topic);
+
+    if (l < 0 || partition < 0 || partition >= ps->count[l])
+        return NULL;
+    return &ps->v[ps->first[l] + partition];
+}
+
+static const char *topic_of(const struct parts *ps, const struct part *p)
+{
+    return ps->cfg->delay.levels.topic[p->level];
+}
+
+static rd_kafka_topic_partition_list_t *part_list(struct parts *ps, struct part *p)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+
+    rd_kafka_topic_partition_list_add(l, topic_of(ps, p), p->partition);
+    return l;
+}
+
+static void pause_part(struct parts *ps, struct part *p, enum hold why, int64_t head_offset)
+{
+    rd_kafka_topic_partition_list_t *l = part_list(ps, p);
+
+    p->hold = why;
+    offsets_hold_at(&p->offs, head_offset);
+    rd_kafka_pause_partitions(ps->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* In librdkafka 2.0.2, resume alone restarts after the last message handed out and may leave
+ * the fetcher asleep for up to a second; the seek to the held offset wakes it at once.
+ * rd_kafka_seek does not block on a paused partition (rd_kafka_seek_partitions in 2.0.2 divides
+ * its timeout by 1000). */
+static void resume_part(struct parts *ps, struct part *p)
+{
+    rd_kafka_topic_partition_list_t *l = part_list(ps, p);
+    rd_kafka_resp_err_t e;
+
+    p->hold = HOLD_NONE;
+    metrics_inc(M_RESUMES);
+    rd_kafka_resume_partitions(ps->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (p->offs.next >= 0 && (e = rd_kafka_seek(ps->rkt[p->level], p->partition, p->offs.next, 0)))
+        log_warn("seek topic=%s partition=%d offset=%lld: %s", topic_of(ps, p), p->partition,
+                 (long long)p->offs.next, rd_kafka_err2str(e));
+}
+
+void parts_hold_head(struct parts *ps, struct part *p, int64_t offset, int64_t at_ms)
+{
+    pause_part(ps, p, HOLD_HEAD, offset);
+    p->resume_at = at_ms;
+    if (heap_push(&ps->timers, at_ms, p) < 0) {
+        log_error("out of memory for a resume timer; resuming topic=%s partition=%d now",
+                  topic_of(ps, p), p->partition);
+        resume_part(ps, p);
+    }
+    log_debug("hold topic=%s partition=%d offset=%lld until=%lld", topic_of(ps, p), p->partition,
+              (long long)offset, (long long)at_ms);
+}
+
+int parts_take(struct parts *ps, struct part *p, int64_t offset)
+{
+    if (p->in_memory >= ps->cap || offsets_take(&p->offs, offset) < 0) {
+        pause_part(ps, p, HOLD_FULL, offset);
+        return -1;
+    }
+    p->in_memory++;
+    return 0;
+}
+
+void parts_finish(struct parts *ps, struct part *p, int64_t offset)
+{
+    offsets_finish(&p->offs, offset);
+    p->in_memory--;
+    if (p->hold == HOLD_FULL && p->in_memory <= ps->cap / 2)
+        resume_part(ps, p);
+}
+
+void parts_untake(struct part *p)
+{
+    p->in_memory--;
+}
+
+void parts_fire_timers(struct parts *ps, int64_t now_ms)
+{
+    int64_t at;
+    struct part *p;
+
+    while ((p = heap_peek(&ps->timers, &at)) && at <= now_ms) {
+        heap_pop(&ps->timers, NULL);
+        if (p->hold == HOLD_HEAD && p->resume_at == at && groups_usable(ps->groups, p->group))
+            resume_part(ps, p);
+    }
+}
+
+int parts_next_timer(const struct parts *ps, int64_t *at_ms)
+{
+    return heap_peek(&ps->timers, at_ms) != NULL;
+}
+
+void parts_commit(struct parts *ps, int group, int sync)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->n);
+    int64_t now = clock_mono_ms();
+    rd_kafka_resp_err_t e;
+
+    for (size_t i = 0; i < ps->n; i++) {
+        struct part *p = &ps->v[i];
+        int64_t cp = offsets_commit_point(&p->offs);
+        if ((group >= 0 && p->group != group) || !groups_may_forward(ps->groups, p->group, now))
+            continue;
+        if (cp >= 0 && cp != p->committed) {
+            rd_kafka_topic_partition_list_add(l, topic_of(ps, p), p->partition)->offset = cp;
+            p->committed = cp;
+        }
+    }
+    if (l->cnt > 0 && (e = rd_kafka_commit(ps->rk, l, !sync)) && sync)
+        log_warn("final offset commit failed: %s", rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void parts_commit_failed(struct parts *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        ps->v[i].committed = -1;
+}
+
+/* Looks the committed offsets up before assigning (a partition never committed starts at its
+ * beginning), so the wait for the group coordinator happens here, and not while the first due
+ * jobs wait. A coordinator that moved or is loading (a Kafka restart) is asked again until
+ * half a lease time has passed. 0, or -1 with err set: the group is then not assigned, since
+ * librdkafka's own lookup after an assign without offsets can stall for good when it meets a
+ * coordinator that moved (the partitions would never be fetched). */
+static int start_offsets(struct parts *ps, rd_kafka_topic_partition_list_t *l, char *err,
+                         size_t errlen)
+{
+    int64_t budget = ps->cfg->delay.claim_ttl_ms / 2, until = clock_mono_ms() +
+        (budget < COMMITTED_TIMEOUT_MS ? budget : COMMITTED_TIMEOUT_MS);
+    rd_kafka_resp_err_t e;
+
+    for (;;) {
+        int64_t left = until - clock_mono_ms();
+        e = rd_kafka_committed(ps->rk, l, (int)(left > 0 ? left : 1));
+        for (int i = 0; !e && i < l->cnt; i++)
+            e = l->elems[i].err;
+        if (!e || clock_mono_ms() + COMMITTED_RETRY_MS >= until ||
+            (e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR &&
+             e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE &&
+             e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS &&
+             e != RD_KAFKA_RESP_ERR__WAIT_COORD && e != RD_KAFKA_RESP_ERR__TRANSPORT))
+            break;
+        usleep(COMMITTED_RETRY_MS * 1000);
+    }
+    if (e) {
+        snprintf(err, errlen, "reading committed offsets: %s", rd_kafka_err2str(e));
+        return -1;
+    }
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].offset < 0)
+            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    return 0;
+}
+
+/* The topic-partition list of a group's partitions, and each part's state forgotten. */
+static rd_kafka_topic_partition_list_t *group_list(struct parts *ps, int group, int forget_state)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+
+    for (size_t i = 0; i < ps->n; i++) {
+        struct part *p = &ps->v[i];
+        if (p->group != group)
+            continue;
+        rd_kafka_topic_partition_list_add(l, topic_of(ps, p), p->partition);
+        if (forget_state) {
+            p->gen++;
+            offsets_reset(&p->offs);
+            p->in_memory = 0;
+            p->hold = HOLD_NONE;
+            p->committed = -1;
+        }
+    }
+    return l;
+}
+
+int parts_assign(struct parts *ps, int group, char *err, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(ps, group, 1);
+    rd_kafka_error_t *e;
+
+    if (start_offsets(ps, l, err, errlen) < 0) {
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
+    }
+    if ((e = rd_kafka_incremental_assign(ps->rk, l))) {
+        snprintf(err, errlen, "assign: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
+    }
+    rd_kafka_resume_partitions(ps->rk, l);   /* a pause from an earlier ownership must not stay */
+    log_info("assigned group=%d: %d partitions", group, l->cnt);
+    rd_kafka_topic_partition_list_destroy(l);
+    return 0;
+}
+
+void parts_unassign(struct parts *ps, int group)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(ps, group, 1);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(ps->rk, l);
+
+    if (e) {
+        log_warn("unassign group=%d: %s", group, rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void parts_quiesce(struct parts *ps, int group)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(ps, group, 0);
+
+    /* Nothing more is read; what was read (waiting here until due, at most the read-ahead) is
+     * still forwarded, so that the commit before the release covers every message acted on.
+     * Forgotten, the messages after the first of them that had moved down a level would be
+     * read again by the next owner and moved, or delivered, a second time. */
+    rd_kafka_pause_partitions(ps->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+size_t parts_in_flight(const struct parts *ps, int group)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->v[i].group == group)
+            n += ps->v[i].in_memory;
+    return n;
+}
+
+size_t parts_status(const struct parts *ps, int group, struct part_status *out, size_t max)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < ps->n && n < max; i++) {
+        const struct part *p = &ps->v[i];
+        const char *topic = topic_of(ps, p);
+        int64_t lo = -1, hi = -1;
+        if (p->group != group)
+            continue;
+        rd_kafka_get_watermark_offsets(ps->rk, topic, p->partition, &lo, &hi);
+        snprintf(out[n].field, sizeof(out[n].field), "%s/%d", topic, p->partition);
+        snprintf(out[n].value, sizeof(out[n].value), "%lld %lld %lld",
+                 (long long)offsets_commit_point(&p->offs), (long long)(hi >= 0 ? hi : -1),
+                 (long long)(p->hold == HOLD_HEAD ? p->resume_at : -1));
+        n++;
+    }
+    return n;
+}
+
+void parts_gauges(const struct parts *ps)
+{
+    int64_t held = 0, in_memory = 0;
+
+    for (size_t i = 0; i < ps->n; i++) {
+        held += ps->v[i].hold != HOLD_NONE;
+        in_memory += (int64_t)ps->v[i].in_memory;
+    }
+    metrics_set(M_HELD_PARTITIONS, held);
+    metrics_set(M_IN_MEMORY, in_memory);
+}
