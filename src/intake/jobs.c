@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "core/api.h"
+#include "core/apidata.h"
+#include "core/apijson.h"
 #include "redis/leases.h"
 #include "lib/clock.h"
 #include "core/envelope.h"
