@@ -51,7 +51,7 @@ struct envelope {
     int hops;                 /* 0 unless moved down the levels by delayqd */
     enum job_deliver deliver; /* dq-deliver; JOB_DELIVER_AUTO when absent */
     int64_t ttr_ms;           /* dq-ttr-ms; 0 when absent */
-    const char *callback;     /* dq-callback (JSON, read by api_parse_callback); NULL: none */
+    const char *callback;     /* dq-callback (JSON, read by calljson_parse); NULL: none */
     size_t callback_len;
     const char *call_id;      /* dq-call-id; NULL when absent */
     size_t call_id_len;

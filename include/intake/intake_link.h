@@ -11,6 +11,8 @@
 #include <librdkafka/rdkafka.h>
 
 #include "core/api.h"
+#include "core/apidata.h"
+#include "core/apijson.h"
 #include "intake/health.h"
 #include "intake/intake.h"
 #include "intake/moves.h"

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/api.h"
+#include "core/apijson.h"
 #include "core/config.h"
 #include "core/job.h"
 #include "redis/store.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/api.h"
+#include "core/calljson.h"
 #include "callback/callbacks.h"
 #include "callback/callout.h"
 #include "core/callplan.h"
@@ -121,7 +122,7 @@ void callout_dead_headers(rd_kafka_headers_t *hdrs, const struct call *c)
     const struct cb_result *res = &c->res;
     char *json;
 
-    if (!c->direct && (json = api_callback_json(c->job.callback))) {
+    if (!c->direct && (json = calljson_text(c->job.callback))) {
         headers_add(hdrs, HDR_CALLBACK, json, strlen(json));
         free(json);
     }
@@ -145,7 +146,8 @@ static void call_submit(struct callout *co, struct call *c, struct call_outcome 
     if (!url || callbacks_submit(co->http, &(struct cb_call){
                     .ctx = c, .url = url, .endpoint = cb->endpoint, .put = cb->put,
                     .headers = cb->headers, .nheaders = cb->nheaders, .body = c->job.body,
-                    .body_len = c->job.body_len, .json = api_is_json(c->job.body, c->job.body_len),
+                    .body_len = c->job.body_len,
+                    .json = calljson_body_is_json(c->job.body, c->job.body_len),
                     .timeout_ms = cb->timeout_ms, .webhook_id = c->job.id },
                     err, sizeof(err)) < 0) {
         snprintf(c->why, sizeof(c->why), "%s (not called)", err);
@@ -199,7 +201,7 @@ static int direct_job(const struct callout *co, const struct held *m, const char
         memcpy(job->body, m->value, m->value_len);
     job->body[m->value_len] = '\0';
     job->body_len = m->value_len;
-    if (api_parse_callback(env->callback, env->callback_len, &lim, &job->callback, &e) < 0) {
+    if (calljson_parse(env->callback, env->callback_len, &lim, &job->callback, &e) < 0) {
         snprintf(err, errlen, "header %s: %s", HDR_CALLBACK, e.message);
         return -1;
     }

@@ -1,8 +1,7 @@
-/* api: the JSON of the HTTP API, wire compatible with go-delayqueue: add and id requests
- * parsed into a job, answers and job data built with jansson. Owns the UTF-8 cleaning of every
- * message text. The contract is in include/core/api.h. */
+/* api: the requests of the HTTP API, wire compatible with go-delayqueue: an add (alone or in a
+ * batch) read into a job, a job id, a reschedule, a pop, a worker's verbs and a group's release,
+ * each checked against the limits of the config. The contract is in include/core/api.h. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,106 +9,11 @@
 #include <jansson.h>
 
 #include "core/api.h"
+#include "core/apijson.h"
+#include "core/calljson.h"
 #include "core/envelope.h"
-#include "core/pending.h"
 
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
-#define HEADER_VALUE_MAX 4096
-#define CALLBACK_URL_MAX 2048  /* as callbacks.h's CB_URL_MAX: browsers' common bound */
-
-/* Length of the valid UTF-8 sequence at s (1-4, within the avail >= 1 bytes there), or 0 when
- * the bytes there are not one: no overlong form, no surrogate, nothing above U+10FFFF
- * (RFC 3629), as jansson requires. */
-static size_t utf8_seq_len(const unsigned char *s, size_t avail)
-{
-    size_t n = s[0] < 0x80 ? 1 : s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : (s[0] & 0xF0) == 0xE0 ? 3
-             : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
-    unsigned char lo = 0x80, hi = 0xBF;   /* the range of the second byte */
-
-    if (n > avail)
-        return 0;
-    if (s[0] == 0xE0)
-        lo = 0xA0;
-    else if (s[0] == 0xED)
-        hi = 0x9F;
-    else if (s[0] == 0xF0)
-        lo = 0x90;
-    else if (s[0] == 0xF4)
-        hi = 0x8F;
-    if (n > 1 && (s[1] < lo || s[1] > hi))
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    return n;
-}
-
-/* Replaces every byte that is not part of valid UTF-8 with '?': a message may quote client text
- * or a library's, cut by snprintf anywhere, and must stay a JSON string. */
-static void utf8_sanitize(char *s)
-{
-    size_t left = strlen(s);
-
-    while (*s) {
-        size_t n = utf8_seq_len((const unsigned char *)s, left);
-        if (n == 0)
-            n = 1, *s = '?';
-        s += n;
-        left -= n;
-    }
-}
-
-void *api_json_text(const char *s, size_t len, size_t max)
-{
-    size_t at = 0, i = 0, n;
-    char *buf = malloc((len < max ? len : max) * 3 + 1);
-    json_t *j;
-
-    if (!buf)
-        return json_null();
-    for (; i < len && i < max; i += n ? n : 1) {
-        n = utf8_seq_len((const unsigned char *)s + i, len - i);
-        if (n && i + n > max)
-            break;   /* the cut falls inside a character */
-        memcpy(buf + at, n ? s + i : "\xEF\xBF\xBD", n ? n : 3);
-        at += n ? n : 3;
-    }
-    j = json_stringn(buf, at);
-    free(buf);
-    return j ? j : json_null();
-}
-
-int api_fail(struct api_error *e, int status, int code, const char *fmt, ...)
-{
-    va_list ap;
-
-    e->status = status;
-    e->code = code;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof(e->message), fmt, ap);
-    va_end(ap);
-    utf8_sanitize(e->message);
-    return -1;
-}
-
-static json_t *load_object(const char *body, size_t len, struct api_error *e)
-{
-    json_error_t jerr;
-    /* NUL is allowed as JSON allows it (in a body); names and ids refuse it below. */
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-
-    if (!root) {
-        api_fail(e, 400, API_BAD_REQUEST, "malformed JSON at line %d column %d: %s", jerr.line,
-                 jerr.column, jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
-        return NULL;
-    }
-    return root;
-}
 
 static char *dup_bytes(const char *s, size_t len)
 {
@@ -247,10 +151,10 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
         if (envelope_is_control(name))
             return api_fail(e, 400, API_BAD_REQUEST, "header %s: names starting dq- are reserved",
                             name);
-        if (!json_is_string(val) || json_string_length(val) > HEADER_VALUE_MAX ||
+        if (!json_is_string(val) || json_string_length(val) > API_HEADER_VALUE_MAX ||
             strlen(json_string_value(val)) != json_string_length(val))
             return api_fail(e, 400, API_BAD_REQUEST, "header %s must be a string of at most %d bytes",
-                            name, HEADER_VALUE_MAX);
+                            name, API_HEADER_VALUE_MAX);
         h->name = strdup(name);
         h->value = strdup(json_string_value(val));
         out->nheaders++;
@@ -307,226 +211,6 @@ static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
     return 0;
 }
 
-static json_t *text_value(const char *text)
-{
-    return api_json_text(text, strlen(text), strlen(text));
-}
-
-/* A header of a callback: a token name (RFC 9110) that is none of those delayqd sets or that
- * frame the request, a value without line breaks. NULL when fine, else what is wrong. */
-static const char *callback_header_fault(const char *name, json_t *val)
-{
-    static const char *const reserved[] = { "webhook-id", "webhook-timestamp", "webhook-signature",
-                                            "host", "content-length", "transfer-encoding",
-                                            "connection", "expect", "user-agent" };
-    const char *v;
-
-    if (!name[0] || strlen(name) > JOB_HEADER_NAME_MAX ||
-        strspn(name, "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz"
-                     "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(name))
-        return "its name must be 1 to 256 token characters";
-    for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-        if (strcasecmp(name, reserved[i]) == 0)
-            return "delayqd sets it";
-    if (!json_is_string(val) || json_string_length(val) > HEADER_VALUE_MAX)
-        return "its value must be a string of at most 4096 bytes";
-    for (v = json_string_value(val); *v; v++)
-        if ((unsigned char)*v < 0x20 && *v != '\t')
-            return "its value may not hold control characters";
-    return strlen(json_string_value(val)) == json_string_length(val) ? NULL
-           : "its value may not hold NUL";
-}
-
-static int parse_callback_headers(json_t *v, struct job_callback *cb, struct api_error *e)
-{
-    const char *name, *fault;
-    json_t *val;
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_object(v) || json_object_size(v) > JOB_HEADERS_MAX)
-        return api_fail(e, 400, API_BAD_REQUEST, "callback.headers must be an object of at most "
-                        "%d strings", JOB_HEADERS_MAX);
-    if (!(cb->headers = calloc(json_object_size(v) + 1, sizeof(*cb->headers))))
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
-    json_object_foreach(v, name, val) {
-        struct job_header *h = &cb->headers[cb->nheaders];
-        if ((fault = callback_header_fault(name, val)))
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.headers %.256s: %s", name, fault);
-        h->name = strdup(name);
-        h->value = strdup(json_string_value(val));
-        cb->nheaders++;
-        if (!h->name || !h->value)
-            return api_fail(e, 500, API_ADD_FAILED, "out of memory");
-    }
-    return 0;
-}
-
-int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
-                        int64_t hi, int64_t *out, struct api_error *e)
-{
-    json_t *v = json_object_get(obj, name);
-    int64_t n;
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (api_json_int(v, &n) < 0 || n < lo || n > hi)
-        return api_fail(e, 400, API_BAD_REQUEST, "%s%s must be an integer from %lld to %lld", what,
-                        name, (long long)lo, (long long)hi);
-    *out = n;
-    return 0;
-}
-
-/* "retry": {max_attempts, min_backoff_ms, max_backoff_ms, max_retry_duration_ms}: a job's own
- * lower bounds (callplan.h takes the lower of the job's and the config's). */
-static int parse_callback_retry(json_t *v, struct job_callback *cb, struct api_error *e)
-{
-    const char *name;
-    json_t *val;
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_object(v))
-        return api_fail(e, 400, API_BAD_REQUEST, "callback.retry must be an object");
-    json_object_foreach(v, name, val) {
-        if (strcmp(name, "max_attempts") && strcmp(name, "min_backoff_ms") &&
-            strcmp(name, "max_backoff_ms") && strcmp(name, "max_retry_duration_ms"))
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.retry.%.64s: unknown field (max_attempts, "
-                            "min_backoff_ms, max_backoff_ms, max_retry_duration_ms)", name);
-    }
-    return api_json_member_int(v, "callback.retry.", "max_attempts", 1, CALL_ATTEMPTS_MAX, &cb->max_attempts, e) < 0 ||
-           api_json_member_int(v, "callback.retry.", "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->min_backoff_ms, e) < 0 ||
-           api_json_member_int(v, "callback.retry.", "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &cb->max_backoff_ms, e) < 0 ||
-           api_json_member_int(v, "callback.retry.", "max_retry_duration_ms", 1, CALL_RETRY_DURATION_MAX_MS,
-                      &cb->max_retry_duration_ms, e) < 0 ? -1 : 0;
-}
-
-/* The URL or the endpoint's name, exactly one. */
-static int parse_callback_target(json_t *o, const struct api_limits *lim, struct job_callback *cb,
-                                 struct api_error *e)
-{
-    json_t *url = json_object_get(o, "url"), *ep = json_object_get(o, "endpoint");
-    const char *u;
-    int i;
-
-    if (!url == !ep)
-        return api_fail(e, 400, API_BAD_REQUEST, "callback needs exactly one of url, endpoint");
-    if (ep) {
-        if (!json_is_string(ep))
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.endpoint must be a string");
-        for (i = 0; i < lim->nendpoints && strcmp(lim->endpoints[i].name, json_string_value(ep)); i++)
-            ;
-        if (i == lim->nendpoints)
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.endpoint %.64s is not one of "
-                            "callbacks.endpoints in the config", json_string_value(ep));
-        cb->endpoint = strdup(json_string_value(ep));
-        return cb->endpoint ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
-    }
-    u = json_is_string(url) ? json_string_value(url) : "";
-    if ((strncasecmp(u, "http://", 7) != 0 && strncasecmp(u, "https://", 8) != 0) ||
-        json_string_length(url) > CALLBACK_URL_MAX || strlen(u) != json_string_length(url) ||
-        strcspn(u, " \t\r\n") != strlen(u))
-        return api_fail(e, 400, API_BAD_REQUEST, "callback.url must be an http:// or https:// URL "
-                        "of at most %d characters, without spaces", CALLBACK_URL_MAX);
-    cb->url = strdup(u);
-    return cb->url ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
-}
-
-static int parse_callback_object(json_t *o, const struct api_limits *lim, struct job_callback **out,
-                                 struct api_error *e)
-{
-    static const char *const fields[] = { "url", "endpoint", "method", "headers", "timeout_ms",
-                                          "retry", NULL };
-    json_t *method, *val;
-    const char *name;
-    struct job_callback *cb;
-
-    if (!json_is_object(o))
-        return api_fail(e, 400, API_BAD_REQUEST, "callback must be an object {\"url\": ...}");
-    json_object_foreach(o, name, val) {
-        const char *const *f = fields;
-        while (*f && strcmp(*f, name))
-            f++;
-        if (!*f)
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.%.64s: unknown field (url, endpoint, "
-                            "method, headers, timeout_ms, retry)", name);
-    }
-    if (!(*out = cb = calloc(1, sizeof(*cb))))
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
-    method = json_object_get(o, "method");
-    if (method && !json_is_null(method)) {
-        const char *m = json_is_string(method) ? json_string_value(method) : "";
-        if (strcmp(m, "POST") && strcmp(m, "PUT"))
-            return api_fail(e, 400, API_BAD_REQUEST, "callback.method must be \"POST\" or \"PUT\"");
-        cb->put = strcmp(m, "PUT") == 0;
-    }
-    return parse_callback_target(o, lim, cb, e) < 0 ||
-           parse_callback_headers(json_object_get(o, "headers"), cb, e) < 0 ||
-           api_json_member_int(o, "callback.", "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS,
-                      &cb->timeout_ms, e) < 0 ||
-           parse_callback_retry(json_object_get(o, "retry"), cb, e) < 0 ? -1 : 0;
-}
-
-int api_parse_callback(const char *text, size_t len, const struct api_limits *lim,
-                       struct job_callback **out, struct api_error *e)
-{
-    json_error_t je;
-    json_t *o = json_loadb(text, len, 0, &je);
-    int rc;
-
-    *out = NULL;
-    if (!o)
-        return api_fail(e, 400, API_BAD_REQUEST, "callback is not JSON: %s", je.text);
-    rc = parse_callback_object(o, lim, out, e);
-    json_decref(o);
-    return rc;
-}
-
-char *api_callback_json(const struct job_callback *cb)
-{
-    json_t *o = json_object(), *h = json_object(), *r = json_object();
-    char *text;
-
-    json_object_set_new(o, cb->url ? "url" : "endpoint", json_string(cb->url ? cb->url : cb->endpoint));
-    if (cb->put)
-        json_object_set_new(o, "method", json_string("PUT"));
-    for (size_t i = 0; i < cb->nheaders; i++)
-        json_object_set_new(h, cb->headers[i].name, text_value(cb->headers[i].value));
-    if (cb->timeout_ms)
-        json_object_set_new(o, "timeout_ms", json_integer(cb->timeout_ms));
-    if (cb->max_attempts)
-        json_object_set_new(r, "max_attempts", json_integer(cb->max_attempts));
-    if (cb->min_backoff_ms)
-        json_object_set_new(r, "min_backoff_ms", json_integer(cb->min_backoff_ms));
-    if (cb->max_backoff_ms)
-        json_object_set_new(r, "max_backoff_ms", json_integer(cb->max_backoff_ms));
-    if (cb->max_retry_duration_ms)
-        json_object_set_new(r, "max_retry_duration_ms", json_integer(cb->max_retry_duration_ms));
-    json_object_set_new(o, "headers", h);
-    json_object_set_new(o, "retry", r);
-    if (!json_object_size(h))
-        json_object_del(o, "headers");
-    if (!json_object_size(r))
-        json_object_del(o, "retry");
-    text = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    return text;
-}
-
-int api_is_json(const char *body, size_t len)
-{
-    json_t *v;
-
-    while (len && (*body == ' ' || *body == '\t' || *body == '\r' || *body == '\n'))
-        body++, len--;
-    if (!len || (*body != '{' && *body != '['))
-        return 0;
-    if (!(v = json_loadb(body, len, 0, NULL)))
-        return 0;
-    json_decref(v);
-    return 1;
-}
-
 /* The topic, and the callback: at least one; a callback-only job's topic is "". */
 static int parse_target(json_t *root, const struct api_limits *lim, struct job *out,
                         struct api_error *e)
@@ -534,7 +218,7 @@ static int parse_target(json_t *root, const struct api_limits *lim, struct job *
     json_t *topic = json_object_get(root, "topic"), *cb = json_object_get(root, "callback");
 
     if (cb && !json_is_null(cb)) {
-        if (parse_callback_object(cb, lim, &out->callback, e) < 0)
+        if (calljson_read(cb, lim, &out->callback, e) < 0)
             return -1;
         if (!topic || json_is_null(topic)) {
             out->topic = strdup("");
@@ -569,7 +253,7 @@ int api_parse_add(const char *body, size_t len, const struct api_limits *lim, in
 
     memset(out, 0, sizeof(*out));
     *id_given = 0;
-    if (!(root = load_object(body, len, e)))
+    if (!(root = api_json_object(body, len, e)))
         return -1;
     rc = parse_add_object(root, lim, now_ms, out, id_given, e);
     json_decref(root);
@@ -584,7 +268,7 @@ int api_parse_batch(const char *body, size_t len, size_t max_jobs, const struct 
 
     *out = NULL;
     *n = 0;
-    if (!(root = load_object(body, len, e)))
+    if (!(root = api_json_object(body, len, e)))
         return -1;
     arr = json_object_get(root, "jobs");
     if (!json_is_array(arr))
@@ -641,7 +325,7 @@ static int job_id_of(json_t *root, char out[JOB_ID_MAX + 1], struct api_error *e
 
 int api_parse_job_id(const char *body, size_t len, char out[JOB_ID_MAX + 1], struct api_error *e)
 {
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_json_object(body, len, e);
     int rc;
 
     if (!root)
@@ -667,7 +351,7 @@ int api_parse_reschedule(const char *body, size_t len, const struct api_limits *
                          int64_t now_ms, char id[JOB_ID_MAX + 1], int64_t *due_ms,
                          struct api_error *e)
 {
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_json_object(body, len, e);
     int rc;
 
     if (!root)
@@ -712,164 +396,9 @@ int api_reschedule_query(const char *const query[API_RESCHEDULE_ARGS],
     return rc;
 }
 
-char *api_response(int code, const char *message, void *data)
-{
-    json_t *root = json_object();
-    char *text, *msg = strdup(message);
-
-    /* A message may quote client or library text: keep it a JSON string whatever it holds. */
-    if (msg)
-        utf8_sanitize(msg);
-    json_object_set_new(root, "code", json_integer(code));
-    json_object_set_new(root, "message", json_string(msg ? msg : "out of memory"));
-    json_object_set_new(root, "data", data ? (json_t *)data : json_null());
-    text = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    free(msg);
-    return text;
-}
-
-void api_data_free(void *data)
-{
-    json_decref((json_t *)data);
-}
-
-void *api_job_id_data(const char *id)
-{
-    return json_pack("{s:s}", "job_id", id);
-}
-
-void *api_rescheduled_data(const char *id, int64_t due_ms)
-{
-    return json_pack("{s:s, s:I, s:I}", "job_id", id, "exec_time", (json_int_t)(due_ms / 1000),
-                     "exec_time_ms", (json_int_t)due_ms);
-}
-
-/* A JSON string of text that may hold anything (a record's bytes): invalid UTF-8 becomes '?'. */
-
-static json_t *headers_object(const struct job *job);
-
-/* A job's callback as get shows it: the target, and how its calls went (next_attempt_ms: when
- * a failed call is made again, while the job waits for it). */
-static json_t *callback_object(const struct job_callback *cb, enum job_state state, int64_t due_ms)
-{
-    json_t *o = json_object();
-
-    json_object_set_new(o, cb->url ? "url" : "endpoint", json_string(cb->url ? cb->url : cb->endpoint));
-    json_object_set_new(o, "method", json_string(cb->put ? "PUT" : "POST"));
-    json_object_set_new(o, "attempts", json_integer(cb->attempts));
-    json_object_set_new(o, "last_status", cb->last_status ? json_integer(cb->last_status) : json_null());
-    json_object_set_new(o, "last_error", cb->last_error ? text_value(cb->last_error) : json_null());
-    json_object_set_new(o, "next_attempt_ms", cb->attempts && state == JOB_PENDING
-                                              ? json_integer(due_ms) : json_null());
-    return o;
-}
-
-void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,
-                   const char *error)
-{
-    json_t *d = json_object(), *h = headers_object(job);
-    json_object_set_new(d, "id", json_string(job->id));
-    json_object_set_new(d, "topic", json_string(job->topic));
-    json_object_set_new(d, "delay", json_integer(job->delay_ms / 1000));
-    json_object_set_new(d, "exec_time", json_integer(job->due_ms / 1000));
-    json_object_set_new(d, "body", json_stringn(job->body, job->body_len));
-    json_object_set_new(d, "key", json_string(job->key ? job->key : job->id));
-    json_object_set_new(d, "headers", h);
-    json_object_set_new(d, "state", json_string(job_state_name(state)));
-    json_object_set_new(d, "delay_ms", json_integer(job->delay_ms));
-    json_object_set_new(d, "exec_time_ms", json_integer(job->due_ms));
-    json_object_set_new(d, "created_ms", json_integer(job->created_ms));
-    json_object_set_new(d, "delivered_ms", delivered_ms >= 0 ? json_integer(delivered_ms) : json_null());
-    json_object_set_new(d, "error", error && error[0] ? text_value(error) : json_null());
-    if (job->deliver != JOB_DELIVER_AUTO)
-        json_object_set_new(d, "deliver", json_string(job->deliver == JOB_DELIVER_PULL ? "pull"
-                                                                                        : "kafka"));
-    if (job->ttr_ms == JOB_TTR_ONCE_MS)
-        json_object_set_new(d, "once", json_true());
-    else if (job->ttr_ms > 0)
-        json_object_set_new(d, "ttr_ms", json_integer(job->ttr_ms));
-    if (job->callback)
-        json_object_set_new(d, "callback", callback_object(job->callback, state, job->due_ms));
-    if (job->sched)
-        json_object_set_new(d, "schedule", json_pack("{s:s, s:I}", "id", job->sched->id,
-                                                     "generation", (json_int_t)job->sched->gen));
-    return d;
-}
-
-void *api_batch_data(const struct api_job_answer *answers, size_t n)
-{
-    json_t *list = json_array();
-    size_t added = 0, ok = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        const struct api_job_answer *a = &answers[i];
-        char *msg = strdup(a->message);
-        if (msg)
-            utf8_sanitize(msg);
-        json_array_append_new(list, json_pack("{s:i, s:i, s:s, s:o}", "status", a->status,
-                                              "code", a->code, "message", msg ? msg : "out of memory",
-                                              "job_id", a->job_id[0] ? json_string(a->job_id)
-                                                                     : json_null()));
-        free(msg);
-        ok += a->code == API_OK;
-        added += a->code == API_OK && a->fresh;
-    }
-    return json_pack("{s:I, s:I, s:I, s:o}", "added", (json_int_t)added, "already",
-                     (json_int_t)(ok - added), "failed", (json_int_t)(n - ok), "jobs", list);
-}
-
-void *api_stats_data(const struct pending_view *v, const struct levels *lv)
-{
-    json_t *d = json_object(), *level = json_object(), *due = json_object();
-
-    for (int i = 0; i < lv->n; i++)
-        json_object_set_new(level, lv->name[i], json_integer(v->by_level[i]));
-    for (int k = 0; k < PENDING_DUES; k++)
-        json_object_set_new(due, pending_due_names[k], json_integer(v->by_due[k]));
-    json_object_set_new(d, "pending", json_integer(v->pending));
-    json_object_set_new(d, "by_level", level);
-    json_object_set_new(d, "by_due", due);
-    json_object_set_new(d, "overdue_ms", json_integer(v->overdue_ms));
-    return d;
-}
-
-int api_json_int(const void *json, int64_t *out)
-{
-    const json_t *v = json;
-    double d;
-
-    if (json_is_integer(v)) {
-        *out = json_integer_value(v);
-        return 0;
-    }
-    if (!json_is_real(v))
-        return -1;
-    d = json_real_value(v);
-    if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
-        return -1;
-    *out = (int64_t)d;
-    return 0;
-}
-
-int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    long long n;
-
-    if (!v)
-        return 0;
-    errno = 0;
-    n = strtoll(v, &end, 10);
-    if (errno || end == v || *end || n < lo || n > hi)
-        return -1;
-    *out = n;
-    return 0;
-}
-
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e)
 {
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_json_object(body, len, e);
     int64_t g;
     int rc = -1;
 
@@ -883,15 +412,10 @@ int api_parse_group(const char *body, size_t len, int ngroups, int *group, struc
     return rc;
 }
 
-void *api_release_data(int group, const char *owner)
-{
-    return json_pack("{s:i, s:s?}", "group", group, "owner", owner[0] ? owner : NULL);
-}
-
 int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
                   struct api_error *e)
 {
-    json_t *root = load_object(body, len, e), *w, *m;
+    json_t *root = api_json_object(body, len, e), *w, *m;
     struct job topic = { .id = "" };
     int64_t n;
     int rc = -1;
@@ -975,7 +499,7 @@ static int parse_reason(json_t *v, char out[API_REASON_MAX + 1], struct api_erro
 int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
                       const struct api_limits *lim, struct api_pull_op *out, struct api_error *e)
 {
-    json_t *root = load_object(body, len, e);
+    json_t *root = api_json_object(body, len, e);
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
@@ -994,82 +518,4 @@ int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
 out:
     json_decref(root);
     return rc;
-}
-
-static json_t *headers_object(const struct job *job)
-{
-    json_t *h = json_object();
-
-    for (size_t i = 0; i < job->nheaders; i++)
-        json_object_set_new(h, job->headers[i].name, json_string(job->headers[i].value));
-    return h;
-}
-
-void *api_pop_data(const struct api_popped *jobs, size_t n)
-{
-    json_t *list = json_array();
-
-    for (size_t i = 0; i < n; i++) {
-        const struct job *job = jobs[i].job;
-        json_t *j = json_object();
-        json_object_set_new(j, "id", json_string(job->id));
-        json_object_set_new(j, "topic", json_string(job->topic));
-        json_object_set_new(j, "body", json_stringn(job->body, job->body_len));
-        json_object_set_new(j, "key", json_string(job->key ? job->key : job->id));
-        json_object_set_new(j, "headers", headers_object(job));
-        json_object_set_new(j, "due_ms", json_integer(job->due_ms));
-        json_object_set_new(j, "attempt", json_integer(jobs[i].attempt));
-        json_object_set_new(j, "receipt", json_string(jobs[i].receipt));
-        json_object_set_new(j, "reserved_until_ms", json_integer(jobs[i].until_ms));
-        json_array_append_new(list, j);
-    }
-    return json_pack("{s:o}", "jobs", list);
-}
-
-void *api_pull_op_data(const char *id, const char *state, int64_t until_ms)
-{
-    json_t *d = json_pack("{s:s, s:s}", "job_id", id, "state", state);
-
-    if (d && until_ms >= 0)
-        json_object_set_new(d, "reserved_until_ms", json_integer(until_ms));
-    return d;
-}
-
-void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t until_ms)
-{
-    json_t *p = json_pack("{s:s, s:I}", "state", state, "attempt", (json_int_t)attempt);
-
-    if (!p)
-        return;
-    json_object_set_new(p, "reserved_until_ms", until_ms >= 0 ? json_integer(until_ms) : json_null());
-    json_object_set_new((json_t *)data, "pull", p);
-    json_object_set_new((json_t *)data, "state", json_string(state));
-}
-
-void api_stats_callbacks(void *data, int64_t waiting)
-{
-    json_object_set_new(data, "callbacks", json_pack("{s:I}", "waiting_for_retry", (json_int_t)waiting));
-}
-
-void api_stats_schedules(void *data, int64_t count)
-{
-    json_object_set_new(data, "schedules", json_pack("{s:I}", "count", (json_int_t)count));
-}
-
-void api_stats_redis(void *data, const char *policy, int evicts)
-{
-    json_object_set_new(data, "redis", json_pack("{s:s?, s:b}", "maxmemory_policy",
-                                                 policy[0] ? policy : NULL, "evicts", evicts));
-}
-
-void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)
-{
-    json_t *pull = json_object_get(data, "pull");
-
-    if (!pull) {
-        pull = json_object();
-        json_object_set_new(data, "pull", pull);
-    }
-    json_object_set_new(pull, topic, json_pack("{s:I, s:I}", "ready", (json_int_t)ready,
-                                               "reserved", (json_int_t)reserved));
 }

@@ -1,19 +1,15 @@
 /* config: the table of every config key with its type, range and default, the libconfig walk
  * that fills struct config from a file, and the checks that need several keys at once. The
- * contract is in include/core/config.h. */
-#include <errno.h>
-#include <fcntl.h>
+ * keys that are more than one string, integer or bool are read by config_read.c. The contract
+ * is in include/core/config.h, the shared inside in include/core/config_read.h. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <libconfig.h>
 
 #include "core/config.h"
-#include "lib/netaddr.h"
-#include "lib/sign.h"
+#include "core/config_read.h"
 
 #define LOG_MODULE "config"
 /* A job of job.max_delay_s hops down from the largest level at most this often. */
@@ -24,9 +20,7 @@
 
 enum kind { K_STR, K_SECRET, K_SECRET_FILE, K_INT, K_BOOL, K_CUSTOM };
 
-struct key;
-typedef int (*custom_fn)(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                         size_t whylen);
+typedef int (*custom_fn)(config_setting_t *s, struct config_read *rd, char *why, size_t whylen);
 
 struct key {
     const char *group, *name;
@@ -36,24 +30,6 @@ struct key {
     int64_t min, max;         /* K_INT: inclusive range; K_STR: min 1 for a required text */
     custom_fn fn;             /* K_CUSTOM */
 };
-
-static int set_levels(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_groups(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_props(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_log_level(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_listen(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_sentinels(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_cluster(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_pull_topics(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_cb_secrets(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int read_secret(const char *path, char *out, size_t outlen, char *why, size_t whylen);
-
-/* The first key of the file read that holds a secret in clear ("group.name"), or "", and what
- * to use instead. */
-static char clear_secret[CONFIG_STR_MAX + 32], clear_secret_fix[64];
-static int set_cb_networks(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_cb_retry(const struct key *, config_setting_t *, struct config *, char *, size_t);
-static int set_cb_endpoints(const struct key *, config_setting_t *, struct config *, char *, size_t);
 
 #define STR(g, n, field) { #g, #n, K_STR, offsetof(struct config, field), \
                            sizeof(((struct config *)0)->field), 0, 0, NULL }
@@ -72,7 +48,7 @@ static int set_cb_endpoints(const struct key *, config_setting_t *, struct confi
 #define FN(g, n, f) { #g, #n, K_CUSTOM, 0, 0, 0, 0, f }
 
 static const struct key keys[] = {
-    FN(http, listen, set_listen),
+    FN(http, listen, config_read_listen),
     INT(http, max_body_bytes, http.max_body_bytes, 64, 64 << 20),
     SECRET(http, auth_token, http.auth_token),
     SECRET(http, read_token, http.read_token),
@@ -88,8 +64,8 @@ static const struct key keys[] = {
     INT(http, max_batch_jobs, http.max_batch_jobs, 1, 100000),
     STR1(redis, host, redis.host),
     INT(redis, port, redis.port, 1, 65535),
-    FN(redis, sentinels, set_sentinels),
-    FN(redis, cluster, set_cluster),
+    FN(redis, sentinels, config_read_sentinels),
+    FN(redis, cluster, config_read_cluster),
     STR(redis, master_name, redis.master_name),
     SECRET(redis, sentinel_password, redis.sentinel_password),
     STR(redis, username, redis.username),
@@ -103,37 +79,37 @@ static const struct key keys[] = {
     BOOL(redis, require_noeviction, redis.require_noeviction),
     STR1(kafka, brokers, kafka.brokers),
     STR1(kafka, group_id, kafka.group_id),
-    FN(kafka, properties, set_props),
+    FN(kafka, properties, config_read_props),
     INT(kafka, produce_timeout_ms, kafka.produce_timeout_ms, 100, 600000),
     INT(kafka, replication_factor, kafka.replication_factor, -1, 32),
     SECRET_FILE(kafka, sasl_password, kafka.sasl_password),
     SECRET_FILE(kafka, ssl_key_password, kafka.ssl_key_password),
     STR(delay, topic_format, delay.topic_format),
-    FN(delay, levels, set_levels),
+    FN(delay, levels, config_read_levels),
     INT(delay, partitions, delay.partitions, 1, CONFIG_PARTITIONS_MAX),
-    FN(delay, partition_groups, set_groups),
+    FN(delay, partition_groups, config_read_groups),
     STR(delay, dlq_topic, delay.dlq_topic),
     INT(delay, claim_ttl_ms, delay.claim_ttl_ms, 1000, 600000),
     INT(delay, max_held, delay.max_held, 100, 10000000),
     INT(job, retention_s, job.retention_s, 1, 365LL * 86400),
     INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
     INT(job, refused_retry_s, job.refused_retry_s, 0, 7LL * 86400),
-    FN(log, level, set_log_level),
-    FN(pull, topics, set_pull_topics),
+    FN(log, level, config_read_log_level),
+    FN(pull, topics, config_read_pull_topics),
     INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
     INT(pull, max_attempts, pull.max_attempts, 0, 1000000),
     BOOL(pull, also_kafka, pull.also_kafka),
-    FN(callbacks, secret, set_cb_secrets),
-    FN(callbacks, secret_file, set_cb_secrets),
+    FN(callbacks, secret, config_read_cb_secret),
+    FN(callbacks, secret_file, config_read_cb_secret_file),
     BOOL(callbacks, allow_private, callbacks.allow_private),
-    FN(callbacks, networks, set_cb_networks),
+    FN(callbacks, networks, config_read_cb_networks),
     INT(callbacks, max_redirects, callbacks.max_redirects, 0, CALL_REDIRECTS_MAX),
     INT(callbacks, max_response_bytes, callbacks.max_response_bytes, 0, 64 << 20),
     INT(callbacks, timeout_ms, callbacks.limits.timeout_ms, CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS),
     INT(callbacks, max_concurrency, callbacks.limits.max_concurrency, 1, CALL_CONCURRENCY_MAX),
     INT(callbacks, rate_per_s, callbacks.limits.rate_per_s, 0, CALL_RATE_MAX),
-    FN(callbacks, retry, set_cb_retry),
-    FN(callbacks, endpoints, set_cb_endpoints),
+    FN(callbacks, retry, config_read_cb_retry),
+    FN(callbacks, endpoints, config_read_cb_endpoints),
     BOOL(compat, go_delayqueue, compat.go_delayqueue),
     BOOL(compat, ouqiang, compat.ouqiang),
     BOOL(compat, changsongl, compat.changsongl),
@@ -190,393 +166,16 @@ void config_defaults(struct config *cfg)
     cfg->log.level = LOG_INFO;
 }
 
-static int set_log_level(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                         size_t whylen)
+/* delay.partition_groups (groups, a list of arrays) against delay.partitions: every partition
+ * in exactly one group, into cfg->delay.group_of and ngroups. 0, or -1 with why set. */
+static int check_groups(struct config *cfg, config_setting_t *groups, char *why, size_t whylen)
 {
-    const char *v = config_setting_get_string(s);
-
-    (void)k;
-    if (!v || log_parse_level(v, &cfg->log.level) < 0) {
-        snprintf(why, whylen, "must be one of \"debug\", \"info\", \"warn\", \"error\"");
-        return -1;
-    }
-    return 0;
-}
-
-/* "host:port" or "[v6 address]:port", the port a decimal 1-65535: anything else would bind
- * or reach another port than the one written, or a random one. 0, or -1 with why set. */
-static int host_port_valid(const char *v, char *why, size_t whylen)
-{
-    const char *colon = strrchr(v, ':');
-    long port = 0;
-
-    if (!colon || colon == v || (strchr(v, ':') != colon && (v[0] != '[' || colon[-1] != ']'))) {
-        snprintf(why, whylen, "must be a string \"host:port\" (an IPv6 host in brackets: \"[::1]:9277\")");
-        return -1;
-    }
-    for (const char *p = colon + 1; *p; p++)
-        port = *p >= '0' && *p <= '9' && port <= 65535 ? port * 10 + (*p - '0') : 65536;
-    if (port < 1 || port > 65535) {
-        snprintf(why, whylen, "port \"%s\" must be a number from 1 to 65535", colon + 1);
-        return -1;
-    }
-    return 0;
-}
-
-static int set_listen(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                      size_t whylen)
-{
-    const char *v = config_setting_get_string(s);
-
-    (void)k;
-    if (!v || strlen(v) >= sizeof(cfg->http.listen)) {
-        snprintf(why, whylen, "must be a string \"host:port\" (an IPv6 host in brackets: \"[::1]:9277\")");
-        return -1;
-    }
-    if (host_port_valid(v, why, whylen) < 0)
-        return -1;
-    snprintf(cfg->http.listen, sizeof(cfg->http.listen), "%s", v);
-    return 0;
-}
-
-/* A list of 1 to CONFIG_ADDRS_MAX "host:port" strings into out and *n. */
-static int set_addrs(config_setting_t *s, char out[][CONFIG_STR_MAX], int *n, char *why,
-                     size_t whylen)
-{
-    int len = config_setting_length(s);
-    char what[256];
-
-    if (!config_setting_is_aggregate(s) || len < 1 || len > CONFIG_ADDRS_MAX) {
-        snprintf(why, whylen, "must be a list of 1 to %d \"host:port\" strings", CONFIG_ADDRS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < len; i++) {
-        const char *v = config_setting_get_string_elem(s, i);
-        if (!v || strlen(v) >= CONFIG_STR_MAX) {
-            snprintf(why, whylen, "element %d must be a \"host:port\" string", i);
-            return -1;
-        }
-        if (host_port_valid(v, what, sizeof(what)) < 0) {
-            snprintf(why, whylen, "element %d: %s", i, what);
-            return -1;
-        }
-        snprintf(out[i], CONFIG_STR_MAX, "%s", v);
-    }
-    *n = len;
-    return 0;
-}
-
-static int set_sentinels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                         size_t whylen)
-{
-    (void)k;
-    return set_addrs(s, cfg->redis.sentinels, &cfg->redis.nsentinels, why, whylen);
-}
-
-static int set_cluster(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                       size_t whylen)
-{
-    (void)k;
-    return set_addrs(s, cfg->redis.cluster, &cfg->redis.ncluster, why, whylen);
-}
-
-/* Pull topics: names or fnmatch patterns ("orders.*"), at most CONFIG_PULL_TOPICS_MAX. */
-static int set_pull_topics(const struct key *k, config_setting_t *s, struct config *cfg,
-                           char *why, size_t whylen)
-{
-    int n = config_setting_length(s);
-
-    (void)k;
-    if (!config_setting_is_aggregate(s) || n > CONFIG_PULL_TOPICS_MAX) {
-        snprintf(why, whylen, "must be a list of at most %d topic names or patterns",
-                 CONFIG_PULL_TOPICS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *v = config_setting_get_string_elem(s, i);
-        if (!v || !*v || strlen(v) >= CONFIG_STR_MAX) {
-            snprintf(why, whylen, "element %d must be a topic name or pattern", i);
-            return -1;
-        }
-        snprintf(cfg->pull.topics[i], CONFIG_STR_MAX, "%s", v);
-    }
-    cfg->pull.ntopics = n;
-    return 0;
-}
-
-/* A secret (or a list of them while keys rotate, the newest first) in clear, or the path of a
- * file holding one (or a list of paths): "whsec_" and base64, checked here (sign.h). */
-static int read_cb_secrets(config_setting_t *s, int from_file, char out[][CONFIG_STR_MAX], int *n,
-                           char *why, size_t whylen)
-{
-    int list = config_setting_is_aggregate(s), len = list ? config_setting_length(s) : 1;
-    struct sign_key key;
-    char kerr[128];
-
-    if (len < 1 || len + *n > CONFIG_SECRETS_MAX) {
-        snprintf(why, whylen, "must be a string or a list of 1 to %d strings (secret and "
-                 "secret_file together)", CONFIG_SECRETS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < len; i++) {
-        const char *v = list ? config_setting_get_string_elem(s, i) : config_setting_get_string(s);
-        char *dst = out[*n];
-        if (!v || !*v || strlen(v) >= CONFIG_STR_MAX) {
-            snprintf(why, whylen, "element %d must be a %s", i, from_file ? "path" : "secret");
-            return -1;
-        }
-        if (from_file && read_secret(v, dst, CONFIG_STR_MAX, why, whylen) < 0)
-            return -1;
-        if (!from_file)
-            snprintf(dst, CONFIG_STR_MAX, "%s", v);
-        if (sign_key_parse(dst, &key, kerr, sizeof(kerr)) < 0) {
-            snprintf(why, whylen, "element %d: %s", i, kerr);
-            return -1;
-        }
-        (*n)++;
-    }
-    return 0;
-}
-
-static int set_cb_secrets(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                          size_t whylen)
-{
-    int from_file = strcmp(k->name, "secret_file") == 0;
-
-    if (!from_file && !clear_secret[0]) {
-        snprintf(clear_secret, sizeof(clear_secret), "callbacks.secret");
-        snprintf(clear_secret_fix, sizeof(clear_secret_fix), "callbacks.secret_file");
-    }
-    return read_cb_secrets(s, from_file, cfg->callbacks.secrets, &cfg->callbacks.nsecrets, why,
-                           whylen);
-}
-
-/* Networks whose addresses callbacks may call though private: "10.1.0.0/16", "fd00::/8", or an
- * address alone. */
-static int set_cb_networks(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                           size_t whylen)
-{
-    int n = config_setting_length(s);
-
-    (void)k;
-    if (!config_setting_is_aggregate(s) || n > CONFIG_NETWORKS_MAX) {
-        snprintf(why, whylen, "must be a list of at most %d networks", CONFIG_NETWORKS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *v = config_setting_get_string_elem(s, i);
-        struct netaddr_net net;
-        char err[128];
-
-        if (!v || strlen(v) >= CONFIG_NAME_MAX ||
-            netaddr_net_parse(v, &net, err, sizeof(err)) < 0) {
-            snprintf(why, whylen, "element %d must be a network such as \"10.1.0.0/16\" or "
-                     "\"fd00::/8\", or an address", i);
-            return -1;
-        }
-        snprintf(cfg->callbacks.networks[i], CONFIG_NAME_MAX, "%s", v);
-    }
-    cfg->callbacks.nnetworks = n;
-    return 0;
-}
-
-/* An integer member of a group setting: 0 when absent, 1 set, -1 out of [lo, hi] (why set). */
-static int member_int(config_setting_t *g, const char *name, int64_t lo, int64_t hi, int64_t *out,
-                      char *why, size_t whylen)
-{
-    config_setting_t *m = config_setting_get_member(g, name);
-
-    if (!m)
-        return 0;
-    if ((config_setting_type(m) != CONFIG_TYPE_INT && config_setting_type(m) != CONFIG_TYPE_INT64) ||
-        config_setting_get_int64(m) < lo || config_setting_get_int64(m) > hi) {
-        snprintf(why, whylen, "%s: must be an integer from %lld to %lld", name, (long long)lo,
-                 (long long)hi);
-        return -1;
-    }
-    *out = config_setting_get_int64(m);
-    return 1;
-}
-
-/* 0 when every member of group g is one of names (NULL-terminated), else -1 naming it. */
-static int only_members(config_setting_t *g, const char *const *names, char *why, size_t whylen)
-{
-    for (int i = 0; i < config_setting_length(g); i++) {
-        const char *name = config_setting_name(config_setting_get_elem(g, (unsigned)i));
-        const char *const *p = names;
-        while (*p && strcmp(*p, name) != 0)
-            p++;
-        if (!*p) {
-            snprintf(why, whylen, "%s: unknown key", name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int set_cb_retry(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                        size_t whylen)
-{
-    static const char *const names[] = { "min_backoff_ms", "max_backoff_ms", "max_attempts",
-                                         "max_retry_duration_ms", NULL };
-    struct config_call_retry *r = &cfg->callbacks.retry;
-
-    (void)k;
-    if (!config_setting_is_group(s)) {
-        snprintf(why, whylen, "must be a group { min_backoff_ms = ...; ... }");
-        return -1;
-    }
-    if (only_members(s, names, why, whylen) < 0 ||
-        member_int(s, "min_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &r->min_backoff_ms, why, whylen) < 0 ||
-        member_int(s, "max_backoff_ms", 10, CALL_BACKOFF_MAX_MS, &r->max_backoff_ms, why, whylen) < 0 ||
-        member_int(s, "max_attempts", 1, CALL_ATTEMPTS_MAX, &r->max_attempts, why, whylen) < 0 ||
-        member_int(s, "max_retry_duration_ms", 0, CALL_RETRY_DURATION_MAX_MS,
-                   &r->max_retry_duration_ms, why, whylen) < 0)
-        return -1;
-    if (r->max_backoff_ms < r->min_backoff_ms) {
-        snprintf(why, whylen, "max_backoff_ms must not be below min_backoff_ms");
-        return -1;
-    }
-    return 0;
-}
-
-/* One named endpoint: { url = "https://..."; secret or secret_file; timeout_ms;
- * max_concurrency; rate_per_s; }. */
-static int set_endpoint(config_setting_t *s, struct config_endpoint *e, char *why, size_t whylen)
-{
-    static const char *const names[] = { "url", "secret", "secret_file", "timeout_ms",
-                                         "max_concurrency", "rate_per_s", NULL };
-    const char *url = NULL, *name = config_setting_name(s);
-    config_setting_t *m;
-
-    if (!config_setting_is_group(s) || only_members(s, names, why, whylen) < 0) {
-        if (!config_setting_is_group(s))
-            snprintf(why, whylen, "must be a group { url = \"https://...\"; ... }");
-        return -1;
-    }
-    snprintf(e->name, sizeof(e->name), "%s", name);
-    if (!config_setting_lookup_string(s, "url", &url) || strlen(url) >= sizeof(e->url) ||
-        (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)) {
-        snprintf(why, whylen, "url: must be an http:// or https:// URL of at most %zu bytes",
-                 sizeof(e->url) - 1);
-        return -1;
-    }
-    snprintf(e->url, sizeof(e->url), "%s", url);
-    if (((m = config_setting_get_member(s, "secret")) &&
-         read_cb_secrets(m, 0, e->secrets, &e->nsecrets, why, whylen) < 0) ||
-        ((m = config_setting_get_member(s, "secret_file")) &&
-         read_cb_secrets(m, 1, e->secrets, &e->nsecrets, why, whylen) < 0))
-        return -1;
-    if (member_int(s, "timeout_ms", CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS, &e->limits.timeout_ms,
-                   why, whylen) < 0 ||
-        member_int(s, "max_concurrency", 1, CALL_CONCURRENCY_MAX, &e->limits.max_concurrency, why,
-                   whylen) < 0 ||
-        member_int(s, "rate_per_s", 0, CALL_RATE_MAX, &e->limits.rate_per_s, why, whylen) < 0)
-        return -1;
-    return 0;
-}
-
-static int set_cb_endpoints(const struct key *k, config_setting_t *s, struct config *cfg,
-                            char *why, size_t whylen)
-{
-    int n = config_setting_length(s);
-    char sub[200];
-
-    (void)k;
-    if (!config_setting_is_group(s) || n > CONFIG_ENDPOINTS_MAX) {
-        snprintf(why, whylen, "must be a group of at most %d endpoints { billing = { url = ...; }; }",
-                 CONFIG_ENDPOINTS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-        if (strlen(config_setting_name(e)) >= CONFIG_NAME_MAX) {
-            snprintf(why, whylen, "%.40s...: a name of at most %d characters", config_setting_name(e),
-                     CONFIG_NAME_MAX - 1);
-            return -1;
-        }
-        if (set_endpoint(e, &cfg->callbacks.endpoints[i], sub, sizeof(sub)) < 0) {
-            snprintf(why, whylen, "%s: %s", config_setting_name(e), sub);
-            return -1;
-        }
-    }
-    cfg->callbacks.nendpoints = n;
-    return 0;
-}
-
-static int set_props(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                     size_t whylen)
-{
-    int n = config_setting_length(s);
-
-    (void)k;
-    if (!config_setting_is_aggregate(s) || n > CONFIG_PROPS_MAX) {
-        snprintf(why, whylen, "must be a list of at most %d \"name=value\" strings", CONFIG_PROPS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *v = config_setting_get_string_elem(s, i);
-        const char *eq = v ? strchr(v, '=') : NULL;
-        if (!eq || eq == v || strlen(v) >= CONFIG_STR_MAX) {
-            snprintf(why, whylen, "element %d must be a \"name=value\" string", i);
-            return -1;
-        }
-        snprintf(cfg->kafka.properties[i], CONFIG_STR_MAX, "%s", v);
-    }
-    cfg->kafka.nproperties = n;
-    return 0;
-}
-
-/* Levels are checked once the whole file is read: they depend on delay.topic_format. */
-static const char *level_names[LEVELS_MAX];
-static int nlevel_names = -1;
-
-static int set_levels(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                      size_t whylen)
-{
-    int n = config_setting_length(s);
-
-    (void)k;
-    (void)cfg;
-    if (!config_setting_is_aggregate(s) || n < 1 || n > LEVELS_MAX) {
-        snprintf(why, whylen, "must be a list of 1 to %d durations like \"5s\"", LEVELS_MAX);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        if (!(level_names[i] = config_setting_get_string_elem(s, i))) {
-            snprintf(why, whylen, "element %d must be a string like \"5s\"", i);
-            return -1;
-        }
-    }
-    nlevel_names = n;
-    return 0;
-}
-
-/* Groups are checked against delay.partitions once the whole file is read. */
-static config_setting_t *groups_setting;
-
-static int set_groups(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
-                      size_t whylen)
-{
-    (void)k;
-    (void)cfg;
-    if (!config_setting_is_aggregate(s) || config_setting_length(s) < 1 ||
-        config_setting_length(s) > CONFIG_GROUPS_MAX) {
-        snprintf(why, whylen, "must be a list of arrays of partition numbers");
-        return -1;
-    }
-    groups_setting = s;
-    return 0;
-}
-
-static int check_groups(struct config *cfg, char *why, size_t whylen)
-{
-    int ng = config_setting_length(groups_setting);
+    int ng = config_setting_length(groups);
 
     for (int p = 0; p < cfg->delay.partitions; p++)
         cfg->delay.group_of[p] = -1;
     for (int g = 0; g < ng; g++) {
-        config_setting_t *grp = config_setting_get_elem(groups_setting, (unsigned)g);
+        config_setting_t *grp = config_setting_get_elem(groups, (unsigned)g);
         if (!config_setting_is_aggregate(grp) || config_setting_length(grp) < 1) {
             snprintf(why, whylen, "group %d must be a non-empty array of partition numbers", g);
             return -1;
@@ -616,56 +215,10 @@ static const struct key *find_key(const char *group, const char *name)
     return NULL;
 }
 
-
-/* Reads the secret in file path into out (outlen bytes at most, a NUL included): the whole
- * file but one trailing newline ("\n" or "\r\n"). Only a regular file: a FIFO would hang the
- * start. 0, or -1 with why set. */
-static int read_secret(const char *path, char *out, size_t outlen, char *why, size_t whylen)
-{
-    char buf[CONFIG_STR_MAX + 2];
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    ssize_t n = -1;
-
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-        n = read(fd, buf, sizeof(buf));
-    else if (fd >= 0)
-        errno = EINVAL;   /* not a regular file */
-    if (fd >= 0)
-        close(fd);
-    if (n < 0) {
-        snprintf(why, whylen, "cannot read %s: %s", path,
-                 errno == EINVAL ? "not a regular file" : strerror(errno));
-        return -1;
-    }
-    if (n > 0 && buf[n - 1] == '\n')
-        n--;
-    if (n > 0 && buf[n - 1] == '\r')
-        n--;
-    if ((size_t)n >= outlen) {
-        snprintf(why, whylen, "%s holds more than %zu bytes", path, outlen - 1);
-        return -1;
-    }
-    for (ssize_t i = 0; i < n; i++) {
-        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f) {
-            snprintf(why, whylen, "%s holds a control character (only its last line end is "
-                     "dropped)", path);
-            return -1;
-        }
-    }
-    if (n == 0) {
-        snprintf(why, whylen, "%s is empty", path);
-        return -1;
-    }
-    memcpy(out, buf, (size_t)n);
-    out[n] = '\0';
-    return 0;
-}
-
-static int set_key(const struct key *k, config_setting_t *s, struct config *cfg, char *why,
+static int set_key(const struct key *k, config_setting_t *s, struct config_read *rd, char *why,
                    size_t whylen)
 {
-    char *base = (char *)cfg + k->offset;
+    char *base = (char *)rd->cfg + k->offset;
     const char *str;
     long long v;
 
@@ -676,14 +229,15 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
             snprintf(why, whylen, "must be the path of a file holding the secret");
             return -1;
         }
-        return read_secret(str, base, k->size, why, whylen);
+        return config_read_secret(str, base, k->size, why, whylen);
     case K_SECRET:
         str = config_setting_get_string(s);
         if (str && !str[0])
             return 0;   /* empty is none: it leaves a secret from its _file twin */
-        if (str && !clear_secret[0]) {
-            snprintf(clear_secret, sizeof(clear_secret), "%s.%s", k->group, k->name);
-            snprintf(clear_secret_fix, sizeof(clear_secret_fix), "%s.%s_file", k->group, k->name);
+        if (str && !rd->clear_secret[0]) {
+            snprintf(rd->clear_secret, sizeof(rd->clear_secret), "%s.%s", k->group, k->name);
+            snprintf(rd->clear_secret_fix, sizeof(rd->clear_secret_fix), "%s.%s_file", k->group,
+                     k->name);
         }
         /* fall through */
     case K_STR:
@@ -718,12 +272,12 @@ static int set_key(const struct key *k, config_setting_t *s, struct config *cfg,
         *(int *)(void *)base = config_setting_get_bool(s);
         return 0;
     case K_CUSTOM:
-        return k->fn(k, s, cfg, why, whylen);
+        return k->fn(s, rd, why, whylen);
     }
     return -1;
 }
 
-static int walk(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+static int walk(config_t *lc, struct config_read *rd, const char *src, char *err, size_t errlen)
 {
     config_setting_t *root = config_root_setting(lc);
     char why[256];
@@ -744,7 +298,7 @@ static int walk(config_t *lc, struct config *cfg, const char *src, char *err, si
                          config_setting_source_line(s), gname, config_setting_name(s));
                 return -1;
             }
-            if (set_key(k, s, cfg, why, sizeof(why)) < 0) {
+            if (set_key(k, s, rd, why, sizeof(why)) < 0) {
                 snprintf(err, errlen, "%s:%d: %s.%s: %s", src, config_setting_source_line(s), gname,
                          k->name, why);
                 return -1;
@@ -854,8 +408,10 @@ static int names_secret(const char *prop)
 
 /* Adds the Kafka secrets read from files to the librdkafka properties, and notes a password
  * written in clear among them. 0, or -1 with err set. */
-static int kafka_secrets(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+static int kafka_secrets(config_t *lc, struct config_read *rd, const char *src, char *err,
+                         size_t errlen)
 {
+    struct config *cfg = rd->cfg;
     static const struct { const char *prop; size_t off; } secret[] = {
         { "sasl.password", offsetof(struct config, kafka.sasl_password) },
         { "ssl.key.password", offsetof(struct config, kafka.ssl_key_password) },
@@ -875,10 +431,11 @@ static int kafka_secrets(config_t *lc, struct config *cfg, const char *src, char
                 return -1;
             }
         }
-        if (!clear_secret[0]) {
-            snprintf(clear_secret, sizeof(clear_secret), "kafka.properties %.*s", (int)strcspn(p, "="), p);
-            snprintf(clear_secret_fix, sizeof(clear_secret_fix), "kafka.sasl_password_file or "
-                     "kafka.ssl_key_password_file");
+        if (!rd->clear_secret[0]) {
+            snprintf(rd->clear_secret, sizeof(rd->clear_secret), "kafka.properties %.*s",
+                     (int)strcspn(p, "="), p);
+            snprintf(rd->clear_secret_fix, sizeof(rd->clear_secret_fix),
+                     "kafka.sasl_password_file or kafka.ssl_key_password_file");
         }
     }
     for (size_t k = 0; k < sizeof(secret) / sizeof(secret[0]); k++) {
@@ -899,24 +456,26 @@ static int kafka_secrets(config_t *lc, struct config *cfg, const char *src, char
 
 /* A file holding a secret in clear must not be readable by anyone but its owner: 0, or -1 with
  * err set. */
-static int check_private(const char *path, char *err, size_t errlen)
+static int check_private(const struct config_read *rd, const char *path, char *err,
+                         size_t errlen)
 {
     struct stat st;
 
-    if (!clear_secret[0] || stat(path, &st) < 0 || !(st.st_mode & S_IROTH))
+    if (!rd->clear_secret[0] || stat(path, &st) < 0 || !(st.st_mode & S_IROTH))
         return 0;
     snprintf(err, errlen, "%s: holds a secret in clear (%s) but anyone may read it (mode %04o): "
              "give the secret in a file of its own (%s), or take the file's read right from "
              "others (chmod o-r; the service's user or group must still read it)", path,
-             clear_secret, (unsigned)(st.st_mode & 07777), clear_secret_fix);
+             rd->clear_secret, (unsigned)(st.st_mode & 07777), rd->clear_secret_fix);
     return -1;
 }
 
-static int finish(config_t *lc, struct config *cfg, const char *src, char *err, size_t errlen)
+static int finish(config_t *lc, struct config_read *rd, const char *src, char *err, size_t errlen)
 {
+    struct config *cfg = rd->cfg;
     char why[256];
 
-    if (check_secrets(lc, cfg, src, err, errlen) < 0 || kafka_secrets(lc, cfg, src, err, errlen) < 0)
+    if (check_secrets(lc, cfg, src, err, errlen) < 0 || kafka_secrets(lc, rd, src, err, errlen) < 0)
         return -1;
 
     if (check_redis_mode(lc, cfg, src, err, errlen) < 0)
@@ -932,19 +491,19 @@ static int finish(config_t *lc, struct config *cfg, const char *src, char *err, 
         snprintf(err, errlen, "%s:%d: delay.topic_format: %s", src, line_of(lc, "delay.topic_format"), why);
         return -1;
     }
-    if (nlevel_names < 0) {
-        nlevel_names = (int)(sizeof(default_levels) / sizeof(default_levels[0]));
-        memcpy(level_names, default_levels, sizeof(default_levels));
+    if (rd->nlevel_names < 0) {
+        rd->nlevel_names = (int)(sizeof(default_levels) / sizeof(default_levels[0]));
+        memcpy(rd->level_names, default_levels, sizeof(default_levels));
     }
-    if (levels_init(&cfg->delay.levels, level_names, nlevel_names, cfg->delay.topic_format, why,
-                    sizeof(why)) < 0) {
+    if (levels_init(&cfg->delay.levels, rd->level_names, rd->nlevel_names,
+                    cfg->delay.topic_format, why, sizeof(why)) < 0) {
         snprintf(err, errlen, "%s:%d: delay.levels: %s", src, line_of(lc, "delay.levels"), why);
         return -1;
     }
-    if (groups_setting) {
-        if (check_groups(cfg, why, sizeof(why)) < 0) {
+    if (rd->groups) {
+        if (check_groups(cfg, rd->groups, why, sizeof(why)) < 0) {
             snprintf(err, errlen, "%s:%d: delay.partition_groups: %s", src,
-                     config_setting_source_line(groups_setting), why);
+                     config_setting_source_line(rd->groups), why);
             return -1;
         }
     } else {
@@ -973,13 +532,11 @@ static int finish(config_t *lc, struct config *cfg, const char *src, char *err, 
 static int load(struct config *cfg, const char *path, const char *text, char *err, size_t errlen)
 {
     const char *src = path ? path : "config";
+    struct config_read rd = { .cfg = cfg, .nlevel_names = -1 };
     config_t lc;
     int ok, rc = -1;
 
     config_init(&lc);
-    clear_secret[0] = clear_secret_fix[0] = '\0';
-    groups_setting = NULL;
-    nlevel_names = -1;
     ok = path ? config_read_file(&lc, path) : config_read_string(&lc, text);
     if (ok != CONFIG_TRUE) {
         if (config_error_type(&lc) == CONFIG_ERR_FILE_IO)
@@ -988,11 +545,10 @@ static int load(struct config *cfg, const char *path, const char *text, char *er
             snprintf(err, errlen, "%s:%d: %s", src, config_error_line(&lc), config_error_text(&lc));
         goto out;
     }
-    if (walk(&lc, cfg, src, err, errlen) == 0 && finish(&lc, cfg, src, err, errlen) == 0 &&
-        (!path || check_private(path, err, errlen) == 0))
+    if (walk(&lc, &rd, src, err, errlen) == 0 && finish(&lc, &rd, src, err, errlen) == 0 &&
+        (!path || check_private(&rd, path, err, errlen) == 0))
         rc = 0;
 out:
-    groups_setting = NULL;
     config_destroy(&lc);
     return rc;
 }

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "core/api.h"
+#include "core/apijson.h"
 #include "core/timing.h"
 
 #define EVERY_MAX_MS (366LL * 86400 * 1000)   /* an interval of a year at most */

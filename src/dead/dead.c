@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "core/api.h"
+#include "core/apijson.h"
 #include "lib/clock.h"
 #include "dead/dead.h"
 #include "dead/deadq.h"

@@ -21,6 +21,7 @@
 
 #include "http/addrs.h"
 #include "core/api.h"
+#include "core/apijson.h"
 #include "http/compat.h"
 #include "http/http.h"
 #include "lib/clock.h"

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/apijson.h"
 #include "lib/clock.h"
 #include "core/metrics.h"
 #include "intake/moves.h"

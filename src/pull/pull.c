@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/apidata.h"
+#include "core/apijson.h"
 #include "lib/clock.h"
 #include "core/envelope.h"
 #include "lib/log.h"

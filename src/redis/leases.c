@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "core/api.h"
+#include "core/apijson.h"
 #include "redis/leases.h"
 #include "lib/clock.h"
 #include "core/job.h"

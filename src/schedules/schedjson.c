@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 
+#include "core/apijson.h"
 #include "core/timing.h"
 #include "schedules/schedjson.h"
 

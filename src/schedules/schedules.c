@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/apijson.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "core/metrics.h"

@@ -16,6 +16,8 @@
 #include <jansson.h>
 
 #include "core/api.h"
+#include "core/apidata.h"
+#include "core/apijson.h"
 #include "core/job.h"
 #include "core/levels.h"
 #include "fuzz.h"

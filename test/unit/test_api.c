@@ -5,6 +5,9 @@
 #include <msgpack.h>
 
 #include "core/api.h"
+#include "core/apidata.h"
+#include "core/apijson.h"
+#include "core/calljson.h"
 #include "core/pending.h"
 #include "unit.h"
 
@@ -891,11 +894,11 @@ static void callback_faults_are_named(void)
                     API_BAD_REQUEST, "callback.verb: unknown"));
     CHECK(add_fails("{\"delay\":5,\"callback\":\"http://x/\"}", 400, API_BAD_REQUEST,
                     "callback must be an object"));
-    CHECK_EQ_INT(api_is_json("{\"a\":1}", 7), 1);
-    CHECK_EQ_INT(api_is_json(" [1,2]", 6), 1);
-    CHECK_EQ_INT(api_is_json("hello", 5), 0);
-    CHECK_EQ_INT(api_is_json("{oops", 5), 0);
-    CHECK_EQ_INT(api_is_json("42", 2), 0);
+    CHECK_EQ_INT(calljson_body_is_json("{\"a\":1}", 7), 1);
+    CHECK_EQ_INT(calljson_body_is_json(" [1,2]", 6), 1);
+    CHECK_EQ_INT(calljson_body_is_json("hello", 5), 0);
+    CHECK_EQ_INT(calljson_body_is_json("{oops", 5), 0);
+    CHECK_EQ_INT(calljson_body_is_json("42", 2), 0);
 }
 
 void unit_api(void)
