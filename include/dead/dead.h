@@ -1,7 +1,7 @@
 /* dead: the dead-letter routes. Lists the dead-letter topic newest first (deadq.h), shows one
  * letter whole, and redrives letters: each is added again as a job (from its record when that is
  * still there and failed, else from the letter's own topic, body, key, headers and callback),
- * at most once per letter (deadstore.h). Requests are queued to one worker, which holds its own
+ * at most once per letter (redrive.h). Requests are queued to one worker, which holds its own
  * Kafka consumer (made at the first request) and Redis connections: no HTTP thread waits on
  * Kafka or Redis. Thread-safe. */
 #ifndef DQ_DEAD_H

@@ -1,5 +1,6 @@
-/* dead: the dead-letter routes. The contract is in include/dead/dead.h. */
-#include <pthread.h>
+/* dead: the dead-letter routes. Parses each request on the HTTP thread and queues it to one
+ * worker, which reads the letters from Kafka (deadq.h) to list them, show one, or hand them to
+ * the redrive (redrive.h). The contract is in include/dead/dead.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,14 +12,10 @@
 #include "lib/clock.h"
 #include "dead/dead.h"
 #include "dead/deadq.h"
-#include "dead/deadstore.h"
+#include "dead/redrive.h"
 #include "core/envelope.h"
-#include "lib/log.h"
-#include "core/metrics.h"
-#include "redis/store.h"
 #include "lib/workers.h"
 
-#define LOG_MODULE "dead"
 #define PREFIX "/delay-queue/api/dead"
 #define LIST_DEFAULT 50
 #define LIST_MAX 500
@@ -27,7 +24,6 @@
 #define REDRIVE_LIST_MAX 1000     /* letters one redrive names, at most */
 #define REDRIVE_FILTER_MAX 10000  /* letters one redrive by filter adds, at most */
 #define REDRIVE_SCAN_MAX 200000
-#define REDRIVE_CHUNK 1000        /* letters whose records and marks one Redis call takes */
 #define CLOCK_SKEW_MS 60000       /* letters of other instances may be this much out of order */
 #define TASK_WAIT_MS 30000
 #define QUEUE_MAX 1000
@@ -57,12 +53,9 @@ struct task {
 
 struct dead {
     const struct config *cfg;
-    struct jobs *jobs;
-    struct api_limits limits;
     struct workers *w;
     struct deadq *dq;
-    struct deadstore *ds;
-    struct store *st;
+    struct redrive *r;
 };
 
 static void answer(struct task *t, int status, int code, const char *msg, void *data)
@@ -79,34 +72,12 @@ static void task_free(struct task *t)
     free(t);
 }
 
-/* 1 when s (len bytes) is UTF-8 text. */
-static int is_text(const char *s, size_t len)
-{
-    json_t *j = json_stringn(s, len);
-
-    json_decref(j);
-    return j != NULL;
-}
-
 static json_t *header_or_null(const struct dead_letter *l, const char *name)
 {
     size_t len;
     const char *v = dead_letter_header(l, name, &len);
 
     return v ? api_json_text(v, len, len) : json_null();
-}
-
-/* The job id a redrive of l adds: its dq-id, or dead-<partition>-<offset>. */
-static void job_id_of(const struct dead_letter *l, char out[JOB_ID_MAX + 1])
-{
-    size_t len;
-    const char *id = dead_letter_header(l, HDR_ID, &len);
-    char why[128];
-
-    if (id && job_id_valid(id, len, why, sizeof(why)) == 0)
-        snprintf(out, JOB_ID_MAX + 1, "%.*s", (int)len, id);
-    else
-        snprintf(out, JOB_ID_MAX + 1, "dead-%d-%lld", (int)l->partition, (long long)l->offset);
 }
 
 /* A letter as the list shows it (whole: as GET of one shows it). */
@@ -142,24 +113,6 @@ static json_t *letter_json(const struct dead_letter *l, int redriven, int whole)
         json_object_set_new(o, "source", header_or_null(l, "dq-source"));
     }
     return o;
-}
-
-/* Whether each of n letters was redriven, into marked (all 0 when Redis did not answer). */
-static void marks_of(struct dead *d, const struct dead_letter *ls, size_t n, int *marked)
-{
-    int32_t *p = calloc(n ? n : 1, sizeof(*p));
-    int64_t *o = calloc(n ? n : 1, sizeof(*o));
-    char err[256];
-
-    memset(marked, 0, n * sizeof(*marked));
-    if (p && o) {
-        for (size_t i = 0; i < n; i++)
-            p[i] = ls[i].partition, o[i] = ls[i].offset;
-        if (deadstore_marked(d->ds, n, p, o, marked, err, sizeof(err)) < 0)
-            log_warn("reading which dead letters were redriven failed: %s", err);
-    }
-    free(p);
-    free(o);
 }
 
 /* deadq_match_fn of a filter. */
@@ -209,7 +162,7 @@ static void run_list(struct dead *d, struct task *t)
         answer(t, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
-    marks_of(d, ls, n, marked);
+    redrive_marked(d->r, ls, n, marked);
     arr = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(arr, letter_json(&ls[i], marked[i], 0));
@@ -238,275 +191,9 @@ static void run_one(struct dead *d, struct task *t)
         answer(t, 404, API_NOT_FOUND, msg, NULL);
         return;
     }
-    marks_of(d, &l, 1, &marked);
+    redrive_marked(d->r, &l, 1, &marked);
     answer(t, 200, API_OK, "ok", letter_json(&l, marked, 1));
     dead_letter_release(&l);
-}
-
-/* The adds of one redrive, answered from the intake's thread. */
-struct gather {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t left;
-};
-
-struct redrive {
-    struct gather *g;
-    int32_t partition;
-    int64_t offset;
-    char job_id[JOB_ID_MAX + 1];
-    int status;
-    char *response;
-};
-
-static void redrive_added(void *opaque, int status, char *response)
-{
-    struct redrive *r = opaque;
-
-    pthread_mutex_lock(&r->g->mu);
-    r->status = status;
-    r->response = response;
-    if (--r->g->left == 0)
-        pthread_cond_signal(&r->g->cv);
-    pthread_mutex_unlock(&r->g->mu);
-}
-
-static void skipped(json_t *list, int32_t partition, int64_t offset, const char *why)
-{
-    json_t *o = json_object();
-
-    json_object_set_new(o, "partition", json_integer(partition));
-    json_object_set_new(o, "offset", json_integer(offset));
-    json_object_set_new(o, "why", json_string(why));
-    json_array_append_new(list, o);
-}
-
-/* The job a redrive adds, due at due_ms, from its record when rd (NULL: the letter names no
- * job) found one and it failed. 0 (*found 0: no record to start from), or -1 with why it
- * cannot be redriven in why. */
-static int job_of_record(const struct store_read *rd, const char *id, int64_t due_ms,
-                         struct job *out, int *found, char *why, size_t whylen)
-{
-    struct job_record rec;
-    char err[256];
-
-    *found = 0;
-    memset(out, 0, sizeof(*out));
-    if (!rd || (!rd->failed && !rd->found))
-        return 0;
-    if (rd->failed) {
-        snprintf(why, whylen, "reading the record of job %s failed: %s", id, rd->err);
-        return -1;
-    }
-    if (job_record_read(id, rd->data, rd->len, out, &rec, err, sizeof(err)) < 0) {
-        snprintf(why, whylen, "the record of job %s does not read: %s", id, err);
-        return -1;
-    }
-    if (rec.state != JOB_FAILED) {
-        snprintf(why, whylen, "job %s is %s", id, job_state_name(rec.state));
-        return -1;
-    }
-    *found = 1;
-    out->created_ms = clock_now_ms();
-    out->due_ms = due_ms;
-    out->delay_ms = due_ms - out->created_ms > 0 ? due_ms - out->created_ms : 0;
-    return 0;
-}
-
-/* The job a redrive of l adds from the letter itself: its dq-topic or dq-callback, body, key
- * and headers, checked as an add. 0, or -1 with why in why. */
-static int job_of_letter(struct dead *d, const struct dead_letter *l, const char *id,
-                         int64_t due_ms, struct job *out, char *why, size_t whylen)
-{
-    json_t *o = json_object(), *h = json_object(), *cb = NULL;
-    const char *topic, *callback, *deliver, *ttr;
-    size_t tlen = 0, clen = 0, dlen = 0, ttrlen = 0;
-    struct api_error e;
-    char *text;
-    int id_given, rc = -1;
-
-    memset(out, 0, sizeof(*out));
-    topic = dead_letter_header(l, HDR_TOPIC, &tlen);
-    callback = dead_letter_header(l, HDR_CALLBACK, &clen);
-    deliver = dead_letter_header(l, HDR_DELIVER, &dlen);
-    ttr = dead_letter_header(l, HDR_TTR, &ttrlen);
-    if (dead_letter_header(l, "dq-body", NULL)) {
-        snprintf(why, whylen, "its body was left out of the dead letter and its record is gone");
-        goto out;
-    }
-    if (!topic && !callback) {
-        snprintf(why, whylen, "it names no topic (dq-topic) and no callback to deliver to");
-        goto out;
-    }
-    if (l->value && !is_text(l->value, l->value_len)) {
-        snprintf(why, whylen, "its body is not UTF-8 text, which an add cannot carry");
-        goto out;
-    }
-    json_object_set_new(o, "id", json_string(id));
-    if (topic)
-        json_object_set_new(o, "topic", json_stringn(topic, tlen));
-    if (callback && !(cb = json_loadb(callback, clen, 0, NULL))) {
-        snprintf(why, whylen, "its dq-callback is not JSON");
-        goto out;
-    }
-    if (cb)
-        json_object_set_new(o, "callback", cb);
-    if (deliver)
-        json_object_set_new(o, "deliver", json_stringn(deliver, dlen));
-    if (ttr)
-        json_object_set_new(o, "ttr_ms", json_integer(strtoll(ttr, NULL, 10)));
-    json_object_set_new(o, "body", json_stringn(l->value ? l->value : "", l->value_len));
-    if (l->key && is_text(l->key, l->key_len) &&
-        (strlen(id) != l->key_len || memcmp(id, l->key, l->key_len) != 0))
-        json_object_set_new(o, "key", json_stringn(l->key, l->key_len));
-    for (size_t i = 0; i < l->nhdrs; i++) {
-        const struct dead_header *x = &l->hdrs[i];
-        if (strncmp(x->name, HDR_PREFIX, strlen(HDR_PREFIX)) != 0 && x->value &&
-            is_text(x->value, x->len))
-            json_object_set_new(h, x->name, json_stringn(x->value, x->len));
-    }
-    if (json_object_size(h))
-        json_object_set(o, "headers", h);
-    json_object_set_new(o, "deliver_at_ms", json_integer(due_ms));
-    if (!(text = json_dumps(o, JSON_COMPACT))) {
-        snprintf(why, whylen, "out of memory");
-        goto out;
-    }
-    if (api_parse_add(text, strlen(text), &d->limits, clock_now_ms(), out, &id_given, &e) < 0)
-        snprintf(why, whylen, "as an add: %s", e.message);
-    else
-        rc = 0;
-    free(text);
-out:
-    json_decref(h);
-    json_decref(o);
-    return rc;
-}
-
-/* The message of an add's answer. */
-static void answer_message(const char *response, char *out, size_t outlen)
-{
-    json_t *o = response ? json_loads(response, 0, NULL) : NULL;
-    const char *m = json_string_value(json_object_get(o, "message"));
-
-    snprintf(out, outlen, "%s", m ? m : "the add failed");
-    json_decref(o);
-}
-
-/* Redrives the n (at most REDRIVE_CHUNK) letters ls: their records read in one pipeline,
- * their marks taken in one call, their adds handed to the intake together; counts those added
- * into *done, the others into skips with why. */
-static void redrive_chunk(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
-                          size_t *done, json_t *skips)
-{
-    struct gather g = { .left = 1 };
-    struct redrive *rs = calloc(n, sizeof(*rs));
-    struct store_read *rd = calloc(n, sizeof(*rd));
-    struct deadstore_mark *marks = calloc(n, sizeof(*marks));
-    struct job *jobs = calloc(n, sizeof(*jobs));
-    size_t *at = calloc(n, sizeof(*at));     /* the letter of each mark */
-    int32_t *parts = calloc(n, sizeof(*parts));
-    int64_t *offs = calloc(n, sizeof(*offs));
-    size_t nread = 0, nmark = 0, nfail = 0;
-    char why[512], err[256] = "";
-
-    if (!rs || !rd || !marks || !jobs || !at || !parts || !offs) {
-        for (size_t i = 0; i < n; i++)
-            skipped(skips, ls[i].partition, ls[i].offset, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        rs[i].partition = ls[i].partition;
-        rs[i].offset = ls[i].offset;
-        job_id_of(&ls[i], rs[i].job_id);
-        if (dead_letter_header(&ls[i], HDR_ID, NULL))
-            rd[nread++].id = rs[i].job_id;
-    }
-    store_read_many(d->st, nread, rd);   /* each read says whether it failed */
-    for (size_t i = 0, r = 0; i < n; i++) {
-        const struct store_read *own = dead_letter_header(&ls[i], HDR_ID, NULL) ? &rd[r++] : NULL;
-        int found = 0;
-        if (job_of_record(own, rs[i].job_id, due_ms, &jobs[i], &found, why, sizeof(why)) < 0 ||
-            (!found && job_of_letter(d, &ls[i], rs[i].job_id, due_ms, &jobs[i], why,
-                                     sizeof(why)) < 0)) {
-            job_release(&jobs[i]);
-            skipped(skips, ls[i].partition, ls[i].offset, why);
-            continue;
-        }
-        marks[nmark] = (struct deadstore_mark){ .partition = ls[i].partition,
-                                                .offset = ls[i].offset, .job_id = rs[i].job_id };
-        at[nmark++] = i;
-    }
-    if (deadstore_mark_many(d->ds, nmark, marks, err, sizeof(err)) < 0) {
-        snprintf(why, sizeof(why), "marking it redriven failed: %s", err);
-        for (size_t k = 0; k < nmark; k++) {
-            job_release(&jobs[at[k]]);
-            skipped(skips, marks[k].partition, marks[k].offset, why);
-        }
-        goto out;
-    }
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    for (size_t k = 0; k < nmark; k++) {
-        struct redrive *r = &rs[at[k]];
-        if (!marks[k].taken) {
-            job_release(&jobs[at[k]]);
-            snprintf(why, sizeof(why), "redriven before, as job %s", marks[k].before);
-            skipped(skips, r->partition, r->offset, why);
-            continue;
-        }
-        r->g = &g;
-        pthread_mutex_lock(&g.mu);
-        g.left++;
-        pthread_mutex_unlock(&g.mu);
-        jobs[at[k]].override = JOB_OVERRIDE_FAILED;
-        jobs_add_job(d->jobs, &jobs[at[k]], redrive_added, r);
-    }
-    pthread_mutex_lock(&g.mu);
-    g.left--;
-    while (g.left > 0)
-        pthread_cond_wait(&g.cv, &g.mu);
-    pthread_mutex_unlock(&g.mu);
-    for (size_t i = 0; i < n; i++) {
-        if (!rs[i].g)
-            continue;
-        if (rs[i].status == 200) {
-            (*done)++;
-            metrics_inc(M_DEAD_REDRIVEN);
-            log_info("dead letter partition=%d offset=%lld redriven as job=%s",
-                     (int)rs[i].partition, (long long)rs[i].offset, rs[i].job_id);
-        } else {
-            answer_message(rs[i].response, why, sizeof(why));
-            skipped(skips, rs[i].partition, rs[i].offset, why);
-            parts[nfail] = rs[i].partition;
-            offs[nfail++] = rs[i].offset;
-        }
-        free(rs[i].response);
-    }
-    if (deadstore_unmark_many(d->ds, nfail, parts, offs, err, sizeof(err)) < 0)
-        log_warn("%zu dead letters whose redrive failed keep their marks (%s): they read as "
-                 "redriven", nfail, err);
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
-out:
-    for (size_t i = 0; rd && i < nread; i++)
-        free(rd[i].data);
-    free(offs);
-    free(parts);
-    free(at);
-    free(jobs);
-    free(marks);
-    free(rd);
-    free(rs);
-}
-
-/* Redrives the n letters ls, REDRIVE_CHUNK at a time. */
-static void redrive_many(struct dead *d, struct dead_letter *ls, size_t n, int64_t due_ms,
-                         size_t *done, json_t *skips)
-{
-    for (size_t i = 0; i < n; i += REDRIVE_CHUNK)
-        redrive_chunk(d, ls + i, n - i < REDRIVE_CHUNK ? n - i : REDRIVE_CHUNK, due_ms, done,
-                      skips);
 }
 
 static void run_redrive(struct dead *d, struct task *t)
@@ -535,10 +222,10 @@ static void run_redrive(struct dead *d, struct task *t)
             if (found[i] == 1)
                 found_ls[n++] = found_ls[i];
             else
-                skipped(skips, t->parts[i], t->offsets[i],
-                        found[i] == 2 ? "listed before" : "no dead letter there");
+                redrive_skip(skips, t->parts[i], t->offsets[i],
+                             found[i] == 2 ? "listed before" : "no dead letter there");
         }
-        redrive_many(d, found_ls, n, due, &done, skips);
+        redrive_letters(d->r, found_ls, n, due, &done, skips);
         dead_letters_free(found_ls, n);
         free(found);
         cursor[0] = '\0';
@@ -553,7 +240,7 @@ static void run_redrive(struct dead *d, struct task *t)
                 kafka_failed(t, err);
                 return;
             }
-            redrive_many(d, ls, n, due, &done, skips);
+            redrive_letters(d->r, ls, n, due, &done, skips);
             dead_letters_free(ls, n);
             total += n;
             t->from = next;
@@ -609,14 +296,9 @@ struct dead *dead_new(const struct config *cfg, struct jobs *jobs, char *err, si
         return NULL;
     }
     d->cfg = cfg;
-    d->jobs = jobs;
-    d->limits = (struct api_limits){ .levels = &cfg->delay.levels, .dlq_topic = cfg->delay.dlq_topic,
-                                     .max_delay_ms = cfg->job.max_delay_s * 1000,
-                                     .endpoints = cfg->callbacks.endpoints,
-                                     .nendpoints = cfg->callbacks.nendpoints };
-    if (!(d->ds = deadstore_new(cfg)) || !(d->st = store_new(cfg)) ||
+    if (!(d->r = redrive_new(cfg, jobs)) ||
         !(d->w = workers_new(1, 1, TASK_WAIT_MS, QUEUE_MAX, run_tasks, drop_task, d))) {
-        snprintf(err, errlen, d->st ? "cannot start the dead letters' thread" : "out of memory");
+        snprintf(err, errlen, d->r ? "cannot start the dead letters' thread" : "out of memory");
         dead_free(d);
         return NULL;
     }
@@ -630,8 +312,7 @@ void dead_free(struct dead *d)
     if (d->w)
         workers_free(d->w);
     deadq_free(d->dq);
-    deadstore_free(d->ds);
-    store_free(d->st);
+    redrive_free(d->r);
     free(d);
 }
 

@@ -25,6 +25,7 @@ PARTS = {
     "delivery/records": "delivery/forwarder",
     "delivery/send": "delivery/forwarder",
     "delivery/ready": "delivery/forwarder",
+    "http/routes": "http/http",
 }
 MAX_LINES = 800
 

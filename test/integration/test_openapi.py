@@ -46,7 +46,7 @@ def test_openapi_json_is_served_without_a_token(stack):
 
 
 def c_routes():
-    """{path: methods} of src/http/http.c's route table, its paths' macros read from src/ and
+    """{path: methods} of src/http/routes.c's route table, its paths' macros read from src/ and
     include/."""
     macros = {}
     for d in ("src", "include"):
@@ -54,7 +54,7 @@ def c_routes():
             for name in (n for n in names if n.endswith((".c", ".h"))):
                 with open(os.path.join(dirpath, name)) as f:
                     macros.update(re.findall(r'^#define (\w+) ("[^"\n]*")', f.read(), re.M))
-    with open(os.path.join(ROOT, "src", "http", "http.c")) as f:
+    with open(os.path.join(ROOT, "src", "http", "routes.c")) as f:
         src = f.read()
     table = src[src.index("} routes[] = {"):]
     table = table[:table.index("\n};")]
