@@ -14,7 +14,7 @@ RANKS = {"lib": 0, "core": 1, "redis": 2, "kafka": 2, "callback": 3, "pull": 3, 
 NETWORK = re.compile(r"#include <(hiredis|librdkafka|microhttpd|curl)/?")
 PURE = ["lib", "core"]
 # Sources that are a second file of another module and share its header (and an inside header).
-PARTS = {"redis/master": "redis/conn"}
+PARTS = {"redis/master": "redis/conn", "schedules/schedroutes": "schedules/schedules"}
 MAX_LINES = 800
 
 
