@@ -1,7 +1,8 @@
-/* schedules: recurring jobs, their HTTP routes, moving them on and the sweep. The contract is in
- * include/schedules/schedules.h. */
+/* schedules: recurring jobs: the workers that run their tasks, adding and cancelling
+ * occurrences, moving a schedule on when one came due, and the sweep. The HTTP routes are
+ * schedroutes.c. The contract is in include/schedules/schedules.h, the shared inside in
+ * include/schedules/schedules_link.h. */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,16 +11,9 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "core/metrics.h"
-#include "core/recur.h"
-#include "schedules/schedjson.h"
-#include "schedules/schedstore.h"
-#include "schedules/schedules.h"
-#include "redis/store.h"
-#include "lib/workers.h"
+#include "schedules/schedules_link.h"
 
 #define LOG_MODULE "schedules"
-#define REQUEST_WORKERS 2
-#define MOVE_WORKERS 2
 #define MOVE_BATCH 64
 #define MOVE_WAIT_MS 60000        /* a move on waits this long for a worker; later, the sweep's */
 #define MOVE_QUEUE_MAX 200000
@@ -29,68 +23,30 @@
 #define SWEEP_GRACE_MS 3000
 #define SWEEP_AGAIN_MS 10000
 #define SWEEP_MAX 512             /* schedules one sweep takes */
-#define PREVIEW_DEFAULT 5
-#define LIST_DEFAULT 50
-#define LIST_MAX 500
 
-enum task_kind { T_PUT, T_GET, T_LIST, T_DELETE, T_PAUSE, T_RESUME, T_TRIGGER, T_NEXT,
-                 T_MOVE, T_SWEEP };
+/* ---- shared with schedroutes.c ---- */
 
-struct task {
-    enum task_kind kind;
-    char id[RECUR_ID_MAX + 1];
-    struct sched_def def;        /* T_PUT */
-    int64_t first_ms;            /* T_PUT: its first occurrence's fire time */
-    char after[RECUR_ID_MAX + 1];   /* T_LIST */
-    int64_t n, from_ms;          /* T_LIST: page size; T_NEXT: fire times and from when */
-    /* T_MOVE: the occurrence that came due (fire_ms, generation gen, runs before it), whether it
-     * ran, and the fire time planned after it (0: none) */
-    int64_t gen, fire_ms, runs, next_ms;
-    int ran;
-    struct recur_timing timing;
-    char *timing_json;
-    void *data;                  /* the answer, while its occurrence is added */
-    jobs_done_fn done;
-    void *opaque;
-};
-
-struct schedules {
-    const struct config *cfg;
-    struct jobs *jobs;
-    struct api_limits limits;
-    struct workers *requests;    /* HTTP requests */
-    struct workers *moves;       /* moves on and sweeps: never an HTTP thread's wait */
-    struct schedstore *wss[REQUEST_WORKERS + MOVE_WORKERS];
-    struct store *wst[REQUEST_WORKERS + MOVE_WORKERS];
-    struct schedstore *sweep_ss;
-    pthread_t sweeper;
-    int sweeping;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
-};
-
-static void answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg,
-                   void *data)
+void schedules_answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg,
+                      void *data)
 {
     done(opaque, status, api_response(code, msg, data));
 }
 
-static void task_free(struct task *t)
+void schedules_task_free(struct task *t)
 {
     sched_def_release(&t->def);
     free(t->timing_json);
     free(t);
 }
 
-/* A worker's connections: the request pool's are 0 .., the move pool's after them. */
-static struct schedstore *ss_of(struct schedules *s, int slot)
+struct schedstore *schedules_ss(struct schedules *s, int slot)
 {
     if (!s->wss[slot])
         s->wss[slot] = schedstore_new(s->cfg);
     return s->wss[slot];
 }
 
+/* The store of worker slot, as schedules_ss. */
 static struct store *st_of(struct schedules *s, int slot)
 {
     if (!s->wst[slot])
@@ -98,11 +54,8 @@ static struct store *st_of(struct schedules *s, int slot)
     return s->wst[slot];
 }
 
-/* Cancels the pending occurrence of schedule id that fires at fire_ms (a replace, pause or
- * delete): it is not delivered. When it has no record yet (its add still on its way), a
- * cancelled record of job_json is written first, so that the add, when it comes, is refused. */
-static void cancel_occurrence(struct schedules *s, int slot, const char *id, int64_t fire_ms,
-                              const char *job_json)
+void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, int64_t fire_ms,
+                                 const char *job_json)
 {
     char name[JOB_ID_MAX + 1], err[256];
     struct store_removal rm = { .id = name };
@@ -147,22 +100,20 @@ static void occurrence_added(void *opaque, int status, char *response)
     free(response);
 }
 
-/* Adds the occurrence of schedule id firing at fire_ms, its job from job_json; chained (a next
- * occurrence of generation gen, runs before it) or not (a trigger's: no schedule to move on).
- * override: it replaces a pending or removed job of its id (a schedule put or resumed). */
-static void add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
-                           const char *timing_json, const char *job_json, int64_t fire_ms,
-                           int64_t gen, int64_t runs, int chained, int override,
-                           jobs_done_fn done, void *opaque)
+void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
+                              const char *timing_json, const char *job_json, int64_t fire_ms,
+                              int64_t gen, int64_t runs, int chained, int override,
+                              jobs_done_fn done, void *opaque)
 {
-    int64_t now = clock_now_ms(), due = fire_ms + (chained ? recur_jitter(id, fire_ms, t->jitter_ms) : 0);
+    int64_t now = clock_now_ms();
+    int64_t due = fire_ms + (chained ? recur_jitter(id, fire_ms, t->jitter_ms) : 0);
     struct api_error e;
     struct job job;
 
     if (schedjson_occurrence(job_json, strlen(job_json), &s->limits, now, due, &job, &e) < 0) {
         job_release(&job);
         log_error("schedule=%s: its job does not read: %s", id, e.message);
-        answer(done, opaque, e.status, e.code, e.message, NULL);
+        schedules_answer(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
     snprintf(job.id, sizeof(job.id), "%s@%lld", id, (long long)fire_ms);
@@ -175,333 +126,14 @@ static void add_occurrence(struct schedules *s, const char *id, const struct rec
     }
     if (chained && (!job.sched || !job.sched->id || !job.sched->timing)) {
         job_release(&job);
-        answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        schedules_answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
     metrics_inc(M_SCHED_MADE);
     jobs_add_job(s->jobs, &job, done, opaque);
 }
 
-/* The add of a put's or resume's first occurrence answered: so is the request. */
-static void first_added(void *opaque, int status, char *response)
-{
-    struct task *t = opaque;
-
-    free(response);
-    if (status == 200) {
-        answer(t->done, t->opaque, 200, API_OK, "ok", t->data);
-    } else {
-        api_data_free(t->data);
-        if (t->kind == T_TRIGGER)
-            answer(t->done, t->opaque, 503, API_UNAVAILABLE, "the occurrence was not added "
-                   "(Redis or Kafka failed)", NULL);
-        else
-            answer(t->done, t->opaque, 503, API_UNAVAILABLE, "the schedule is kept, but its "
-                   "first occurrence was not added now (Redis or Kafka failed); a sweep adds it "
-                   "within seconds of its due time", NULL);
-    }
-    task_free(t);
-}
-
-/* The schedule id of the request's task is answered 404. */
-static void not_found(struct task *t)
-{
-    char msg[RECUR_ID_MAX + 32];
-
-    snprintf(msg, sizeof(msg), "no schedule %s", t->id);
-    answer(t->done, t->opaque, 404, API_NOT_FOUND, msg, NULL);
-}
-
-static void redis_failed(struct task *t, const char *what, const char *err)
-{
-    char msg[512];
-
-    snprintf(msg, sizeof(msg), "%s failed: %s", what, err);
-    answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
-}
-
-/* The schedule as GET answers it, read again; NULL when it could not be read. */
-static void *read_data(struct schedstore *ss, const char *id, int preview)
-{
-    struct sched_kept k;
-    char err[256];
-    int found;
-    void *data = NULL;
-
-    if (schedstore_get(ss, id, &k, &found, err, sizeof(err)) == 0 && found) {
-        data = schedjson_data(id, k.timing_json, k.job_json, &k.st, preview, clock_now_ms());
-        sched_kept_release(&k);
-    }
-    return data;
-}
-
-/* Reads schedule id of t into k: 1, or 0 when t was answered (none, or Redis failed). */
-static int read_kept(struct schedstore *ss, struct task *t, struct sched_kept *k)
-{
-    char err[256];
-    int found;
-
-    if (schedstore_get(ss, t->id, k, &found, err, sizeof(err)) < 0) {
-        redis_failed(t, "reading the schedule", err);
-        return 0;
-    }
-    if (!found) {
-        not_found(t);
-        return 0;
-    }
-    return 1;
-}
-
-/* The kept timing of k into out: 0, or -1 when t was answered. */
-static int kept_timing(struct task *t, const struct sched_kept *k, struct recur_timing *out)
-{
-    char err[256], msg[420];
-
-    if (timing_parse(k->timing_json, strlen(k->timing_json), out, err, sizeof(err)) == 0)
-        return 0;
-    snprintf(msg, sizeof(msg), "schedule %s as kept in Redis does not read: %s", t->id, err);
-    answer(t->done, t->opaque, 500, API_UNAVAILABLE, msg, NULL);
-    return -1;
-}
-
-/* A put of a schedule that exists with the same timing keeps its grid and its runs (a put
- * repeated at every deploy must not restart an interval, nor its max_runs): t's timing becomes
- * the kept one, its first occurrence the pending one. 1 when so. */
-static int same_timing(struct task *t, const struct sched_kept *k, int64_t now)
-{
-    char err[256], *kept;
-
-    if (!schedjson_same_timing(k->timing_json, t->def.timing_json) ||
-        !(kept = strdup(k->timing_json)))
-        return 0;
-    if (timing_parse(kept, strlen(kept), &t->def.timing, err, sizeof(err)) < 0) {
-        free(kept);
-        return 0;
-    }
-    free(t->def.timing_json);
-    t->def.timing_json = kept;
-    t->first_ms = k->st.next_ms > 0 ? k->st.next_ms : recur_next(&t->def.timing, now);
-    return 1;
-}
-
-/* Each runner answers t's request; 1 when it handed t on (to an add whose answer answers it),
- * 0 when the caller frees t. */
-static int run_put(struct schedules *s, int slot, struct task *t)
-{
-    struct schedstore *ss = ss_of(s, slot);
-    int64_t now = clock_now_ms(), due;
-    struct sched_change c;
-    struct sched_kept k;
-    char err[256];
-    int found, keep = 0;
-    int64_t runs = 0;
-
-    if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) < 0) {
-        redis_failed(t, "put", err);
-        return 0;
-    }
-    if (found) {
-        if ((keep = same_timing(t, &k, now)))
-            runs = k.st.runs;
-        sched_kept_release(&k);
-    }
-    due = t->first_ms + recur_jitter(t->id, t->first_ms, t->def.timing.jitter_ms);
-    if (schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
-                       keep, &c, err, sizeof(err)) < 0) {
-        redis_failed(t, "put", err);
-        return 0;
-    }
-    if (c.old_next && (c.paused || c.old_next != t->first_ms))
-        cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
-    log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
-             c.paused ? ", paused" : "", (long long)t->first_ms);
-    t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
-    if (c.paused || t->first_ms <= 0) {
-        answer(t->done, t->opaque, 200, API_OK, c.paused ? "ok; the schedule stays paused until "
-               "resumed" : "ok; the schedule has no fire time left", t->data);
-        t->data = NULL;
-        return 0;
-    }
-    add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json, t->first_ms,
-                   c.gen, runs, 1, 1, first_added, t);
-    return 1;
-}
-
-static void run_get(struct schedules *s, int slot, struct task *t)
-{
-    struct schedstore *ss = ss_of(s, slot);
-    struct sched_kept k;
-    void *data;
-
-    if (!read_kept(ss, t, &k))
-        return;
-    data = schedjson_data(t->id, k.timing_json, k.job_json, &k.st, PREVIEW_DEFAULT,
-                          clock_now_ms());
-    sched_kept_release(&k);
-    if (data)
-        answer(t->done, t->opaque, 200, API_OK, "ok", data);
-    else
-        answer(t->done, t->opaque, 500, API_UNAVAILABLE, "the schedule as kept in Redis does not "
-               "read", NULL);
-}
-
-static void run_list(struct schedules *s, int slot, struct task *t)
-{
-    struct schedstore *ss = ss_of(s, slot);
-    char **ids = NULL, err[256];
-    void **items;
-    size_t n = 0;
-    int more = 0;
-
-    if (schedstore_list(ss, t->after, (size_t)t->n, &ids, &n, &more, err, sizeof(err)) < 0) {
-        redis_failed(t, "listing schedules", err);
-        return;
-    }
-    if (!(items = calloc(n ? n : 1, sizeof(*items)))) {
-        schedstore_ids_free(ids, n);
-        answer(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
-        return;
-    }
-    for (size_t i = 0; i < n; i++)
-        items[i] = read_data(ss, ids[i], 1);   /* NULL: deleted meanwhile */
-    answer(t->done, t->opaque, 200, API_OK, "ok",
-           schedjson_list(items, n, n ? ids[n - 1] : NULL, more));
-    free(items);
-    schedstore_ids_free(ids, n);
-}
-
-static void run_delete(struct schedules *s, int slot, struct task *t)
-{
-    struct sched_change c;
-    char err[256];
-    int found;
-
-    if (schedstore_delete(ss_of(s, slot), t->id, &found, &c, err, sizeof(err)) < 0) {
-        redis_failed(t, "delete", err);
-        return;
-    }
-    if (!found) {
-        not_found(t);
-        return;
-    }
-    cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
-    sched_change_release(&c);
-    log_info("schedule=%s deleted", t->id);
-    answer(t->done, t->opaque, 200, API_OK, "deleted", schedjson_id(t->id));
-}
-
-static void run_pause(struct schedules *s, int slot, struct task *t)
-{
-    struct schedstore *ss = ss_of(s, slot);
-    struct sched_change c;
-    enum sched_switch res;
-    char err[256];
-
-    if (schedstore_pause(ss, t->id, clock_now_ms(), &res, &c, err, sizeof(err)) < 0) {
-        redis_failed(t, "pause", err);
-        return;
-    }
-    if (res == SCHED_NONE) {
-        not_found(t);
-        return;
-    }
-    if (res == SCHED_SWITCHED)
-        cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
-    sched_change_release(&c);
-    answer(t->done, t->opaque, 200, API_OK, res == SCHED_SWITCHED ? "paused" : "already paused",
-           read_data(ss, t->id, 0));
-}
-
-/* Resumes: the first occurrence after the pause as catch_up says, under a compare of the
- * generation read (a change in between: read again, twice). */
-static int run_resume(struct schedules *s, int slot, struct task *t)
-{
-    struct schedstore *ss = ss_of(s, slot);
-    int64_t now, first = 0, gen;
-    enum sched_switch res = SCHED_CHANGED;
-    struct recur_timing timing;
-    struct sched_kept k;
-    char err[256];
-
-    for (int tries = 0; res == SCHED_CHANGED && tries < 3; tries++) {
-        if (!read_kept(ss, t, &k))
-            return 0;
-        if (!k.st.paused) {
-            sched_kept_release(&k);
-            answer(t->done, t->opaque, 200, API_OK, "not paused",
-                   read_data(ss, t->id, PREVIEW_DEFAULT));
-            return 0;
-        }
-        if (kept_timing(t, &k, &timing) < 0) {
-            sched_kept_release(&k);
-            return 0;
-        }
-        now = clock_now_ms();
-        first = recur_first(&timing, now, k.paused_pending);
-        if (schedstore_resume(ss, t->id, k.st.generation, first,
-                              first + recur_jitter(t->id, first, timing.jitter_ms), now, &res, &gen,
-                              err, sizeof(err)) < 0) {
-            sched_kept_release(&k);
-            redis_failed(t, "resume", err);
-            return 0;
-        }
-        if (res == SCHED_SWITCHED && first > 0) {
-            t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
-            add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, first, gen, k.st.runs,
-                           1, 1, first_added, t);
-            sched_kept_release(&k);
-            return 1;
-        }
-        sched_kept_release(&k);
-    }
-    if (res == SCHED_SWITCHED)
-        answer(t->done, t->opaque, 200, API_OK, "resumed; the schedule has no fire time left",
-               read_data(ss, t->id, PREVIEW_DEFAULT));
-    else if (res == SCHED_NONE)
-        not_found(t);
-    else if (res == SCHED_ALREADY)
-        answer(t->done, t->opaque, 200, API_OK, "not paused", NULL);
-    else
-        answer(t->done, t->opaque, 409, API_CONFLICT, "the schedule kept changing; try again",
-               NULL);
-    return 0;
-}
-
-static int run_trigger(struct schedules *s, int slot, struct task *t)
-{
-    struct recur_timing timing;
-    struct sched_kept k;
-    char job[JOB_ID_MAX + 1];
-    int64_t now = clock_now_ms();
-    int handed = 0;
-
-    if (!read_kept(ss_of(s, slot), t, &k))
-        return 0;
-    if (kept_timing(t, &k, &timing) == 0) {
-        if (recur_next(&timing, now - 1) == now)
-            now++;   /* not the id of the schedule's own occurrence of this instant */
-        snprintf(job, sizeof(job), "%s@%lld", t->id, (long long)now);
-        t->data = schedjson_triggered(t->id, job, now);
-        add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, now, 0, 0, 0, 0,
-                       first_added, t);
-        handed = 1;
-    }
-    sched_kept_release(&k);
-    return handed;
-}
-
-static void run_next(struct schedules *s, int slot, struct task *t)
-{
-    struct recur_timing timing;
-    struct sched_kept k;
-
-    if (!read_kept(ss_of(s, slot), t, &k))
-        return;
-    if (kept_timing(t, &k, &timing) == 0)
-        answer(t->done, t->opaque, 200, API_OK, "ok",
-               schedjson_preview(&timing, (int)t->n, t->from_ms));
-    sched_kept_release(&k);
-}
+/* ---- moving on and the sweep ---- */
 
 /* Moves the schedule on from the occurrence of t that came due, and adds the next occurrence
  * (again, when it had moved on before: the add is idempotent). */
@@ -513,15 +145,15 @@ static void move_on(struct schedules *s, int slot, const char *id, int64_t gen, 
     char err[256];
     int64_t due = next_ms > 0 ? next_ms + recur_jitter(id, next_ms, timing->jitter_ms) : 0;
 
-    if (schedstore_advance(ss_of(s, slot), id, gen, fire_ms, next_ms, due, ran, &a, err,
+    if (schedstore_advance(schedules_ss(s, slot), id, gen, fire_ms, next_ms, due, ran, &a, err,
                            sizeof(err)) < 0) {
         log_warn("schedule=%s: moving on from %lld failed (a sweep does it): %s", id,
                  (long long)fire_ms, err);
         return;
     }
     if (a.res > 0 && a.next_ms > 0)
-        add_occurrence(s, id, timing, timing_json, a.job_json, a.next_ms, gen, a.runs, 1, 0,
-                       occurrence_added, NULL);
+        schedules_add_occurrence(s, id, timing, timing_json, a.job_json, a.next_ms, gen, a.runs,
+                                 1, 0, occurrence_added, NULL);
     else if (a.res == 1)
         log_info("schedule=%s ended: no fire time after %lld", id, (long long)fire_ms);
     free(a.job_json);
@@ -564,7 +196,7 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     enum job_state state = JOB_PENDING;
     int found, rc;
 
-    if (schedstore_get(ss_of(s, slot), id, &k, &found, err, sizeof(err)) < 0) {
+    if (schedstore_get(schedules_ss(s, slot), id, &k, &found, err, sizeof(err)) < 0) {
         log_warn("sweep: reading schedule %s failed: %s", id, err);
         return;
     }
@@ -585,8 +217,8 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     rc = occurrence_state(s, slot, job, &state);
     if (rc == 0 || (rc == 1 && state == JOB_PENDING)) {
         log_info("sweep: occurrence %s %s; adding it again", job, rc ? "is overdue" : "is missing");
-        add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms, k.st.generation,
-                       k.st.runs, 1, 0, occurrence_added, NULL);
+        schedules_add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms,
+                                 k.st.generation, k.st.runs, 1, 0, occurrence_added, NULL);
     } else if (rc == 1 && state != JOB_DELIVERING) {
         int ran = state != JOB_CANCELLED;
         plain = timing;
@@ -603,33 +235,27 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     sched_kept_release(&k);
 }
 
+/* ---- the workers ---- */
+
 static void run_task(struct schedules *s, int slot, struct task *t)
 {
     int handed = 0;
 
-    if (!ss_of(s, slot) || !st_of(s, slot)) {
+    if (!schedules_ss(s, slot) || !st_of(s, slot)) {
         if (t->done)
-            answer(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
-        task_free(t);
+            schedules_answer(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        schedules_task_free(t);
         return;
     }
-    switch (t->kind) {
-    case T_PUT: handed = run_put(s, slot, t); break;
-    case T_RESUME: handed = run_resume(s, slot, t); break;
-    case T_TRIGGER: handed = run_trigger(s, slot, t); break;
-    case T_GET: run_get(s, slot, t); break;
-    case T_LIST: run_list(s, slot, t); break;
-    case T_DELETE: run_delete(s, slot, t); break;
-    case T_PAUSE: run_pause(s, slot, t); break;
-    case T_NEXT: run_next(s, slot, t); break;
-    case T_MOVE:
+    if (t->kind == T_MOVE)
         move_on(s, slot, t->id, t->gen, t->fire_ms, t->next_ms, t->ran, &t->timing,
                 t->timing_json);
-        break;
-    case T_SWEEP: sweep_one(s, slot, t->id); break;
-    }
+    else if (t->kind == T_SWEEP)
+        sweep_one(s, slot, t->id);
+    else
+        handed = schedules_run_request(s, slot, t);
     if (!handed)
-        task_free(t);
+        schedules_task_free(t);
 }
 
 static void run_requests(void *ctx, int worker, void **tasks, size_t n)
@@ -652,11 +278,11 @@ static void drop_task(void *ctx, void *task, const char *why)
     (void)ctx;
     if (t->done) {
         snprintf(msg, sizeof(msg), "schedules: %s", why);
-        answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
+        schedules_answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
     } else {
         log_info("schedule=%s: a move on was dropped (%s); a sweep does it", t->id, why);
     }
-    task_free(t);
+    schedules_task_free(t);
 }
 
 static void *sweep_main(void *arg)
@@ -698,6 +324,8 @@ static void *sweep_main(void *arg)
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
+
+/* ---- life ---- */
 
 struct schedules *schedules_new(const struct config *cfg, struct jobs *jobs, char *err,
                                 size_t errlen)
@@ -774,143 +402,4 @@ void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,
     t->next_ms = plan->next_ms > 0 ? plan->next_ms : 0;
     t->timing = *timing;
     workers_queue(s->moves, t);
-}
-
-/* The id and the action of a path below the prefix: 0, or -1 with e set. */
-static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **action,
-                      struct api_error *e)
-{
-    const char *start = path[0] == '/' ? path + 1 : path, *slash = strchr(start, '/');
-    size_t len = slash ? (size_t)(slash - start) : strlen(start);
-    char why[128];
-
-    *action = slash ? slash + 1 : "";
-    id[0] = '\0';
-    if (len == 0 && slash)
-        return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: an empty schedule id");
-    if (len == 0)
-        return 0;
-    if (len > RECUR_ID_MAX)
-        return api_fail(e, 400, API_BAD_REQUEST, "schedule id: longer than %d characters",
-                        RECUR_ID_MAX);
-    if (job_id_valid(start, len, why, sizeof(why)) < 0)
-        return api_fail(e, 400, API_BAD_REQUEST, "schedule id: %s", why);
-    memcpy(id, start, len);
-    id[len] = '\0';
-    return 0;
-}
-
-const char *schedules_allow(const char *path)
-{
-    const char *start = path[0] == '/' ? path + 1 : path, *slash = strchr(start, '/');
-    const char *action = slash ? slash + 1 : "";
-
-    if (!start[0])
-        return "GET";
-    if (slash == start)
-        return NULL;   /* an empty id */
-    if (!action[0])
-        return "GET, PUT, DELETE";
-    if (strcmp(action, "next") == 0)
-        return "GET";
-    if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
-        strcmp(action, "trigger") == 0)
-        return "POST";
-    return NULL;
-}
-
-/* Whether method is one of the list allow ("GET, PUT, DELETE"). */
-static int takes(const char *allow, const char *method)
-{
-    size_t n = strlen(method);
-
-    for (const char *m = allow; (m = strstr(m, method)); m += n) {
-        if ((m == allow || m[-1] == ' ') && (m[n] == ',' || m[n] == '\0'))
-            return 1;
-    }
-    return 0;
-}
-
-/* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. A path's
- * methods are checked before its id: a wrong method is a 405 whatever the id. */
-static int task_of(struct schedules *s, const struct schedules_request *r, struct task *t,
-                   struct api_error *e)
-{
-    const char *action, *allow = schedules_allow(r->path);
-
-    if (allow && !takes(allow, r->method))
-        return api_fail(e, 405, API_BAD_REQUEST, "this path takes %s", allow);
-    if (split_path(r->path, t->id, &action, e) < 0)
-        return -1;
-    if (!t->id[0]) {
-        t->kind = T_LIST;
-        t->n = LIST_DEFAULT;
-        snprintf(t->after, sizeof(t->after), "%s", r->after ? r->after : "");
-        if (api_query_int(r->limit, 1, LIST_MAX, &t->n) < 0)
-            return api_fail(e, 400, API_BAD_REQUEST, "limit must be an integer from 1 to %d",
-                            LIST_MAX);
-        return 0;
-    }
-    if (!action[0]) {
-        t->kind = strcmp(r->method, "GET") == 0 ? T_GET
-                  : strcmp(r->method, "DELETE") == 0 ? T_DELETE : T_PUT;
-        return 0;
-    }
-    if (strcmp(action, "next") == 0) {
-        t->kind = T_NEXT;
-        t->n = 10;
-        t->from_ms = clock_now_ms();
-        if (api_query_int(r->n, 1, RECUR_PREVIEW_MAX, &t->n) < 0)
-            return api_fail(e, 400, API_BAD_REQUEST, "n must be an integer from 1 to %d",
-                            RECUR_PREVIEW_MAX);
-        if (api_query_int(r->from_ms, 0, 253402300799999LL, &t->from_ms) < 0)
-            return api_fail(e, 400, API_BAD_REQUEST, "from_ms must be epoch milliseconds");
-        return 0;
-    }
-    if (strcmp(action, "pause") == 0)
-        t->kind = T_PAUSE;
-    else if (strcmp(action, "resume") == 0)
-        t->kind = T_RESUME;
-    else if (strcmp(action, "trigger") == 0)
-        t->kind = T_TRIGGER;
-    else
-        return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: %s %s (a schedule has "
-                        "POST pause, resume, trigger and GET next)", r->method, action);
-    (void)s;
-    return 0;
-}
-
-/* A put's definition, read and checked on the HTTP thread. 0, or -1 with e set. */
-static int read_put(struct schedules *s, const struct schedules_request *r, struct task *t,
-                    struct api_error *e)
-{
-    int64_t now = clock_now_ms();
-
-    if (schedjson_parse_def(r->body ? r->body : "", r->len, &s->limits, now, &t->def, e) < 0)
-        return -1;
-    if ((t->first_ms = recur_first(&t->def.timing, now, 0)) < 0)
-        return api_fail(e, 400, API_BAD_REQUEST, "%s: the schedule never fires after now%s",
-                        t->def.timing.cron_text[0] ? "cron" : "every_ms",
-                        t->def.timing.end_ms ? " and before end_at_ms" : "");
-    return 0;
-}
-
-void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
-                     void *opaque)
-{
-    struct task *t = calloc(1, sizeof(*t));
-    struct api_error e;
-
-    if (!t) {
-        answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
-        return;
-    }
-    t->done = done;
-    t->opaque = opaque;
-    if (task_of(s, r, t, &e) < 0 || (t->kind == T_PUT && read_put(s, r, t, &e) < 0)) {
-        answer(done, opaque, e.status, e.code, e.message, NULL);
-        task_free(t);
-        return;
-    }
-    workers_queue(s->requests, t);
 }

@@ -26,6 +26,7 @@ PARTS = {
     "delivery/send": "delivery/forwarder",
     "delivery/ready": "delivery/forwarder",
     "http/routes": "http/http",
+    "schedules/schedroutes": "schedules/schedules",
 }
 MAX_LINES = 800
 

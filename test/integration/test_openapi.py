@@ -76,7 +76,7 @@ def function(path, name):
 
 def test_every_route_is_described(stack):
     """Every route of delayqd under /delay-queue/api, with the methods it takes, is in the spec:
-    the route table's in src/http/http.c; below /schedules/ and /dead/, the paths that schedules.c
+    the route table's in src/http/http.c; below /schedules/ and /dead/, the paths that schedroutes.c
     and dead.c answer (their *_allow functions); and, asked with OPTIONS, each path of the spec
     answers 405 with the spec's methods in Allow."""
     paths = spec()["paths"]
@@ -93,7 +93,7 @@ def test_every_route_is_described(stack):
             assert sub in paths, f"{path} is not in docs/openapi.yaml"
             assert methods[sub] == takes, (path, methods[sub], takes)
     assert sorted(below) == ["/dead/", "/schedules/"], below
-    actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules/schedules.c", "schedules_allow"))
+    actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules/schedroutes.c", "schedules_allow"))
     dead = re.findall(r'strcmp\(path, "(/\w+)"\)', function("src/dead/dead.c", "dead_allow"))
     assert actions and dead, (actions, dead)
     for sub in (["/schedules/{id}", "/dead/{partition}/{offset}"] +

@@ -1,0 +1,495 @@
+/* schedroutes: the schedules' HTTP routes. A request is read on the HTTP thread into a task
+ * (its path, methods, query and, for a put, its definition), run on a request worker against
+ * Redis and answered; a put's, resume's or trigger's answer waits for the add of its occurrence.
+ * Part of schedules; the contract is in include/schedules/schedules.h, the shared inside in
+ * include/schedules/schedules_link.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "schedules/schedules_link.h"
+
+#define LOG_MODULE "schedules"
+#define PREVIEW_DEFAULT 5
+#define LIST_DEFAULT 50
+#define LIST_MAX 500
+
+static void reply(struct task *t, int status, int code, const char *msg, void *data)
+{
+    schedules_answer(t->done, t->opaque, status, code, msg, data);
+}
+
+/* The add of a put's or resume's first occurrence answered: so is the request. */
+static void first_added(void *opaque, int status, char *response)
+{
+    struct task *t = opaque;
+
+    free(response);
+    if (status == 200) {
+        reply(t, 200, API_OK, "ok", t->data);
+    } else {
+        api_data_free(t->data);
+        if (t->kind == T_TRIGGER)
+            reply(t, 503, API_UNAVAILABLE, "the occurrence was not added (Redis or Kafka failed)",
+                  NULL);
+        else
+            reply(t, 503, API_UNAVAILABLE, "the schedule is kept, but its "
+                  "first occurrence was not added now (Redis or Kafka failed); a sweep adds it "
+                  "within seconds of its due time", NULL);
+    }
+    schedules_task_free(t);
+}
+
+/* The schedule id of the request's task is answered 404. */
+static void not_found(struct task *t)
+{
+    char msg[RECUR_ID_MAX + 32];
+
+    snprintf(msg, sizeof(msg), "no schedule %s", t->id);
+    reply(t, 404, API_NOT_FOUND, msg, NULL);
+}
+
+static void redis_failed(struct task *t, const char *what, const char *err)
+{
+    char msg[512];
+
+    snprintf(msg, sizeof(msg), "%s failed: %s", what, err);
+    reply(t, 503, API_UNAVAILABLE, msg, NULL);
+}
+
+/* The schedule as GET answers it, read again; NULL when it could not be read. */
+static void *read_data(struct schedstore *ss, const char *id, int preview)
+{
+    struct sched_kept k;
+    char err[256];
+    int found;
+    void *data = NULL;
+
+    if (schedstore_get(ss, id, &k, &found, err, sizeof(err)) == 0 && found) {
+        data = schedjson_data(id, k.timing_json, k.job_json, &k.st, preview, clock_now_ms());
+        sched_kept_release(&k);
+    }
+    return data;
+}
+
+/* Reads schedule id of t into k: 1, or 0 when t was answered (none, or Redis failed). */
+static int read_kept(struct schedstore *ss, struct task *t, struct sched_kept *k)
+{
+    char err[256];
+    int found;
+
+    if (schedstore_get(ss, t->id, k, &found, err, sizeof(err)) < 0) {
+        redis_failed(t, "reading the schedule", err);
+        return 0;
+    }
+    if (!found) {
+        not_found(t);
+        return 0;
+    }
+    return 1;
+}
+
+/* The kept timing of k into out: 0, or -1 when t was answered. */
+static int kept_timing(struct task *t, const struct sched_kept *k, struct recur_timing *out)
+{
+    char err[256], msg[420];
+
+    if (timing_parse(k->timing_json, strlen(k->timing_json), out, err, sizeof(err)) == 0)
+        return 0;
+    snprintf(msg, sizeof(msg), "schedule %s as kept in Redis does not read: %s", t->id, err);
+    reply(t, 500, API_UNAVAILABLE, msg, NULL);
+    return -1;
+}
+
+/* A put of a schedule that exists with the same timing keeps its grid and its runs (a put
+ * repeated at every deploy must not restart an interval, nor its max_runs): t's timing becomes
+ * the kept one, its first occurrence the pending one. 1 when so. */
+static int same_timing(struct task *t, const struct sched_kept *k, int64_t now)
+{
+    char err[256], *kept;
+
+    if (!schedjson_same_timing(k->timing_json, t->def.timing_json) ||
+        !(kept = strdup(k->timing_json)))
+        return 0;
+    if (timing_parse(kept, strlen(kept), &t->def.timing, err, sizeof(err)) < 0) {
+        free(kept);
+        return 0;
+    }
+    free(t->def.timing_json);
+    t->def.timing_json = kept;
+    t->first_ms = k->st.next_ms > 0 ? k->st.next_ms : recur_next(&t->def.timing, now);
+    return 1;
+}
+
+/* Each runner answers t's request; 1 when it handed t on (to an add whose answer answers it),
+ * 0 when the caller frees t. */
+static int run_put(struct schedules *s, int slot, struct task *t)
+{
+    struct schedstore *ss = schedules_ss(s, slot);
+    int64_t now = clock_now_ms(), due;
+    struct sched_change c;
+    struct sched_kept k;
+    char err[256];
+    int found, keep = 0;
+    int64_t runs = 0;
+
+    if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) < 0) {
+        redis_failed(t, "put", err);
+        return 0;
+    }
+    if (found) {
+        if ((keep = same_timing(t, &k, now)))
+            runs = k.st.runs;
+        sched_kept_release(&k);
+    }
+    due = t->first_ms + recur_jitter(t->id, t->first_ms, t->def.timing.jitter_ms);
+    if (schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
+                       keep, &c, err, sizeof(err)) < 0) {
+        redis_failed(t, "put", err);
+        return 0;
+    }
+    if (c.old_next && (c.paused || c.old_next != t->first_ms))
+        schedules_cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
+    log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
+             c.paused ? ", paused" : "", (long long)t->first_ms);
+    t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
+    if (c.paused || t->first_ms <= 0) {
+        reply(t, 200, API_OK, c.paused ? "ok; the schedule stays paused until resumed"
+                                       : "ok; the schedule has no fire time left", t->data);
+        t->data = NULL;
+        return 0;
+    }
+    schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json,
+                             t->first_ms, c.gen, runs, 1, 1, first_added, t);
+    return 1;
+}
+
+static void run_get(struct schedules *s, int slot, struct task *t)
+{
+    struct schedstore *ss = schedules_ss(s, slot);
+    struct sched_kept k;
+    void *data;
+
+    if (!read_kept(ss, t, &k))
+        return;
+    data = schedjson_data(t->id, k.timing_json, k.job_json, &k.st, PREVIEW_DEFAULT,
+                          clock_now_ms());
+    sched_kept_release(&k);
+    if (data)
+        reply(t, 200, API_OK, "ok", data);
+    else
+        reply(t, 500, API_UNAVAILABLE, "the schedule as kept in Redis does not read", NULL);
+}
+
+static void run_list(struct schedules *s, int slot, struct task *t)
+{
+    struct schedstore *ss = schedules_ss(s, slot);
+    char **ids = NULL, err[256];
+    void **items;
+    size_t n = 0;
+    int more = 0;
+
+    if (schedstore_list(ss, t->after, (size_t)t->n, &ids, &n, &more, err, sizeof(err)) < 0) {
+        redis_failed(t, "listing schedules", err);
+        return;
+    }
+    if (!(items = calloc(n ? n : 1, sizeof(*items)))) {
+        schedstore_ids_free(ids, n);
+        reply(t, 503, API_UNAVAILABLE, "out of memory", NULL);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        items[i] = read_data(ss, ids[i], 1);   /* NULL: deleted meanwhile */
+    reply(t, 200, API_OK, "ok", schedjson_list(items, n, n ? ids[n - 1] : NULL, more));
+    free(items);
+    schedstore_ids_free(ids, n);
+}
+
+static void run_delete(struct schedules *s, int slot, struct task *t)
+{
+    struct sched_change c;
+    char err[256];
+    int found;
+
+    if (schedstore_delete(schedules_ss(s, slot), t->id, &found, &c, err, sizeof(err)) < 0) {
+        redis_failed(t, "delete", err);
+        return;
+    }
+    if (!found) {
+        not_found(t);
+        return;
+    }
+    schedules_cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
+    sched_change_release(&c);
+    log_info("schedule=%s deleted", t->id);
+    reply(t, 200, API_OK, "deleted", schedjson_id(t->id));
+}
+
+static void run_pause(struct schedules *s, int slot, struct task *t)
+{
+    struct schedstore *ss = schedules_ss(s, slot);
+    struct sched_change c;
+    enum sched_switch res;
+    char err[256];
+
+    if (schedstore_pause(ss, t->id, clock_now_ms(), &res, &c, err, sizeof(err)) < 0) {
+        redis_failed(t, "pause", err);
+        return;
+    }
+    if (res == SCHED_NONE) {
+        not_found(t);
+        return;
+    }
+    if (res == SCHED_SWITCHED)
+        schedules_cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
+    sched_change_release(&c);
+    reply(t, 200, API_OK, res == SCHED_SWITCHED ? "paused" : "already paused",
+          read_data(ss, t->id, 0));
+}
+
+/* Resumes: the first occurrence after the pause as catch_up says, under a compare of the
+ * generation read (a change in between: read again, twice). */
+static int run_resume(struct schedules *s, int slot, struct task *t)
+{
+    struct schedstore *ss = schedules_ss(s, slot);
+    int64_t now, first = 0, gen;
+    enum sched_switch res = SCHED_CHANGED;
+    struct recur_timing timing;
+    struct sched_kept k;
+    char err[256];
+
+    for (int tries = 0; res == SCHED_CHANGED && tries < 3; tries++) {
+        if (!read_kept(ss, t, &k))
+            return 0;
+        if (!k.st.paused) {
+            sched_kept_release(&k);
+            reply(t, 200, API_OK, "not paused", read_data(ss, t->id, PREVIEW_DEFAULT));
+            return 0;
+        }
+        if (kept_timing(t, &k, &timing) < 0) {
+            sched_kept_release(&k);
+            return 0;
+        }
+        now = clock_now_ms();
+        first = recur_first(&timing, now, k.paused_pending);
+        if (schedstore_resume(ss, t->id, k.st.generation, first,
+                              first + recur_jitter(t->id, first, timing.jitter_ms), now, &res, &gen,
+                              err, sizeof(err)) < 0) {
+            sched_kept_release(&k);
+            redis_failed(t, "resume", err);
+            return 0;
+        }
+        if (res == SCHED_SWITCHED && first > 0) {
+            t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
+            schedules_add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, first, gen,
+                                     k.st.runs, 1, 1, first_added, t);
+            sched_kept_release(&k);
+            return 1;
+        }
+        sched_kept_release(&k);
+    }
+    if (res == SCHED_SWITCHED)
+        reply(t, 200, API_OK, "resumed; the schedule has no fire time left",
+              read_data(ss, t->id, PREVIEW_DEFAULT));
+    else if (res == SCHED_NONE)
+        not_found(t);
+    else if (res == SCHED_ALREADY)
+        reply(t, 200, API_OK, "not paused", NULL);
+    else
+        reply(t, 409, API_CONFLICT, "the schedule kept changing; try again", NULL);
+    return 0;
+}
+
+static int run_trigger(struct schedules *s, int slot, struct task *t)
+{
+    struct recur_timing timing;
+    struct sched_kept k;
+    char job[JOB_ID_MAX + 1];
+    int64_t now = clock_now_ms();
+    int handed = 0;
+
+    if (!read_kept(schedules_ss(s, slot), t, &k))
+        return 0;
+    if (kept_timing(t, &k, &timing) == 0) {
+        if (recur_next(&timing, now - 1) == now)
+            now++;   /* not the id of the schedule's own occurrence of this instant */
+        snprintf(job, sizeof(job), "%s@%lld", t->id, (long long)now);
+        t->data = schedjson_triggered(t->id, job, now);
+        schedules_add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, now, 0, 0, 0, 0,
+                                 first_added, t);
+        handed = 1;
+    }
+    sched_kept_release(&k);
+    return handed;
+}
+
+static void run_next(struct schedules *s, int slot, struct task *t)
+{
+    struct recur_timing timing;
+    struct sched_kept k;
+
+    if (!read_kept(schedules_ss(s, slot), t, &k))
+        return;
+    if (kept_timing(t, &k, &timing) == 0)
+        reply(t, 200, API_OK, "ok", schedjson_preview(&timing, (int)t->n, t->from_ms));
+    sched_kept_release(&k);
+}
+
+int schedules_run_request(struct schedules *s, int slot, struct task *t)
+{
+    switch (t->kind) {
+    case T_PUT: return run_put(s, slot, t);
+    case T_RESUME: return run_resume(s, slot, t);
+    case T_TRIGGER: return run_trigger(s, slot, t);
+    case T_GET: run_get(s, slot, t); break;
+    case T_LIST: run_list(s, slot, t); break;
+    case T_DELETE: run_delete(s, slot, t); break;
+    case T_PAUSE: run_pause(s, slot, t); break;
+    case T_NEXT: run_next(s, slot, t); break;
+    case T_MOVE: case T_SWEEP: break;   /* schedules.c's */
+    }
+    return 0;
+}
+
+/* ---- reading a request (on the HTTP thread) ---- */
+
+/* The id and the action of a path below the prefix: 0, or -1 with e set. */
+static int split_path(const char *path, char id[RECUR_ID_MAX + 1], const char **action,
+                      struct api_error *e)
+{
+    const char *start = path[0] == '/' ? path + 1 : path, *slash = strchr(start, '/');
+    size_t len = slash ? (size_t)(slash - start) : strlen(start);
+    char why[128];
+
+    *action = slash ? slash + 1 : "";
+    id[0] = '\0';
+    if (len == 0 && slash)
+        return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: an empty schedule id");
+    if (len == 0)
+        return 0;
+    if (len > RECUR_ID_MAX)
+        return api_fail(e, 400, API_BAD_REQUEST, "schedule id: longer than %d characters",
+                        RECUR_ID_MAX);
+    if (job_id_valid(start, len, why, sizeof(why)) < 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "schedule id: %s", why);
+    memcpy(id, start, len);
+    id[len] = '\0';
+    return 0;
+}
+
+const char *schedules_allow(const char *path)
+{
+    const char *start = path[0] == '/' ? path + 1 : path, *slash = strchr(start, '/');
+    const char *action = slash ? slash + 1 : "";
+
+    if (!start[0])
+        return "GET";
+    if (slash == start)
+        return NULL;   /* an empty id */
+    if (!action[0])
+        return "GET, PUT, DELETE";
+    if (strcmp(action, "next") == 0)
+        return "GET";
+    if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
+        strcmp(action, "trigger") == 0)
+        return "POST";
+    return NULL;
+}
+
+/* Whether method is one of the list allow ("GET, PUT, DELETE"). */
+static int takes(const char *allow, const char *method)
+{
+    size_t n = strlen(method);
+
+    for (const char *m = allow; (m = strstr(m, method)); m += n) {
+        if ((m == allow || m[-1] == ' ') && (m[n] == ',' || m[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. A path's
+ * methods are checked before its id: a wrong method is a 405 whatever the id. */
+static int task_of(struct schedules *s, const struct schedules_request *r, struct task *t,
+                   struct api_error *e)
+{
+    const char *action, *allow = schedules_allow(r->path);
+
+    if (allow && !takes(allow, r->method))
+        return api_fail(e, 405, API_BAD_REQUEST, "this path takes %s", allow);
+    if (split_path(r->path, t->id, &action, e) < 0)
+        return -1;
+    if (!t->id[0]) {
+        t->kind = T_LIST;
+        t->n = LIST_DEFAULT;
+        snprintf(t->after, sizeof(t->after), "%s", r->after ? r->after : "");
+        if (api_query_int(r->limit, 1, LIST_MAX, &t->n) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "limit must be an integer from 1 to %d",
+                            LIST_MAX);
+        return 0;
+    }
+    if (!action[0]) {
+        t->kind = strcmp(r->method, "GET") == 0 ? T_GET
+                  : strcmp(r->method, "DELETE") == 0 ? T_DELETE : T_PUT;
+        return 0;
+    }
+    if (strcmp(action, "next") == 0) {
+        t->kind = T_NEXT;
+        t->n = 10;
+        t->from_ms = clock_now_ms();
+        if (api_query_int(r->n, 1, RECUR_PREVIEW_MAX, &t->n) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "n must be an integer from 1 to %d",
+                            RECUR_PREVIEW_MAX);
+        if (api_query_int(r->from_ms, 0, 253402300799999LL, &t->from_ms) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "from_ms must be epoch milliseconds");
+        return 0;
+    }
+    if (strcmp(action, "pause") == 0)
+        t->kind = T_PAUSE;
+    else if (strcmp(action, "resume") == 0)
+        t->kind = T_RESUME;
+    else if (strcmp(action, "trigger") == 0)
+        t->kind = T_TRIGGER;
+    else
+        return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: %s %s (a schedule has "
+                        "POST pause, resume, trigger and GET next)", r->method, action);
+    (void)s;
+    return 0;
+}
+
+/* A put's definition, read and checked on the HTTP thread. 0, or -1 with e set. */
+static int read_put(struct schedules *s, const struct schedules_request *r, struct task *t,
+                    struct api_error *e)
+{
+    int64_t now = clock_now_ms();
+
+    if (schedjson_parse_def(r->body ? r->body : "", r->len, &s->limits, now, &t->def, e) < 0)
+        return -1;
+    if ((t->first_ms = recur_first(&t->def.timing, now, 0)) < 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s: the schedule never fires after now%s",
+                        t->def.timing.cron_text[0] ? "cron" : "every_ms",
+                        t->def.timing.end_ms ? " and before end_at_ms" : "");
+    return 0;
+}
+
+void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
+                     void *opaque)
+{
+    struct task *t = calloc(1, sizeof(*t));
+    struct api_error e;
+
+    if (!t) {
+        schedules_answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        return;
+    }
+    t->done = done;
+    t->opaque = opaque;
+    if (task_of(s, r, t, &e) < 0 || (t->kind == T_PUT && read_put(s, r, t, &e) < 0)) {
+        schedules_answer(done, opaque, e.status, e.code, e.message, NULL);
+        schedules_task_free(t);
+        return;
+    }
+    workers_queue(s->requests, t);
+}
