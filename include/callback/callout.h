@@ -23,6 +23,10 @@
 /* The head a claim wrote into a record, "<state><due>||<token>|" (store.c): a token is 13
  * characters and a due time 20 digits at most, so 64 leaves room. */
 #define CALL_HEAD_MAX 64
+/* Results one callout_outcomes takes: a storm of them is served a take at a time, between which
+ * the holder renews leases and serves its partitions; one take's next attempts cost two Redis
+ * round trips. */
+#define CALLOUT_TAKE_MAX 256
 
 struct callout;
 struct call;
@@ -81,10 +85,12 @@ void callout_job(struct callout *co, struct held *m, struct job *job, const char
  * (dq-callback unusable, m->call NULL; or no call could be made). */
 void callout_direct(struct callout *co, struct held *m, const char *from,
                     struct call_outcome *out);
-/* Takes one call's result, writes a record job's next attempt (or not, as callplan.c decides)
- * and fills out with what is left to do. 1 when out is filled, 0 when no result waits: then
- * counts the retries waiting for /stats, at most once a second. */
-int callout_outcome(struct callout *co, struct call_outcome *out);
+/* Takes up to CALLOUT_TAKE_MAX calls' results, writes the next attempts of the record jobs
+ * among them (as callplan.c decides) in one pipeline, and fills out[0..n) with what is left to
+ * do; returns n. *more is 1 when more results may wait (the caller takes them after its other
+ * work: leases, partitions). With none waiting, counts the retries waiting for /stats, at most
+ * once a second. */
+size_t callout_outcomes(struct callout *co, struct call_outcome *out, int *more);
 
 /* Frees a message's call (m->call); NULL is fine. */
 void callout_call_free(struct call *c);

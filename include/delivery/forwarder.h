@@ -53,8 +53,9 @@ int forwarder_submit(struct forwarder *fw, struct held *m);
 /* Acts on everything submitted since the last flush. */
 void forwarder_flush(struct forwarder *fw);
 
-/* Serves delivery reports and callbacks' results, and finishes the messages they complete. */
-void forwarder_poll(struct forwarder *fw);
+/* Serves delivery reports and a take of callbacks' results, and finishes the messages they
+ * complete. 1 when more callbacks' results may wait: the caller comes back without sleeping. */
+int forwarder_poll(struct forwarder *fw);
 
 /* Takes the next message handed back (after a flush or poll) into *out: 1, or 0 when there is
  * none. The caller owns out->m again. */

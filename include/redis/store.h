@@ -176,10 +176,19 @@ struct store_swap {
 /* n replacements (each as store_replace) in one pipeline. 0, or -1 when some failed. */
 int store_replace_many(struct store *st, size_t n, struct store_swap *swaps);
 
-/* Lists a callback job's next attempt, due at at_ms, among the retries planned (for /stats);
- * listings more than a minute past due are dropped then. 0, or -1 with err set. */
-int store_retry_planned(struct store *st, const char *id, int64_t at_ms, int64_t now_ms, char *err,
-                        size_t errlen);
+/* A job whose delivery was made with due time due_ms (epoch ms), and that its target then gave
+ * up on (a pull job buried or out of attempts, its dead letter sent): its record, if still
+ * delivered with that due time, becomes failed with why, as a job the forwarder dead-lettered,
+ * so that a redrive finds it. 0 (also when the record is gone or in another state), or -1 with
+ * err set (with redis.wait_replicas, also when the replicas did not confirm it). */
+int store_fail_delivered(struct store *st, const char *id, int64_t due_ms, const char *why,
+                         char *err, size_t errlen);
+
+/* Lists the next attempts of n callback jobs (ids[i] due at at_ms[i], epoch ms) among the
+ * retries planned (for /stats), in two round trips whatever n; listings more than a minute
+ * past due (now_ms) are dropped then. 0, or -1 with err set. */
+int store_retries_planned(struct store *st, size_t n, const char *const *ids,
+                          const int64_t *at_ms, int64_t now_ms, char *err, size_t errlen);
 
 /* The retries planned that are not yet due at now_ms, into *n (a job removed while it waits is
  * counted until its retry time). 0, or -1 with err set. */

@@ -35,6 +35,9 @@ struct call {
     char why[512];              /* what the call came to: the record's and dead letter's reason */
     struct cb_result res;       /* the last call's result, once it came (res_set) */
     int res_set;
+    msgpack_sbuffer rec;        /* a record job's next attempt, packed to be written (rec_set) */
+    int rec_set;
+    char werr[256];             /* why writing the next attempt failed */
     struct call *prev, *next;
 };
 
@@ -47,6 +50,11 @@ struct callout {
     int called;              /* a callback was called since the start */
     int64_t next_count_ms;   /* monotonic ms: when to count the retries waiting again */
     char err[300];           /* an outcome's why when no call holds it */
+    /* The next attempts of one take, written together: scratch, CALLOUT_TAKE_MAX each. */
+    struct store_swap *swaps;
+    size_t *swapped;         /* the outcome of each swap */
+    const char **ids;
+    int64_t *ats;
 };
 
 void callout_call_free(struct call *c)
@@ -54,6 +62,8 @@ void callout_call_free(struct call *c)
     if (!c)
         return;
     job_release(&c->job);
+    if (c->rec_set)
+        msgpack_sbuffer_destroy(&c->rec);
     free(c);
 }
 
@@ -250,14 +260,12 @@ void callout_again_headers(rd_kafka_headers_t *hdrs, const struct call *c, int64
 
 /* A failed call to be made again at at_ms: the record, still claimed by m, becomes pending
  * again with that due time and what the calls came to so far, and m is to move on to it (down
- * the levels, or held there). The record is written first: should delayqd stop before m moves
- * on, m is read again, finds the record due later and moves on then. */
-static void call_again(struct callout *co, struct call *c, int64_t at_ms, int64_t now,
-                       struct call_outcome *out)
+ * the levels, or held there). The record is packed here and written by write_again with the
+ * others of its take, before m moves on: should delayqd stop before m moves on, m is read
+ * again, finds the record due later and moves on then. */
+static void call_again(struct call *c, int64_t at_ms, struct call_outcome *out)
 {
     struct job *job = &c->job;
-    msgpack_sbuffer buf;
-    int replaced = 0, rc;
 
     free(job->callback->last_error);
     job->callback->last_error = strdup(c->why);
@@ -265,26 +273,64 @@ static void call_again(struct callout *co, struct call *c, int64_t at_ms, int64_
     job->delay_ms = at_ms - job->created_ms;
     if (strlen(c->tag) == JOB_TAG_LEN)
         memcpy(job->tag, c->tag, JOB_TAG_LEN + 1);
-    msgpack_sbuffer_init(&buf);
-    rc = job_record_pack(job, &buf) < 0 ? -1
-         : store_replace(co->st, job->id, c->head, strlen(c->head), buf.data, buf.size,
-                         at_ms - now + co->cfg->job.retention_s * 1000, &replaced, co->err,
-                         sizeof(co->err));
-    msgpack_sbuffer_destroy(&buf);
+    msgpack_sbuffer_init(&c->rec);
+    c->rec_set = 1;
     out->job = job;
-    if (rc < 0) {   /* called again after retry's wait: sooner than planned, never lost */
+    out->at_ms = at_ms;
+    out->act = CO_AGAIN;
+    if (job_record_pack(job, &c->rec) < 0) {   /* called again after retry's wait */
+        snprintf(c->werr, sizeof(c->werr), "out of memory");
         out->act = CO_WRITE_FAILED;
-        out->why = co->err;
-    } else if (!replaced) {
-        log_info("job=%s: its record changed during its call (removed, or taken over): no "
-                 "attempt planned here", job->id);
-        out->act = CO_GONE;
-    } else {
-        if (store_retry_planned(co->st, job->id, at_ms, now, co->err, sizeof(co->err)) < 0)
-            log_debug("job=%s: listing its retry failed: %s", job->id, co->err);
-        out->act = CO_AGAIN;
-        out->at_ms = at_ms;
+        out->why = c->werr;
     }
+}
+
+/* What writing c's next attempt came to (s), into out: moved on, retried, or gone. */
+static void again_written(struct call *c, const struct store_swap *s, struct call_outcome *out)
+{
+    msgpack_sbuffer_destroy(&c->rec);
+    c->rec_set = 0;
+    if (s->failed) {   /* called again after retry's wait: sooner than planned, never lost */
+        snprintf(c->werr, sizeof(c->werr), "%s", s->err);
+        out->act = CO_WRITE_FAILED;
+        out->why = c->werr;
+    } else if (!s->replaced) {
+        log_info("job=%s: its record changed during its call (removed, or taken over): no "
+                 "attempt planned here", c->job.id);
+        out->act = CO_GONE;
+    }
+}
+
+/* Writes the next attempts of the n outcomes of one take in one pipeline, and lists them among
+ * the retries planned in one more call: a storm of failing calls costs two round trips a take,
+ * not three a call. */
+static void write_again(struct callout *co, struct call_outcome *out, size_t n, int64_t now)
+{
+    size_t k = 0, nid = 0;
+    char err[256];
+
+    for (size_t i = 0; i < n; i++) {
+        struct call *c = out[i].m->call;
+        if (out[i].act != CO_AGAIN || !c || c->direct || !c->rec_set)
+            continue;
+        co->swapped[k] = i;
+        co->swaps[k++] = (struct store_swap){
+            .id = c->job.id, .head = c->head, .head_len = strlen(c->head), .value = c->rec.data,
+            .len = c->rec.size, .ttl_ms = out[i].at_ms - now + co->cfg->job.retention_s * 1000 };
+    }
+    if (!k)
+        return;
+    store_replace_many(co->st, k, co->swaps);   /* each swap says how it went */
+    for (size_t j = 0; j < k; j++) {
+        struct call_outcome *o = &out[co->swapped[j]];
+        again_written(o->m->call, &co->swaps[j], o);
+        if (o->act == CO_AGAIN) {
+            co->ids[nid] = o->job->id;
+            co->ats[nid++] = o->at_ms;
+        }
+    }
+    if (nid && store_retries_planned(co->st, nid, co->ids, co->ats, now, err, sizeof(err)) < 0)
+        log_debug("listing %zu retries failed: %s", nid, err);
 }
 
 /* The retries waiting, for /stats and /metrics: looked up at most once a second by an
@@ -358,22 +404,24 @@ static void on_call_result(struct callout *co, const struct cb_result *r, struct
             out->act = CO_AGAIN_DIRECT;
             out->at_ms = at;
         } else {
-            call_again(co, c, at, now, out);
+            call_again(c, at, out);
         }
         break;
     }
 }
 
-int callout_outcome(struct callout *co, struct call_outcome *out)
+size_t callout_outcomes(struct callout *co, struct call_outcome *out, int *more)
 {
     struct cb_result r;
+    size_t n = 0;
 
-    if (callbacks_result(co->http, &r)) {
-        on_call_result(co, &r, out);
-        return 1;
-    }
-    count_retries(co);
-    return 0;
+    while (n < CALLOUT_TAKE_MAX && callbacks_result(co->http, &r))
+        on_call_result(co, &r, &out[n++]);
+    *more = n == CALLOUT_TAKE_MAX;
+    write_again(co, out, n, clock_now_ms());
+    if (!n)
+        count_retries(co);
+    return n;
 }
 
 struct callout *callout_new(const struct config *cfg, struct store *st, int wake_fd, char *err,
@@ -387,8 +435,16 @@ struct callout *callout_new(const struct config *cfg, struct store *st, int wake
     }
     co->cfg = cfg;
     co->st = st;
+    if (!(co->swaps = calloc(CALLOUT_TAKE_MAX, sizeof(*co->swaps))) ||
+        !(co->swapped = calloc(CALLOUT_TAKE_MAX, sizeof(*co->swapped))) ||
+        !(co->ids = calloc(CALLOUT_TAKE_MAX, sizeof(*co->ids))) ||
+        !(co->ats = calloc(CALLOUT_TAKE_MAX, sizeof(*co->ats)))) {
+        snprintf(err, errlen, "out of memory");
+        callout_free(co);
+        return NULL;
+    }
     if (!(co->http = callbacks_new(cfg, wake_fd, err, errlen))) {
-        free(co);
+        callout_free(co);
         return NULL;
     }
     return co;
@@ -405,6 +461,10 @@ void callout_free(struct callout *co)
         free(c->m);
         callout_call_free(c);
     }
+    free(co->swaps);
+    free(co->swapped);
+    free(co->ids);
+    free(co->ats);
     free(co);
 }
 

@@ -506,15 +506,19 @@ void forwarder_flush(struct forwarder *fw)
         fw_run_marks(fw);
 }
 
-void forwarder_poll(struct forwarder *fw)
+int forwarder_poll(struct forwarder *fw)
 {
-    struct call_outcome o;
+    struct call_outcome out[CALLOUT_TAKE_MAX];
+    size_t n;
+    int more;
 
     rd_kafka_poll(fw->rk, 0);
-    while (callout_outcome(fw->co, &o))
-        act_on_call(fw, &o);
+    n = callout_outcomes(fw->co, out, &more);
+    for (size_t i = 0; i < n; i++)
+        act_on_call(fw, &out[i]);
     if (fw->marks.n)
         fw_run_marks(fw);
+    return more;
 }
 
 size_t forwarder_in_flight(const struct forwarder *fw)

@@ -310,10 +310,13 @@ static void flush(struct holder *h)
     apply_outcomes(h);
 }
 
-static void poll_reports(struct holder *h)
+/* Returns 1 when more callbacks' results may wait. */
+static int poll_reports(struct holder *h)
 {
-    forwarder_poll(h->fw);
+    int more = forwarder_poll(h->fw);
+
     apply_outcomes(h);
+    return more;
 }
 
 static void release_due(struct holder *h, int64_t now)
@@ -396,7 +399,7 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
         flush(h);
         wait_wake(h, more ? 0 : wait_ms(h, now));
         more = take_batch(h);
-        poll_reports(h);
+        more |= poll_reports(h);
         flush(h);
         if (clock_mono_ms() - h->last_commit_ms >= COMMIT_INTERVAL_MS) {
             parts_commit(&h->parts, -1, 0);

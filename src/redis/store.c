@@ -261,28 +261,60 @@ int store_replace(struct store *st, const char *id, const char *head, size_t hea
     return 0;
 }
 
+int store_fail_delivered(struct store *st, const char *id, int64_t due_ms, const char *why,
+                         char *err, size_t errlen)
+{
+    char due[24];
+    const char *argv[2] = { due, why };
+    struct conn_reply *r;
+
+    snprintf(due, sizeof(due), "%lld", (long long)due_ms);
+    if (!(r = eval1(st, S_FAIL, id, 2, argv, CONN_WAIT_EACH, err, errlen)))
+        return -1;
+    conn_reply_free(r);
+    return 0;
+}
+
 /* The retries planned, by due time: a sorted set of job ids, kept a minute past each due time. */
 static void retries_key(const struct store *st, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s{cb}:retries", st->cfg->redis.prefix);
 }
 
-int store_retry_planned(struct store *st, const char *id, int64_t at_ms, int64_t now_ms, char *err,
-                        size_t errlen)
+int store_retries_planned(struct store *st, size_t n, const char *const *ids,
+                          const int64_t *at_ms, int64_t now_ms, char *err, size_t errlen)
 {
-    char key[KEY_MAX], at[24], old[24];
-    struct conn_reply *r;
+    char key[KEY_MAX], old[24], (*at)[24] = calloc(n ? n : 1, sizeof(*at));
+    const char **argv = calloc(2 * n + 2, sizeof(*argv));
+    struct conn_reply *r = NULL;
+    int rc = -1;
 
+    if (!at || !argv) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
     retries_key(st, key, sizeof(key));
-    snprintf(at, sizeof(at), "%lld", (long long)at_ms);
+    argv[0] = "ZADD";
+    argv[1] = key;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(at[i], sizeof(at[i]), "%lld", (long long)at_ms[i]);
+        argv[2 + 2 * i] = at[i];
+        argv[3 + 2 * i] = ids[i];
+    }
+    if (n && !(r = conn_call(st->db, &(struct conn_call){ .script = -1, .nkeys = 1,
+                                                         .argc = 2 * n + 2, .argv = argv },
+                             CONN_NO_WAIT, err, errlen)))
+        goto out;
+    conn_reply_free(r);
     snprintf(old, sizeof(old), "(%lld", (long long)(now_ms - RETRIES_KEPT_MS));
-    if (!(r = conn_command(st->db, err, errlen, "ZADD", key, at, id, NULL)))
-        return -1;
-    conn_reply_free(r);
     if (!(r = conn_command(st->db, err, errlen, "ZREMRANGEBYSCORE", key, "-inf", old, NULL)))
-        return -1;
+        goto out;
     conn_reply_free(r);
-    return 0;
+    rc = 0;
+out:
+    free(at);
+    free(argv);
+    return rc;
 }
 
 int store_retries_waiting(struct store *st, int64_t now_ms, int64_t *n, char *err, size_t errlen)
