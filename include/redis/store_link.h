@@ -15,7 +15,7 @@
 
 /* The record scripts, loaded once per connection by conn and called by their SHA-1, so that
  * their text is not sent again for every job. */
-enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_REPLACE, S_COUNT };
+enum script { S_ADD, S_DROP, S_REMOVE, S_CLAIM, S_MARK, S_REPLACE, S_FAIL, S_COUNT };
 
 /* The text of each script, by enum script (store_lua.c). */
 extern const char *const store_script_text[S_COUNT];

@@ -162,8 +162,8 @@ static char *got(const char *id, struct store_read *rd, const struct pullq_look 
     return resp;
 }
 
-/* The pull topic of a delivered record (data, len) of job id into topic: 1 when its job waits
- * in (or went through) a pull topic, else 0. */
+/* The pull topic of a delivered record (data, len) of job id into topic, or of a failed one (a
+ * pull job dead-lettered): 1 when its job waits in (or went through) a pull topic, else 0. */
 static int pull_topic_of(const struct config *cfg, const char *id, const char *data, size_t len,
                          char topic[TOPIC_NAME_MAX + 1])
 {
@@ -172,7 +172,8 @@ static int pull_topic_of(const struct config *cfg, const char *id, const char *d
     char err[256];
     int pulls = 0;
 
-    if (len && data[0] == job_state_letter(JOB_DELIVERED) &&
+    if (len && (data[0] == job_state_letter(JOB_DELIVERED) ||
+                data[0] == job_state_letter(JOB_FAILED)) &&
         job_record_read(id, data, len, &job, &rec, err, sizeof(err)) == 0 &&
         decide_pulls(cfg, job.topic, strlen(job.topic), job.deliver)) {
         snprintf(topic, TOPIC_NAME_MAX + 1, "%s", job.topic);

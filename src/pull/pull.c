@@ -15,6 +15,7 @@
 #include "kafka/producer.h"
 #include "pull/pull.h"
 #include "pull/pullq.h"
+#include "redis/store.h"
 
 #define LOG_MODULE "pull"
 #define DEAD_RESEND_MS 30000       /* a dead letter Kafka did not acknowledge is sent again then */
@@ -42,12 +43,15 @@ struct pull_letter {
     char id[JOB_ID_MAX + 1];
     char *key;                     /* owned */
     rd_kafka_headers_t *hdrs;      /* owned: a copy of the letter's headers; NULL once bare */
+    int64_t due_ms;                /* epoch ms: the due time the job was made ready with */
+    char why[256];                 /* why it was dead-lettered */
     struct pull_letter *next;
 };
 
 struct pull {
     const struct config *cfg;
     struct pullq *q;
+    struct store *st;                  /* job records: a dead-lettered job's is marked failed */
     rd_kafka_t *rk;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -410,6 +414,8 @@ static void send_dead(struct pull *p, const char *topic, const struct pullq_dead
     }
     snprintf(l->topic, sizeof(l->topic), "%s", topic);
     snprintf(l->id, sizeof(l->id), "%s", d->id);
+    snprintf(l->why, sizeof(l->why), "%s", d->why);
+    l->due_ms = job.due_ms;
     if (produce_letter(p, l, rd_kafka_headers_copy(l->hdrs), job.body, job.body_len) == 0)
         log_warn("dead letter topic=%s job=%s: %s", topic, d->id, d->why);
 out:
@@ -448,7 +454,9 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     p->sent = l;
 }
 
-/* Marks the acknowledged dead letters (one that fails is sent again later, and marked then). */
+/* Marks the acknowledged dead letters: the job's record failed (so that a redrive finds it, as
+ * any job's that its target gave up on), then the pull job dead-lettered. One that fails is sent
+ * again later, and marked then. */
 static void mark_sent(struct pull *p)
 {
     char err[256];
@@ -457,7 +465,8 @@ static void mark_sent(struct pull *p)
     while (p->sent) {
         struct pull_letter *l = p->sent;
         p->sent = l->next;
-        if (pullq_dead_sent(p->q, l->topic, l->id, p->cfg->job.retention_s * 1000, err,
+        if (store_fail_delivered(p->st, l->id, l->due_ms, l->why, err, sizeof(err)) < 0 ||
+            pullq_dead_sent(p->q, l->topic, l->id, p->cfg->job.retention_s * 1000, err,
                             sizeof(err)) < 0)
             log_warn("dead letter of topic=%s job=%s sent; marking it failed (it may be sent "
                      "again): %s", l->topic, l->id, err);
@@ -585,8 +594,11 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
 {
     struct pull *p = calloc(1, sizeof(*p));
 
-    if (!p || !(p->q = pullq_new(cfg))) {
+    if (!p || !(p->q = pullq_new(cfg)) || !(p->st = store_new(cfg))) {
         snprintf(err, errlen, "out of memory");
+        if (p)
+            pullq_free(p->q);
+        store_free(p->st);
         free(p);
         return NULL;
     }
@@ -594,6 +606,7 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
     p->queue_tail = &p->queue;
     if (!(p->rk = producer_new(cfg, "pull", DEAD_TIMEOUT_MS, 5, dr_cb, p, err, errlen))) {
         pullq_free(p->q);
+        store_free(p->st);
         free(p);
         return NULL;
     }
@@ -603,6 +616,7 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "cannot start the pull thread");
         rd_kafka_destroy(p->rk);
         pullq_free(p->q);
+        store_free(p->st);
         free(p);
         return NULL;
     }
@@ -631,6 +645,7 @@ void pull_free(struct pull *p)
     mark_sent(p);
     rd_kafka_destroy(p->rk);
     pullq_free(p->q);
+    store_free(p->st);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     free(p->counts);

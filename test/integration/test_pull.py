@@ -193,6 +193,29 @@ def test_a_pull_letter_carries_its_target_and_goes_bare_once_when_refused(stack)
     assert len([m for m in dlq.all() if m["headers"]["dq-id"] == big]) == 1, dlq.all()
 
 
+def test_a_buried_pull_job_redriven_by_filter_is_popped_again_with_its_ttr(stack):
+    """A buried job's record says failed, as any job its target gave up on: a redrive by filter
+    makes it poppable again from its pull topic, with its own ttr, once."""
+    topic = pull_topic()
+    d = Delayqd(stack).start()
+    dlq = Reader(stack, d.dlq)
+    c = Client(d)
+    job_id = d.add_ok(topic=topic, delay_ms=200, deliver="pull", ttr_ms=4000, body="order 1")
+    (j,) = c.pop(topic, wait_ms=10000)
+    assert op(d, "bury", j, reason="bad order")[0] == 200
+    dlq.wait_count(1, 30)
+    wait_until(lambda: d.get(job_id)["state"] == "dead", 10, "the job dead-lettered")
+    status, doc = d.http("POST", "/delay-queue/api/dead/redrive", {"filter": {"topic": topic}})
+    assert status == 200 and doc["data"]["redriven"] == 1, doc
+    again = c.pop(topic, wait_ms=15000)
+    popped_ms = now_ms()
+    assert [x["id"] for x in again] == [job_id] and again[0]["body"] == "order 1", again
+    assert 3000 <= again[0]["reserved_until_ms"] - popped_ms <= 4000, again
+    assert op(d, "finish", again[0])[0] == 200
+    status, doc = d.http("POST", "/delay-queue/api/dead/redrive", {"filter": {"topic": topic}})
+    assert status == 200 and doc["data"]["redriven"] == 0, doc
+
+
 def test_direct_messages_and_removes_of_pull_jobs(stack):
     topic = pull_topic()
     d = Delayqd(stack).start()
