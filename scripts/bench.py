@@ -382,11 +382,12 @@ def phase_pull(stack, seconds):
 class Receiver:
     """scripts/bench/receiver.py in its own process (its own core, not this one's GIL)."""
 
-    def __init__(self, stack, stall=False):
+    def __init__(self, stack, stall=False, status=200):
         self.port = harness.free_port()
         self.out = os.path.join(stack.tmp, f"receiver-{self.port}.json")
         self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "bench", "receiver.py"),
-                                      "--port", str(self.port), "--out", self.out] + (["--stall"] if stall else []))
+                                      "--port", str(self.port), "--out", self.out, "--status", str(status)]
+                                     + (["--stall"] if stall else []))
         harness.wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0, 10,
                            "the receiver")
 
@@ -469,6 +470,46 @@ def phase_callbacks(stack, n):
         d.stop()
     return out
 
+
+
+def phase_storm(stack, n, nk=300):
+    """n callbacks due at one instant to an endpoint answering 500 at once (retried from 200 ms,
+    5 attempts), beside nk Kafka jobs due over the next 3 s: the Kafka jobs' lateness, the calls
+    made, and whether the holder thread kept its leases (the least lease time left at a round
+    of renewals, sampled every 100 ms; groups fenced)."""
+    d = Delayqd(stack, name="storm", partitions=8, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                extra={"log_level": "warn", "max_body_bytes": 4 << 20,
+                       "callbacks": "allow_private = true; timeout_ms = 10000; max_concurrency = 64; "
+                                    "retry = { min_backoff_ms = 200; max_attempts = 5; };"}).start()
+    out = {"target": "Kafka jobs p99 <= 50 ms late; no group fenced; every call retried"}
+    try:
+        d.wait_groups_owned()
+        rx, reader = Receiver(stack, status=500), Reader(stack, "bench_storm_kafka")
+        t0 = now_ms() + 8000
+        calls = [{"deliver_at_ms": t0, "body": {"n": i}, "callback": {"url": rx.url()}} for i in range(n)]
+        kafka = [{"topic": "bench_storm_kafka", "deliver_at_ms": t0 + i * 3000 // nk, "body": "k"}
+                 for i in range(nk)]
+        callback_fill(d, calls)
+        callback_fill(d, kafka)
+        least = None
+        while now_ms() < t0 + 12000:
+            left = d.metric("delayq_lease_left_ms")
+            if now_ms() >= t0 and (least is None or left < least):
+                least = left
+            time.sleep(0.1)
+        got = {m["headers"].get("dq-id"): int(m["headers"]["dq-sent-ms"]) for m in reader.all()}
+        late = [got[j["id"]] - j["deliver_at_ms"] for j in kafka if j["id"] in got]
+        made = rx.calls()
+        out.update(kafka={"jobs": nk, "delivered": len(late), "early": sum(1 for x in late if x < 0),
+                          "p50_ms": pct(late, 50), "p99_ms": pct(late, 99),
+                          "max_ms": max(late) if late else None},
+                   calls={"jobs": n, "called": len(made), "calls": sum(len(v) for v in made.values()),
+                          "retried": sum(1 for v in made.values() if len(v) > 1)},
+                   lease_left_min_ms=least, fenced=d.metric("delayq_groups_fenced_total"))
+        reader.close()
+    finally:
+        d.stop()
+    return out
 
 def redis_used(stack):
     info = stack.redis("INFO", "memory")
@@ -1024,7 +1065,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,pull,callbacks,schedules,replicated,cluster")
+                                        "memory,claims,pull,callbacks,storm,schedules,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -1097,6 +1138,9 @@ def main():
         if "callbacks" in phases:
             res["callbacks"] = phase_callbacks(stack, 1000 if q else 5000)
             print(json.dumps({"callbacks": res["callbacks"]}, indent=1), flush=True)
+        if "storm" in phases:
+            res["storm"] = phase_storm(stack, 1000 if q else 5000)
+            print(json.dumps({"storm": res["storm"]}, indent=1), flush=True)
         if "schedules" in phases:
             res["schedules"] = phase_schedules(stack, 1000 if q else 10000, 15 if q else 60)
             print(json.dumps({"schedules": res["schedules"]}, indent=1), flush=True)

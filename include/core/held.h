@@ -42,6 +42,8 @@ struct held {
     int64_t sent_ms;            /* the forwarder's: when its delivery was sent */
     int64_t refused_since_ms;   /* first time the broker refused it (not: was unreachable); 0 */
     int dead_bare;              /* the dead-letter topic refused the body: send it without */
+    int called;                 /* a direct message's callback answered 2xx: only its onward
+                                 * delivery is left, and retried */
     struct call *call;          /* callout.c's call of a callback job, while it lasts; freed by
                                  * the forwarder when it hands m back */
     char take_over[32];         /* the forwarder's: another instance's claim on its record whose

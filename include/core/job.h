@@ -85,6 +85,9 @@ struct job {
     char tag[JOB_TAG_LEN + 1];   /* set at add (job_new_tag); "" for a job read back */
 };
 
+/* 1 when cb's last call was answered 2xx: the call is made, only what follows it is left. */
+int job_called_back(const struct job_callback *cb);
+
 /* Frees what the callback owns and the callback. Safe on NULL. */
 void job_callback_free(struct job_callback *cb);
 

@@ -46,6 +46,7 @@ enum metric_gauge {
     M_OVERDUE_MS,           /* how late the most overdue delay-topic head is (see stats.h) */
     M_CALL_RETRIES_WAITING, /* callback jobs waiting for their next attempt, all instances */
     M_SCHEDULES,            /* schedules in Redis, at the last look */
+    M_LEASE_LEFT_MS,        /* the least time a lease had left when last renewed, ms */
     M_GAUGES
 };
 

@@ -285,11 +285,44 @@ static void call_again(struct call *c, int64_t at_ms, struct call_outcome *out)
     }
 }
 
+/* A record job called back 2xx, with a topic to go on to: its record, still claimed under
+ * c->head, is to say so before the onward delivery, so that a retry of that delivery does not
+ * call again. Packed here (head as claimed, the tail of how its calls went), written by
+ * write_again. 0, or -1 (out of memory: the onward step goes on without it). */
+static int pack_called(struct call *c)
+{
+    msgpack_sbuffer rec;
+    size_t head;
+    int rc = -1;
+
+    msgpack_sbuffer_init(&rec);
+    msgpack_sbuffer_init(&c->rec);
+    c->rec_set = 1;
+    if (job_record_pack(&c->job, &rec) == 0 && (head = job_record_head_len(rec.data, rec.size)) &&
+        msgpack_sbuffer_write(&c->rec, c->head, strlen(c->head)) == 0 &&
+        msgpack_sbuffer_write(&c->rec, rec.data + head, rec.size - head) == 0)
+        rc = 0;
+    msgpack_sbuffer_destroy(&rec);
+    if (rc < 0) {
+        msgpack_sbuffer_destroy(&c->rec);
+        c->rec_set = 0;
+    }
+    return rc;
+}
+
 /* What writing c's next attempt came to (s), into out: moved on, retried, or gone. */
 static void again_written(struct call *c, const struct store_swap *s, struct call_outcome *out)
 {
     msgpack_sbuffer_destroy(&c->rec);
     c->rec_set = 0;
+    if (out->act == CO_DELIVER_JOB) {   /* called back: on to the topic in any case but one */
+        if (s->failed)
+            log_warn("job=%s: writing that its callback was answered failed (%s): should its "
+                     "delivery to its topic be retried, it is called again", c->job.id, s->err);
+        else if (!s->replaced)
+            out->act = CO_GONE;
+        return;
+    }
     if (s->failed) {   /* called again after retry's wait: sooner than planned, never lost */
         snprintf(c->werr, sizeof(c->werr), "%s", s->err);
         out->act = CO_WRITE_FAILED;
@@ -311,12 +344,15 @@ static void write_again(struct callout *co, struct call_outcome *out, size_t n, 
 
     for (size_t i = 0; i < n; i++) {
         struct call *c = out[i].m->call;
-        if (out[i].act != CO_AGAIN || !c || c->direct || !c->rec_set)
+        if ((out[i].act != CO_AGAIN && out[i].act != CO_DELIVER_JOB) || !c || c->direct ||
+            !c->rec_set)
             continue;
         co->swapped[k] = i;
         co->swaps[k++] = (struct store_swap){
             .id = c->job.id, .head = c->head, .head_len = strlen(c->head), .value = c->rec.data,
-            .len = c->rec.size, .ttl_ms = out[i].at_ms - now + co->cfg->job.retention_s * 1000 };
+            .len = c->rec.size,
+            .ttl_ms = (out[i].act == CO_AGAIN ? out[i].at_ms : c->job.due_ms) - now +
+                      co->cfg->job.retention_s * 1000 };
     }
     if (!k)
         return;
@@ -385,6 +421,8 @@ static void on_call_result(struct callout *co, const struct cb_result *r, struct
             out->act = c->job.topic[0] ? CO_DELIVER_DIRECT : CO_DELIVERED;
         else
             out->act = c->job.topic[0] ? CO_DELIVER_JOB : CO_MARK;
+        if (out->act == CO_DELIVER_JOB && pack_called(c) < 0)
+            log_warn("job=%s: out of memory noting that its callback was answered", c->job.id);
         break;
     case CALL_DEAD:
         metrics_call_dead(r->endpoint);

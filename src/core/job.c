@@ -21,6 +21,11 @@ char job_state_letter(enum job_state state)
     return state_letters[state];
 }
 
+int job_called_back(const struct job_callback *cb)
+{
+    return cb->last_status >= 200 && cb->last_status < 300;
+}
+
 int job_state_of_letter(char c, enum job_state *out)
 {
     const char *p = c ? strchr(state_letters, c) : NULL;

@@ -208,10 +208,17 @@ static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
         fw_done(fw, m);
         break;
     case CO_DELIVER_DIRECT:
-        fw_deliver_direct(fw, m, o->topic, o->now_ms);
+        m->called = 1;
+        if (decide_pulls(fw->cfg, m->env.topic, m->env.topic_len, m->env.deliver))
+            fw_ready_direct(fw, m);
+        else
+            fw_deliver_direct(fw, m, o->topic, o->now_ms);
         break;
     case CO_DELIVER_JOB:
-        fw_deliver_job(fw, m, o->job, o->now_ms);
+        if (decide_pulls(fw->cfg, o->job->topic, strlen(o->job->topic), o->job->deliver))
+            fw_ready_job(fw, m, o->job);
+        else
+            fw_deliver_job(fw, m, o->job, o->now_ms);
         break;
     case CO_MARK:
         m->mark = JOB_DELIVERED;
@@ -356,8 +363,12 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
         fw_hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
     } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
-    } else if (job.callback) {
+    } else if (job.callback && !job_called_back(job.callback)) {
         call_job(fw, m, &job);
+    } else if (!job.topic[0]) {   /* called back, its mark retried */
+        m->mark = JOB_DELIVERED;
+        m->stage = ST_MARK;
+        vec_push(&fw->marks, m);
     } else if (decide_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
         fw_ready_job(fw, m, &job);
     } else {
@@ -440,7 +451,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case DECIDE_DELIVER:
-        if (m->env.callback) {
+        if (m->env.callback && !m->called) {
             call_direct(fw, m);
             break;
         }
@@ -516,6 +527,8 @@ int forwarder_poll(struct forwarder *fw)
     n = callout_outcomes(fw->co, out, &more);
     for (size_t i = 0; i < n; i++)
         act_on_call(fw, &out[i]);
+    if (fw->nready)
+        fw_run_ready(fw);
     if (fw->marks.n)
         fw_run_marks(fw);
     return more;

@@ -172,7 +172,16 @@ static void acquire(struct groups *gs, int i, int64_t sent)
 
 static void renew_all(struct groups *gs, int64_t sent)
 {
+    int64_t least = -1;
     char err[256];
+
+    for (int i = 0; i < gs->n; i++) {   /* how late this round comes: the lease time left */
+        int64_t left = gs->g[i].valid_until + gs->margin_ms - sent;
+        if (gs->g[i].state != G_FREE && (least < 0 || left < least))
+            least = left;
+    }
+    if (least >= 0)
+        metrics_set(M_LEASE_LEFT_MS, least);
 
     for (int i = 0; i < gs->n; i++) {
         int r;

@@ -280,6 +280,63 @@ def test_named_endpoints_rotated_secrets_and_a_topic_too(stack):
     rx.close()
 
 
+def test_a_callback_then_a_pull_topic_is_popped_and_never_in_kafka(stack):
+    """A job with a callback and a pull topic is called, then made ready for poppers of that
+    topic: popped once with its body, and never produced to a Kafka topic of that name."""
+    rx = Receiver()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf(), "pull_topics": ["cbp-*"]}).start()
+    topic = "cbp-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    by_name = d.add_ok(topic=topic, delay_ms=500, body="by pull.topics", callback={"url": rx.url()})
+    asked = d.add_ok(topic="ask-" + topic, delay_ms=500, body="by deliver", deliver="pull",
+                     ttr_ms=5000, callback={"url": rx.url()})
+    popped = {}
+    deadline = time.time() + 20
+    while len(popped) < 2 and time.time() < deadline:
+        for tp in (topic, "ask-" + topic):
+            st, doc = d.http("POST", "/delay-queue/api/jobs/pop", {"topic": tp, "wait_ms": 500})
+            assert st == 200, doc
+            popped.update({j["id"]: j for j in doc["data"]["jobs"]})
+    assert sorted(popped) == sorted([by_name, asked]), popped
+    assert popped[by_name]["body"] == "by pull.topics" and popped[asked]["body"] == "by deliver"
+    calls = rx.by_id()
+    for job_id in (by_name, asked):
+        assert len(calls[job_id]) == 1, calls
+        assert popped[job_id]["due_ms"] <= calls[job_id][0]["ms"], (popped[job_id], calls[job_id])
+    time.sleep(1)
+    assert reader.all() == [], reader.all()
+    rx.close()
+
+
+def test_an_onward_delivery_that_fails_after_the_call_retries_the_delivery_not_the_call(stack):
+    """Kafka stops while the endpoint answers 2xx: the delivery to the job's topic fails and is
+    retried until Kafka is back, and the endpoint is called once."""
+    def answer(path, n):
+        if n == 0:
+            stack.stop_kafka()
+        return 200
+
+    rx = Receiver(answer)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf(),
+                              "properties": ["message.timeout.ms=3000"]}).start()
+    topic = "cbk-" + uuid.uuid4().hex[:6]
+    stack.ensure_topic(topic)
+    job_id = d.add_ok(topic=topic, delay_ms=500, body="onward", callback={"url": rx.url()})
+    try:
+        wait_until(lambda: rx.calls, 15, "the call")
+        time.sleep(5)   # deliveries to the topic fail meanwhile
+        assert d.get(job_id)["state"] == "delivering", d.get(job_id)
+    finally:
+        stack.start_kafka()
+    wait_until(lambda: d.get(job_id)["state"] == "delivered", 60, "the job delivered")
+    reader = Reader(stack, topic)   # a consumer of its own, from the topic's start
+    got = reader.wait_ids([job_id], 30)[job_id]
+    assert len(got) == 1 and got[0]["payload"] == "onward", got
+    assert len(rx.calls) == 1, [c["ms"] for c in rx.calls]
+    assert d.get(job_id)["callback"]["attempts"] == 1
+    rx.close()
+
+
 def test_kill_during_calls_calls_again_with_the_same_ids(stack):
     slow = Receiver(lambda path, n: (time.sleep(2), 200)[1])
     d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_concurrency = 1000;"),
