@@ -14,6 +14,10 @@
 /* data of an add answer: {"job_id": id}. */
 void *api_job_id_data(const char *id);
 
+/* Sets "body" of the JSON object obj (a json_t *) to len bytes of body: as a string when they
+ * are UTF-8 text, else their base64 with "body_encoding": "base64" beside it. */
+void api_body_set(void *obj, const char *body, size_t len);
+
 /* data of a get answer, from the record and its state. delivered_ms < 0 means not delivered;
  * error is why a failed job failed ("" or NULL: null). */
 void *api_job_data(const struct job *job, enum job_state state, int64_t delivered_ms,

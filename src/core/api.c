@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "core/api.h"
+#include "lib/base64.h"
 #include "core/apijson.h"
 #include "core/calljson.h"
 #include "core/envelope.h"
@@ -100,8 +101,25 @@ static int parse_when(json_t *root, const struct api_limits *lim, int64_t now_ms
     return 0;
 }
 
-static int parse_body(json_t *v, struct job *out, struct api_error *e)
+/* A body given as base64 ("body_encoding": "base64"): its bytes, which need not be text. */
+static int parse_body_base64(json_t *v, struct job *out, struct api_error *e)
 {
+    if (!json_is_string(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "body must be a string of base64 with "
+                        "body_encoding base64");
+    out->body = base64_decode(json_string_value(v), json_string_length(v), &out->body_len);
+    return out->body ? 0 : api_fail(e, 400, API_BAD_REQUEST, "body is not base64");
+}
+
+static int parse_body(json_t *v, json_t *encoding, struct job *out, struct api_error *e)
+{
+    const char *enc = json_string_value(encoding);
+
+    if (encoding && !json_is_null(encoding) && (!enc || (strcmp(enc, "base64") != 0 &&
+                                                         strcmp(enc, "text") != 0)))
+        return api_fail(e, 400, API_BAD_REQUEST, "body_encoding must be \"base64\" or \"text\"");
+    if (enc && strcmp(enc, "base64") == 0 && v && !json_is_null(v))
+        return parse_body_base64(v, out, e);
     if (!v || json_is_null(v)) {
         out->body = strdup("");
         out->body_len = 0;
@@ -237,7 +255,8 @@ static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t 
     if (parse_id(json_object_get(root, "id"), out, id_given, e) == 0 &&
         parse_target(root, lim, out, e) == 0 &&
         parse_when(root, lim, now_ms, out, e) == 0 &&
-        parse_body(json_object_get(root, "body"), out, e) == 0 &&
+        parse_body(json_object_get(root, "body"), json_object_get(root, "body_encoding"), out,
+                   e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
         parse_headers(json_object_get(root, "headers"), out, e) == 0 &&
         parse_deliver(root, out, e) == 0)

@@ -7,6 +7,7 @@
 #include <jansson.h>
 
 #include "core/apidata.h"
+#include "lib/base64.h"
 #include "core/apijson.h"
 #include "core/calljson.h"
 #include "core/pending.h"
@@ -20,6 +21,23 @@ void *api_rescheduled_data(const char *id, int64_t due_ms)
 {
     return json_pack("{s:s, s:I, s:I}", "job_id", id, "exec_time", (json_int_t)(due_ms / 1000),
                      "exec_time_ms", (json_int_t)due_ms);
+}
+
+void api_body_set(void *obj, const char *body, size_t len)
+{
+    json_t *o = obj, *text = json_stringn(body ? body : "", len);
+    size_t n;
+    char *b64;
+
+    if (text) {
+        json_object_set_new(o, "body", text);
+        return;
+    }
+    /* not UTF-8: JSON cannot carry its bytes as a string */
+    b64 = base64_encode(body, len, &n);
+    json_object_set_new(o, "body", b64 ? json_stringn(b64, n) : json_null());
+    json_object_set_new(o, "body_encoding", json_string("base64"));
+    free(b64);
 }
 
 static json_t *headers_object(const struct job *job)
@@ -39,7 +57,7 @@ void *api_job_data(const struct job *job, enum job_state state, int64_t delivere
     json_object_set_new(d, "topic", json_string(job->topic));
     json_object_set_new(d, "delay", json_integer(job->delay_ms / 1000));
     json_object_set_new(d, "exec_time", json_integer(job->due_ms / 1000));
-    json_object_set_new(d, "body", json_stringn(job->body, job->body_len));
+    api_body_set(d, job->body, job->body_len);
     json_object_set_new(d, "key", json_string(job->key ? job->key : job->id));
     json_object_set_new(d, "headers", h);
     json_object_set_new(d, "state", json_string(job_state_name(state)));
@@ -114,7 +132,7 @@ void *api_pop_data(const struct api_popped *jobs, size_t n)
         json_t *j = json_object();
         json_object_set_new(j, "id", json_string(job->id));
         json_object_set_new(j, "topic", json_string(job->topic));
-        json_object_set_new(j, "body", json_stringn(job->body, job->body_len));
+        api_body_set(j, job->body, job->body_len);
         json_object_set_new(j, "key", json_string(job->key ? job->key : job->id));
         json_object_set_new(j, "headers", headers_object(job));
         json_object_set_new(j, "due_ms", json_integer(job->due_ms));

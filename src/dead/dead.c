@@ -10,6 +10,7 @@
 #include "core/api.h"
 #include "core/apijson.h"
 #include "lib/clock.h"
+#include "core/apidata.h"
 #include "dead/dead.h"
 #include "dead/deadq.h"
 #include "dead/redrive.h"
@@ -100,8 +101,7 @@ static json_t *letter_json(const struct dead_letter *l, int redriven, int whole)
     json_object_set_new(o, "redriven", json_boolean(redriven));
     if (whole) {
         json_t *h = json_object();
-        json_object_set_new(o, "body", api_json_text(l->value ? l->value : "", l->value_len,
-                                               l->value_len));
+        api_body_set(o, l->value, l->value_len);   /* exact: bytes that are not text as base64 */
         json_object_set_new(o, "key", l->key ? api_json_text(l->key, l->key_len, l->key_len)
                                              : json_null());
         for (size_t i = 0; i < l->nhdrs; i++)

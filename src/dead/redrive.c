@@ -9,6 +9,7 @@
 #include "core/envelope.h"
 #include "core/metrics.h"
 #include "dead/deadstore.h"
+#include "core/apidata.h"
 #include "dead/redrive.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -185,10 +186,6 @@ static int job_of_letter(struct redrive *r, const struct dead_letter *l, const c
         snprintf(why, whylen, "it names no topic (dq-topic) and no callback to deliver to");
         goto out;
     }
-    if (l->value && !is_text(l->value, l->value_len)) {
-        snprintf(why, whylen, "its body is not UTF-8 text, which an add cannot carry");
-        goto out;
-    }
     json_object_set_new(o, "id", json_string(id));
     if (topic)
         json_object_set_new(o, "topic", json_stringn(topic, tlen));
@@ -202,7 +199,7 @@ static int job_of_letter(struct redrive *r, const struct dead_letter *l, const c
         json_object_set_new(o, "deliver", json_stringn(deliver, dlen));
     if (ttr)
         json_object_set_new(o, "ttr_ms", json_integer(strtoll(ttr, NULL, 10)));
-    json_object_set_new(o, "body", json_stringn(l->value ? l->value : "", l->value_len));
+    api_body_set(o, l->value, l->value_len);   /* bytes that are not text as base64 */
     if (l->key && is_text(l->key, l->key_len) &&
         (strlen(id) != l->key_len || memcmp(id, l->key, l->key_len) != 0))
         json_object_set_new(o, "key", json_stringn(l->key, l->key_len));

@@ -155,7 +155,8 @@ class Stack:
              "--alter", "--entity-type", "topics", "--entity-name", topic, "--add-config", setting])
 
     def produce(self, topic, value, key=None, headers=None, partition=None):
-        """Produces one message with kcat, as any direct producer would."""
+        """Produces one message with kcat, as any direct producer would; a bytes value goes
+        whole, from a file (kcat produces a file given as one message)."""
         cmd = ["kcat", "-b", self.brokers, "-P", "-t", topic]
         if key is not None:
             cmd += ["-k", key]
@@ -163,7 +164,13 @@ class Stack:
             cmd += ["-p", str(partition)]
         for k, v in (headers or {}).items():
             cmd += ["-H", f"{k}={v}"]
-        run(cmd, input=value)
+        if isinstance(value, bytes):
+            path = os.path.join(self.tmp, f"value-{uuid.uuid4().hex}")
+            with open(path, "wb") as f:
+                f.write(value)
+            run(cmd + [path])
+        else:
+            run(cmd, input=value)
 
 
 class Reader:

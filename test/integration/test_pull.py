@@ -2,6 +2,7 @@
 time to run, finished, released, touched or buried by its receipt; a reservation that runs out
 makes the job ready again, and after pull.max_attempts a dead letter."""
 
+import base64
 import http.client
 import json
 import threading
@@ -214,6 +215,36 @@ def test_a_buried_pull_job_redriven_by_filter_is_popped_again_with_its_ttr(stack
     assert op(d, "finish", again[0])[0] == 200
     status, doc = d.http("POST", "/delay-queue/api/dead/redrive", {"filter": {"topic": topic}})
     assert status == 200 and doc["data"]["redriven"] == 0, doc
+
+
+def test_a_binary_direct_message_is_popped_and_redriven_with_its_exact_bytes(stack):
+    """A direct producer's value that is not text (here protobuf-like bytes with a NUL and
+    0xff) reaches poppers byte for byte, as base64 with body_encoding, and so does its redrive
+    from the dead-letter topic."""
+    topic = pull_topic()
+    d = Delayqd(stack).start()
+    c = Client(d)
+    value = bytes([0x08, 0x96, 0x01, 0x00, 0xff, 0x0a, 0x80]) + "é".encode()
+    stack.produce(d.delay_topic("1s"), value, key="bin",
+                  headers={"dq-topic": topic, "dq-deliver": "pull", "dq-ttr-ms": "5000"})
+    (j,) = c.pop(topic, wait_ms=15000)
+    assert j["body_encoding"] == "base64" and base64.b64decode(j["body"]) == value, j
+    assert op(d, "bury", j, reason="cannot parse")[0] == 200
+    wait_until(lambda: d.http("GET", f"/delay-queue/api/dead?topic={topic}")[1]["data"]["dead"], 30,
+               "the letter sent")
+    status, doc = d.http("POST", "/delay-queue/api/dead/redrive", {"filter": {"topic": topic}})
+    assert status == 200 and doc["data"]["redriven"] == 1, doc
+    again = c.pop(topic, wait_ms=15000)
+    assert len(again) == 1 and again[0]["body_encoding"] == "base64", again
+    assert base64.b64decode(again[0]["body"]) == value, again
+    got = d.get(again[0]["id"])
+    assert base64.b64decode(got["body"]) == value and got["body_encoding"] == "base64", got
+    assert op(d, "finish", again[0])[0] == 200
+    # an add may carry bytes the same way
+    job_id = d.add_ok(topic=topic, delay_ms=100, deliver="pull",
+                      body=base64.b64encode(value).decode(), body_encoding="base64")
+    (added,) = c.pop(topic, wait_ms=15000)
+    assert added["id"] == job_id and base64.b64decode(added["body"]) == value, added
 
 
 def test_direct_messages_and_removes_of_pull_jobs(stack):

@@ -901,8 +901,40 @@ static void callback_faults_are_named(void)
     CHECK_EQ_INT(calljson_body_is_json("42", 2), 0);
 }
 
+/* Bytes that are not UTF-8 travel as base64 both ways; text stays text. */
+static void bodies_that_are_not_text_go_as_base64(void)
+{
+    static const char bytes[] = { 'a', 0, (char)0xff, (char)0x80, 'z' };
+    struct job j;
+    struct api_error e;
+    int id_given;
+    json_t *d;
+
+    CHECK_EQ_INT(add("{\"topic\":\"t\",\"delay\":5,\"body\":\"YQD/gHo=\","
+                     "\"body_encoding\":\"base64\"}", &j, &id_given, &e), 0);
+    CHECK_EQ_INT(j.body_len, sizeof(bytes));
+    CHECK(memcmp(j.body, bytes, sizeof(bytes)) == 0);
+    d = api_job_data(&j, JOB_PENDING, -1, NULL);
+    CHECK_STR(json_string_value(json_object_get(d, "body")), "YQD/gHo=");
+    CHECK_STR(json_string_value(json_object_get(d, "body_encoding")), "base64");
+    json_decref(d);
+    job_release(&j);
+    CHECK_EQ_INT(add("{\"topic\":\"t\",\"delay\":5,\"body\":\"caf\u00e9\",\"body_encoding\":\"text\"}",
+                     &j, &id_given, &e), 0);
+    d = api_job_data(&j, JOB_PENDING, -1, NULL);
+    CHECK_STR(json_string_value(json_object_get(d, "body")), "caf\xc3\xa9");
+    CHECK(!json_object_get(d, "body_encoding"));
+    json_decref(d);
+    job_release(&j);
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":5,\"body\":\"not base64!\",\"body_encoding\":\"base64\"}",
+                    400, API_BAD_REQUEST, "body is not base64"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":5,\"body\":\"x\",\"body_encoding\":\"hex\"}",
+                    400, API_BAD_REQUEST, "body_encoding must be"));
+}
+
 void unit_api(void)
 {
+    RUN(bodies_that_are_not_text_go_as_base64);
     RUN(callback_add_parses_and_keeps);
     RUN(callback_faults_are_named);
     RUN(pull_requests_parse);
