@@ -229,6 +229,23 @@ static int parse_deliver(json_t *root, struct job *out, struct api_error *e)
     return 0;
 }
 
+/* Fields that each make sense alone but name no target together: refused, naming them. */
+static int check_combination(const struct job *j, struct api_error *e)
+{
+    int pull_fields = j->ttr_ms != 0;
+
+    if (j->deliver == JOB_DELIVER_PULL && !j->topic[0])
+        return api_fail(e, 400, API_BAD_REQUEST, "deliver \"pull\" needs a topic to pop from: "
+                        "a job with only a callback has none");
+    if (pull_fields && j->deliver == JOB_DELIVER_KAFKA)
+        return api_fail(e, 400, API_BAD_REQUEST, "once, ttr and ttr_ms are for pull jobs: "
+                        "deliver \"kafka\" has none");
+    if (pull_fields && !j->topic[0])
+        return api_fail(e, 400, API_BAD_REQUEST, "once, ttr and ttr_ms are for pull jobs: a "
+                        "job with only a callback has no topic to pop from");
+    return 0;
+}
+
 /* The topic, and the callback: at least one; a callback-only job's topic is "". */
 static int parse_target(json_t *root, const struct api_limits *lim, struct job *out,
                         struct api_error *e)
@@ -259,7 +276,7 @@ static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t 
                    e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
         parse_headers(json_object_get(root, "headers"), out, e) == 0 &&
-        parse_deliver(root, out, e) == 0)
+        parse_deliver(root, out, e) == 0 && check_combination(out, e) == 0)
         return 0;
     return -1;
 }

@@ -932,8 +932,21 @@ static void bodies_that_are_not_text_go_as_base64(void)
                     400, API_BAD_REQUEST, "body_encoding must be"));
 }
 
+static void combinations_without_a_target_are_refused(void)
+{
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"https://x.example/h\"},\"deliver\":\"pull\"}",
+                    400, API_BAD_REQUEST, "deliver \"pull\" needs a topic"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":5,\"deliver\":\"kafka\",\"ttr\":30}",
+                    400, API_BAD_REQUEST, "deliver \"kafka\" has none"));
+    CHECK(add_fails("{\"topic\":\"t\",\"delay\":5,\"deliver\":\"kafka\",\"once\":true}",
+                    400, API_BAD_REQUEST, "once, ttr and ttr_ms are for pull jobs"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"https://x.example/h\"},\"ttr_ms\":5000}",
+                    400, API_BAD_REQUEST, "no topic to pop from"));
+}
+
 void unit_api(void)
 {
+    RUN(combinations_without_a_target_are_refused);
     RUN(bodies_that_are_not_text_go_as_base64);
     RUN(callback_add_parses_and_keeps);
     RUN(callback_faults_are_named);
