@@ -37,6 +37,20 @@ struct decide_facts {
  * pull.topics (names or fnmatch patterns). */
 int decide_pulls(const struct config *cfg, const char *topic, size_t len, enum job_deliver deliver);
 
+/* The one target a due job goes to next. A job has one or two steps: a callback first (until
+ * it was answered 2xx), then its topic, which is a pull topic or a Kafka topic. */
+enum dest {
+    DEST_CALLBACK,      /* call its callback (callout.c) */
+    DEST_PULL,          /* make it ready in its pull topic (pullq.c) */
+    DEST_KAFKA,         /* produce it to its business topic */
+    DEST_DONE,          /* nothing is left: a callback-only job called back; mark it */
+};
+
+/* Where a due job of topic (len bytes, 0 for none), delivery choice deliver, with a callback
+ * (has_callback) or not, goes now; called_back: its callback was answered 2xx already. */
+enum dest decide_dest(const struct config *cfg, const char *topic, size_t len,
+                      enum job_deliver deliver, int has_callback, int called_back);
+
 /* The action for f; for DECIDE_DEAD also the reason in *why. */
 enum decision decide_message(const struct decide_facts *f, enum dlq_reason *why);
 

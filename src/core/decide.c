@@ -50,3 +50,13 @@ int decide_pulls(const struct config *cfg, const char *topic, size_t len, enum j
             return 1;
     return 0;
 }
+
+enum dest decide_dest(const struct config *cfg, const char *topic, size_t len,
+                      enum job_deliver deliver, int has_callback, int called_back)
+{
+    if (has_callback && !called_back)
+        return DEST_CALLBACK;
+    if (!len)
+        return DEST_DONE;
+    return decide_pulls(cfg, topic, len, deliver) ? DEST_PULL : DEST_KAFKA;
+}

@@ -173,6 +173,63 @@ static void call_again_direct(struct forwarder *fw, struct held *m, int64_t at_m
         fw_retry(fw, m);   /* called again sooner than planned: never lost */
 }
 
+static void call_job(struct forwarder *fw, struct held *m, struct job *job);
+static void call_direct(struct forwarder *fw, struct held *m);
+
+/* A due job whose callback, if it has one, was answered 2xx: on to its pull topic or its Kafka
+ * topic, or, with no topic, marked delivered. */
+static void deliver_onward(struct forwarder *fw, struct held *m, const struct job *job,
+                           int64_t now)
+{
+    switch (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, 0, 1)) {
+    case DEST_PULL:
+        fw_ready_job(fw, m, job);
+        break;
+    case DEST_KAFKA:
+        fw_deliver_job(fw, m, job, now);
+        break;
+    default:
+        m->mark = JOB_DELIVERED;
+        m->stage = ST_MARK;
+        vec_push(&fw->marks, m);
+        break;
+    }
+}
+
+/* A due job (its record claimed) to the one target decide_dest names: its callback until that
+ * was answered 2xx (the record says so), then onward. */
+static void deliver_job(struct forwarder *fw, struct held *m, struct job *job, int64_t now)
+{
+    if (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, job->callback != NULL,
+                    job->callback && job_called_back(job->callback)) == DEST_CALLBACK)
+        call_job(fw, m, job);
+    else
+        deliver_onward(fw, m, job, now);
+}
+
+/* A due direct message to the one target decide_dest names. */
+static void deliver_direct(struct forwarder *fw, struct held *m, int64_t now)
+{
+    char topic[TOPIC_NAME_MAX + 1];
+
+    switch (decide_dest(fw->cfg, m->env.topic, m->env.topic ? m->env.topic_len : 0,
+                        m->env.deliver, m->env.callback != NULL, m->called)) {
+    case DEST_CALLBACK:
+        call_direct(fw, m);
+        break;
+    case DEST_PULL:
+        fw_ready_direct(fw, m);
+        break;
+    case DEST_KAFKA:
+        snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
+        fw_deliver_direct(fw, m, topic, now);
+        break;
+    case DEST_DONE:
+        fw_done(fw, m);
+        break;
+    }
+}
+
 /* Acts on what callout.c reports of a callback's message. After a next attempt was (or was
  * not) written, m is new again: retried sooner than planned on a failure, never lost. */
 static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
@@ -209,16 +266,10 @@ static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
         break;
     case CO_DELIVER_DIRECT:
         m->called = 1;
-        if (decide_pulls(fw->cfg, m->env.topic, m->env.topic_len, m->env.deliver))
-            fw_ready_direct(fw, m);
-        else
-            fw_deliver_direct(fw, m, o->topic, o->now_ms);
+        deliver_direct(fw, m, o->now_ms);
         break;
     case CO_DELIVER_JOB:
-        if (decide_pulls(fw->cfg, o->job->topic, strlen(o->job->topic), o->job->deliver))
-            fw_ready_job(fw, m, o->job);
-        else
-            fw_deliver_job(fw, m, o->job, o->now_ms);
+        deliver_onward(fw, m, o->job, o->now_ms);
         break;
     case CO_MARK:
         m->mark = JOB_DELIVERED;
@@ -363,16 +414,8 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
         fw_hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
     } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
-    } else if (job.callback && !job_called_back(job.callback)) {
-        call_job(fw, m, &job);
-    } else if (!job.topic[0]) {   /* called back, its mark retried */
-        m->mark = JOB_DELIVERED;
-        m->stage = ST_MARK;
-        vec_push(&fw->marks, m);
-    } else if (decide_pulls(fw->cfg, job.topic, strlen(job.topic), job.deliver)) {
-        fw_ready_job(fw, m, &job);
     } else {
-        fw_deliver_job(fw, m, &job, now);
+        deliver_job(fw, m, &job, now);
     }
     job_release(&job);
 }
@@ -413,7 +456,7 @@ static void dead_reason(const struct forwarder *fw, const struct held *m, enum d
  * decide_message says. */
 static void route(struct forwarder *fw, struct held *m, int64_t now)
 {
-    char topic[TOPIC_NAME_MAX + 1], why[TOPIC_NAME_MAX + 128], reason[512];
+    char why[TOPIC_NAME_MAX + 128], reason[512];
     struct decide_facts f = { .envelope_ok = m->env_ok, .target = TARGET_OK, .due_ms = m->due_ms,
                              .now_ms = now, .max_delay_ms = fw->cfg->job.max_delay_s * 1000,
                              .smallest_level_ms = fw->cfg->delay.levels.ms[0] };
@@ -451,16 +494,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case DECIDE_DELIVER:
-        if (m->env.callback && !m->called) {
-            call_direct(fw, m);
-            break;
-        }
-        if (decide_pulls(fw->cfg, m->env.topic, m->env.topic_len, m->env.deliver)) {
-            fw_ready_direct(fw, m);
-            break;
-        }
-        snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-        fw_deliver_direct(fw, m, topic, now);
+        deliver_direct(fw, m, now);
         break;
     }
 }

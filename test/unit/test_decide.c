@@ -104,8 +104,28 @@ static void pull_topics_by_name_pattern_or_ask(void)
     CHECK_EQ_INT(decide_pulls(&cfg, "works", 5, JOB_DELIVER_AUTO), 0);
 }
 
+/* One target at a time: the callback until it answered 2xx, then the topic's kind. */
+static void a_due_job_goes_to_one_target(void)
+{
+    static struct config cfg;
+
+    snprintf(cfg.pull.topics[0], sizeof(cfg.pull.topics[0]), "work.*");
+    cfg.pull.ntopics = 1;
+    CHECK_EQ_INT(decide_dest(&cfg, "orders", 6, JOB_DELIVER_AUTO, 0, 0), DEST_KAFKA);
+    CHECK_EQ_INT(decide_dest(&cfg, "work.mail", 9, JOB_DELIVER_AUTO, 0, 0), DEST_PULL);
+    CHECK_EQ_INT(decide_dest(&cfg, "work.mail", 9, JOB_DELIVER_KAFKA, 0, 0), DEST_KAFKA);
+    CHECK_EQ_INT(decide_dest(&cfg, "orders", 6, JOB_DELIVER_PULL, 0, 0), DEST_PULL);
+    CHECK_EQ_INT(decide_dest(&cfg, "orders", 6, JOB_DELIVER_PULL, 1, 0), DEST_CALLBACK);
+    CHECK_EQ_INT(decide_dest(&cfg, "orders", 6, JOB_DELIVER_PULL, 1, 1), DEST_PULL);
+    CHECK_EQ_INT(decide_dest(&cfg, "work.mail", 9, JOB_DELIVER_AUTO, 1, 1), DEST_PULL);
+    CHECK_EQ_INT(decide_dest(&cfg, "orders", 6, JOB_DELIVER_AUTO, 1, 1), DEST_KAFKA);
+    CHECK_EQ_INT(decide_dest(&cfg, "", 0, JOB_DELIVER_AUTO, 1, 0), DEST_CALLBACK);
+    CHECK_EQ_INT(decide_dest(&cfg, "", 0, JOB_DELIVER_AUTO, 1, 1), DEST_DONE);
+}
+
 void unit_route(void)
 {
+    RUN(a_due_job_goes_to_one_target);
     RUN(pull_topics_by_name_pattern_or_ask);
     RUN(due_messages_are_claimed_or_delivered);
     RUN(the_time_left_picks_move_wait_or_now);
