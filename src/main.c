@@ -107,7 +107,7 @@ static int serve(const struct config *cfg)
 {
     int partitions[LEVELS_MAX];
     struct holder *holder = NULL;
-    struct jobs *jobs = NULL;
+    struct intake *jobs = NULL;
     struct schedules *schedules = NULL;
     struct dead *dead = NULL;
     struct http *http = NULL;
@@ -121,7 +121,7 @@ static int serve(const struct config *cfg)
     if (check_redis(cfg) < 0 || ensure_topics(cfg, partitions) < 0)
         goto out;
     if (!(holder = holder_new(cfg, partitions, err, sizeof(err))) ||
-        !(jobs = jobs_new(cfg, holder_warm(holder), err, sizeof(err))) ||
+        !(jobs = intake_new(cfg, holder_warm(holder), err, sizeof(err))) ||
         !(schedules = schedules_new(cfg, jobs, err, sizeof(err))) ||
         !(dead = dead_new(cfg, jobs, err, sizeof(err))) ||
         !(http = http_new(cfg, jobs, schedules, dead, &reload_requested, err, sizeof(err)))) {
@@ -143,7 +143,7 @@ out:
      * answered after it is gone. */
     schedules_free(schedules);
     dead_free(dead);
-    jobs_free(jobs, (int)cfg->kafka.produce_timeout_ms);
+    intake_free(jobs, (int)cfg->kafka.produce_timeout_ms);
     http_free(http);
     holder_free(holder);
     watch_stop();

@@ -15,7 +15,7 @@
 struct dead;
 
 /* Starts the worker; jobs (not owned) must outlive it. NULL with err set. */
-struct dead *dead_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen);
+struct dead *dead_new(const struct config *cfg, struct intake *jobs, char *err, size_t errlen);
 /* Answers the queued requests 503 and waits for the running one. */
 void dead_free(struct dead *d);
 
@@ -35,6 +35,6 @@ struct dead_request {
 const char *dead_allow(const char *path);
 
 /* Serves r; done is called exactly once, at once for a bad request, else from the worker. */
-void dead_serve(struct dead *d, const struct dead_request *r, jobs_done_fn done, void *opaque);
+void dead_serve(struct dead *d, const struct dead_request *r, intake_done_fn done, void *opaque);
 
 #endif

@@ -19,7 +19,7 @@ struct redrive;
 
 /* Opens the Redis connections of the marks and the job records; jobs (not owned) must outlive
  * it. NULL when out of memory. */
-struct redrive *redrive_new(const struct config *cfg, struct jobs *jobs);
+struct redrive *redrive_new(const struct config *cfg, struct intake *jobs);
 void redrive_free(struct redrive *r);
 
 /* Whether each of the n letters ls was redriven, into marked[i] (1 or 0; all 0, logged, when

@@ -35,7 +35,7 @@ struct compat_request {
 };
 
 /* Serves a request to a compat route; done is called exactly once. */
-void compat_serve(struct jobs *jobs, const struct config *cfg, const struct compat_request *req,
-                  jobs_done_fn done, void *opaque);
+void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
+                  intake_done_fn done, void *opaque);
 
 #endif

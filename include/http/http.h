@@ -17,7 +17,7 @@ struct dead;
  * http.tls_cert_file is set (tls_load done: main checks it before anything starts); loads the
  * certificate again whenever *reload is set (by SIGHUP; the server clears it). NULL with err
  * set on failure. */
-struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedules *schedules,
+struct http *http_new(const struct config *cfg, struct intake *jobs, struct schedules *schedules,
                       struct dead *dead, atomic_int *reload, char *err, size_t errlen);
 
 /* Stops accepting connections, refuses further requests for the jobs module with 503, waits up
@@ -25,7 +25,7 @@ struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedu
  * ended), and then until no HTTP thread is inside the jobs module: it may be freed after. */
 void http_drain(struct http *http, int timeout_ms);
 
-/* Stops the server and frees it. Call http_drain, then jobs_free (which answers every request
+/* Stops the server and frees it. Call http_drain, then intake_free (which answers every request
  * still waiting), then this: the answers go out, for up to 2 s, before the daemons stop. */
 void http_free(struct http *http);
 

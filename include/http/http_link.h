@@ -25,7 +25,7 @@ struct conn;     /* a connection and its deadline (conns.h) */
 
 struct http {
     const struct config *cfg;
-    struct jobs *jobs;
+    struct intake *jobs;
     struct schedules *schedules;
     struct dead *dead;
     struct server *srv;       /* http.threads of them, all accepting on one listening socket */
@@ -75,7 +75,7 @@ enum MHD_Result http_send_text(struct request *req, int status, char *text, cons
 enum MHD_Result http_send_json(struct request *req, int status, char *text);
 /* An API error answer: status, the API's code and msg (copied). */
 enum MHD_Result http_send_error(struct request *req, int status, int code, const char *msg);
-/* The jobs_done_fn of a request handed on by routes_start (opaque: the request): takes
+/* The intake_done_fn of a request handed on by routes_start (opaque: the request): takes
  * response, from any thread, and resumes the connection when it waits suspended. */
 void http_done(void *opaque, int status, char *response);
 

@@ -1,11 +1,11 @@
-/* jobs: the intake. add writes the Redis record, then the delay-topic message, and answers only
- * when Kafka has acknowledged it; get and remove read and change the record. Every request is
- * answered through a jobs_done_fn, from whatever thread has its answer: no call waits on Redis
+/* intake: adds and the requests on jobs. add writes the Redis record, then the delay-topic
+ * message, and answers only when Kafka has acknowledged it; get and remove read and change the
+ * record. Every request is answered through an intake_done_fn, from whatever thread has its answer: no call waits on Redis
  * or Kafka. A request waits at most redis.timeout_ms for one of the http.workers workers, and
  * is answered 503 when it waited longer.
  * Thread-safe: every call may come from any HTTP thread. */
-#ifndef DQ_JOBS_H
-#define DQ_JOBS_H
+#ifndef DQ_INTAKE_H
+#define DQ_INTAKE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,33 +13,33 @@
 #include "core/api.h"
 #include "core/config.h"
 
-struct jobs;
+struct intake;
 
 /* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
-typedef void (*jobs_done_fn)(void *opaque, int status, char *response);
+typedef void (*intake_done_fn)(void *opaque, int status, char *response);
 
 struct warm;
 
 /* Starts the intake producer, its delivery-report thread and the workers. warm (may be NULL; not owned,
- * must outlive jobs) is told each added job's topic, so that the deliveries' producer knows it
+ * must outlive the intake) is told each added job's topic, so that the deliveries' producer knows it
  * before the job is due. Returns NULL with err set. */
-struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen);
+struct intake *intake_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen);
 
-/* Answers every request begun (see jobs_free in jobs.c), waiting up to timeout_ms for Kafka's
+/* Answers every request begun (see intake.c), waiting up to timeout_ms for Kafka's
  * answers to the adds in flight, then stops. */
-void jobs_free(struct jobs *jobs, int timeout_ms);
+void intake_free(struct intake *in, int timeout_ms);
 
-/* Adds a job from a request body. done is called exactly once: before jobs_add returns for a
+/* Adds a job from a request body. done is called exactly once: before intake_add returns for a
  * bad request or a Redis failure, or later from the intake thread once Kafka answered. */
-void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
+void intake_add(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque);
 
 /* Adds job (its id set; parsed or built by the caller, which it takes: *job is zeroed) as
- * jobs_add would add a request's: the same answers through done. */
-void jobs_add_job(struct jobs *jobs, struct job *job, jobs_done_fn done, void *opaque);
-/* Adds the jobs of an add_batch request, each on its own as jobs_add would: done is called
+ * intake_add would add a request's: the same answers through done. */
+void intake_add_job(struct intake *in, struct job *job, intake_done_fn done, void *opaque);
+/* Adds the jobs of an add_batch request, each on its own as intake_add would: done is called
  * exactly once, 200 with every job's answer in order once all are answered, or at once with
  * 400/413 when the batch itself cannot be read. */
-void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+void intake_add_batch(struct intake *in, const char *body, size_t len, intake_done_fn done,
                     void *opaque);
 
 /* Moves a pending job to another due time, as a reschedule request asks: its body (len > 0),
@@ -49,49 +49,49 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
  * delivered, delivered or failed, 503 when Redis or Kafka failed (the job keeps its old due
  * time). A move to a later time is one Redis write; to an earlier one, a new delay-topic
  * message too, and done is called from the intake thread once Kafka answered. */
-void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
-                     const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque);
+void intake_reschedule(struct intake *in, const char *body, size_t len,
+                     const char *const query[API_RESCHEDULE_ARGS], intake_done_fn done, void *opaque);
 
 /* Gets or removes the job id (already validated); done is called exactly once, from a worker. */
-void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
-void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque);
+void intake_get(struct intake *in, const char *id, intake_done_fn done, void *opaque);
+void intake_remove(struct intake *in, const char *id, intake_done_fn done, void *opaque);
 
 /* Pops jobs of a pull topic as a pop request body asks (see pull.h); done is called exactly
  * once: at once for a bad request (400), else from the pull thread. */
-void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque);
+void intake_pop(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque);
 
 /* The same for a pop already parsed (its topics checked). */
-void jobs_pop_request(struct jobs *jobs, const struct api_pop *pop, jobs_done_fn done,
+void intake_pop_request(struct intake *in, const struct api_pop *pop, intake_done_fn done,
                       void *opaque);
 
 /* Finishes, releases, touches or buries a popped job as the request body asks (see pull_op);
  * done is called exactly once. */
-void jobs_pull_op(struct jobs *jobs, enum api_verb verb, const char *body, size_t len,
-                  jobs_done_fn done, void *opaque);
+void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,
+                  intake_done_fn done, void *opaque);
 
 /* Pops waiting for a job are answered now, with none; pops to come do not wait (shutdown). */
-void jobs_stop_waiting(struct jobs *jobs);
+void intake_stop_waiting(struct intake *in);
 
 /* From the background probes (health.h), at once: 0 when Redis answers a PING and Kafka a
  * metadata request; -1 with the reason in err. On 0, err holds a warning, or "": a Redis that
  * may evict job records (maxmemory-policy). */
-int jobs_ready(struct jobs *jobs, char *err, size_t errlen);
+int intake_ready(struct intake *in, char *err, size_t errlen);
 
 /* The lease view of GET /delay-queue/api/claims, read in one pipeline on a worker. */
-void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque);
+void intake_claims(struct intake *in, intake_done_fn done, void *opaque);
 
 /* POST /delay-queue/api/claims/release {"group": N}: asks the group's owner to hand it back
  * (it does within a lease time; another instance then takes it). */
-void jobs_hand_back(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+void intake_hand_back(struct intake *in, const char *body, size_t len, intake_done_fn done,
                     void *opaque);
 
 /* The pending view of GET /delay-queue/api/stats: 200, or 503 with "stats: kafka: ..." when
  * Kafka did not answer; done is called at once or by the stats thread (see stats_get). */
-void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque);
+void intake_stats(struct intake *in, intake_done_fn done, void *opaque);
 
 /* Keeps the pending gauges of /metrics up to date, never waiting (see stats_gauges); on
  * failure they keep their last values. */
-void jobs_stats_gauges(struct jobs *jobs);
+void intake_stats_gauges(struct intake *in);
 
 
 #endif

@@ -30,7 +30,7 @@
 
 /* An add from the moment it is parsed until Kafka answered for it. */
 struct pending_add {
-    struct jobs *jobs;
+    struct intake *in;
     struct job job;             /* owned */
     int64_t queued_ms;          /* monotonic: when it entered the intake queue */
     int fresh;                  /* answered 200 as the add that made the job */
@@ -38,7 +38,7 @@ struct pending_add {
     int answered;               /* the status it was answered with at its deadline, else 0: the
                                  * report then only frees it */
     int64_t sent_ms;            /* monotonic: when its message went to librdkafka */
-    jobs_done_fn done;          /* a single add's; NULL for a job of a batch */
+    intake_done_fn done;          /* a single add's; NULL for a job of a batch */
     void *opaque;
     struct batch *batch;        /* the batch it is a job of, or NULL */
     struct move *moved;         /* a reschedule's message, not an add's; else NULL */
@@ -61,11 +61,11 @@ struct task {
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
     int group;                  /* a hand-back's group */
-    jobs_done_fn done;
+    intake_done_fn done;
     void *opaque;
 };
 
-struct jobs {
+struct intake {
     const struct config *cfg;
     struct api_limits limits;
     size_t max_message_bytes;   /* the producers' message.max.bytes: no delivery is larger */
@@ -108,13 +108,13 @@ struct batch {
     size_t n;
     size_t left;                        /* jobs not answered yet, plus one while being queued */
     struct api_job_answer *answers;     /* n */
-    jobs_done_fn done;
+    intake_done_fn done;
     void *opaque;
 };
 
 /* intake.c */
 /* Answers a request through done with an API response (takes data, a JSON value or NULL). */
-void intake_answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg,
+void intake_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
                    void *data);
 /* Answers an add (a single one, or a job of a batch); on success with its job id. */
 void intake_reply(struct pending_add *pa, int status, int code, const char *msg);
@@ -123,31 +123,31 @@ void intake_free_add(struct pending_add *pa);
 void intake_finish_add(struct pending_add *pa, int status, int code, const char *msg);
 /* Hands a list of readied adds (linked by next, ending at *tail) to the intake thread, or
  * answers them when it is stopping. */
-void intake_enqueue(struct jobs *jobs, struct pending_add *list, struct pending_add **tail);
+void intake_enqueue(struct intake *in, struct pending_add *list, struct pending_add **tail);
 
 /* flights.c, on the intake thread */
 /* Answers an add or reschedule that never reached Kafka (status, code, msg) and frees it. */
-void intake_refuse(struct jobs *jobs, struct store *st, struct pending_add *pa, int status,
+void intake_refuse(struct intake *in, struct store *st, struct pending_add *pa, int status,
                    int code, const char *msg);
 /* A reschedule's new message did not reach Kafka (why): the old record put back through st,
  * answered; returns the status answered (pa stays allocated). */
-int intake_moved_failed(struct jobs *jobs, struct store *st, struct pending_add *pa,
+int intake_moved_failed(struct intake *in, struct store *st, struct pending_add *pa,
                         const char *why);
 /* 1 while Kafka counts as unreachable (adds fail at once), logged for who. */
-int intake_kafka_unreachable(struct jobs *jobs, const char *who);
+int intake_kafka_unreachable(struct intake *in, const char *who);
 /* Answers the adds past their deadline. */
-void intake_expire_flights(struct jobs *jobs);
+void intake_expire_flights(struct intake *in);
 /* What the record written for pa said (a): answered at once, or on to Kafka. */
-void intake_after_record(struct jobs *jobs, struct pending_add *pa,
+void intake_after_record(struct intake *in, struct pending_add *pa,
                          const struct store_add_answer *a);
 /* Produces the delay-topic message of a stored job. 0, or -1 with err set. */
-int intake_produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, size_t errlen);
+int intake_produce_ref(struct intake *in, struct pending_add *pa, char *err, size_t errlen);
 /* The delivery report of an add's or a reschedule's message: answers it. */
 void flights_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused);
 /* At shutdown, the adds Kafka never answered: answered as at their deadline. */
-void flights_give_up_all(struct jobs *jobs);
+void flights_give_up_all(struct intake *in);
 /* At shutdown, once no report can come: frees every add left in the lists. */
-void flights_free_all(struct jobs *jobs);
+void flights_free_all(struct intake *in);
 
 /* requests.c: what the workers run, and what they answer when a task is dropped. */
 workers_run_fn intake_run_tasks;

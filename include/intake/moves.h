@@ -2,7 +2,7 @@
  * and write the moved record in its place only if the record is still the one read
  * (store_replace_many, many jobs at once); later, for a move to an earlier time, lift its hold on the job's older
  * messages once Kafka has the message for the new time, or put the old record back when that
- * message failed. The intake (jobs.c) answers the client and sends that message. Every call
+ * message failed. The intake (intake.c) answers the client and sends that message. Every call
  * runs on the caller's store connection. */
 #ifndef DQ_MOVES_H
 #define DQ_MOVES_H

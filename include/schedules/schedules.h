@@ -1,6 +1,6 @@
 /* schedules: recurring jobs. A schedule (cron in a time zone, or an interval) lives in Redis
  * (schedstore.h); each occurrence is an ordinary job "<schedule id>@<fire time ms>" added
- * through the intake (jobs.h), so it is delivered once however often it is made. When an
+ * through the intake (intake.h), so it is delivered once however often it is made. When an
  * occurrence comes due, the forwarder plans it (sched.h) and tells schedules_occurred, which
  * moves the schedule on and adds the next occurrence; no instance holds schedules in memory and
  * any instance carries any schedule on. A sweep on every instance repairs what a crash left
@@ -20,7 +20,7 @@
 struct schedules;
 
 /* Starts the workers and the sweep; jobs (not owned) must outlive it. NULL with err set. */
-struct schedules *schedules_new(const struct config *cfg, struct jobs *jobs, char *err,
+struct schedules *schedules_new(const struct config *cfg, struct intake *jobs, char *err,
                                 size_t errlen);
 /* Answers the queued requests 503, waits for the running ones and stops the sweep. */
 void schedules_free(struct schedules *s);
@@ -38,7 +38,7 @@ struct schedules_request {
 
 /* Serves r; done is called exactly once, at once for a bad request, else from a worker or the
  * intake thread. */
-void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
+void schedules_serve(struct schedules *s, const struct schedules_request *r, intake_done_fn done,
                      void *opaque);
 
 /* The methods a path below /delay-queue/api/schedules takes, as an Allow header lists them

@@ -41,13 +41,13 @@ struct task {
     struct recur_timing timing;
     char *timing_json;
     void *data;                  /* the answer, while its occurrence is added */
-    jobs_done_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
+    intake_done_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
     void *opaque;
 };
 
 struct schedules {
     const struct config *cfg;
-    struct jobs *jobs;
+    struct intake *jobs;
     struct api_limits limits;
     struct workers *requests;    /* HTTP requests */
     struct workers *moves;       /* moves on and sweeps: never an HTTP thread's wait */
@@ -63,7 +63,7 @@ struct schedules {
 
 /* Answers a request: done(opaque, status, the API response of code, msg and data, which it
  * takes). */
-void schedules_answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg,
+void schedules_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
                       void *data);
 
 /* Frees t and what it holds (not t->data). */
@@ -87,7 +87,7 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
                               int64_t gen, int64_t runs, int chained, int override,
-                              jobs_done_fn done, void *opaque);
+                              intake_done_fn done, void *opaque);
 
 /* Runs the request task t (T_PUT to T_NEXT) on worker slot and answers it: 1 when t was handed
  * on (to an add whose answer answers it and frees t), 0 when the caller frees t. */

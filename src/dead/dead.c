@@ -48,7 +48,7 @@ struct task {
     size_t n;
     int by_filter;
     int64_t deliver_at_ms;        /* 0: now */
-    jobs_done_fn done;
+    intake_done_fn done;
     void *opaque;
 };
 
@@ -287,7 +287,7 @@ static void drop_task(void *ctx, void *task, const char *why)
     task_free(t);
 }
 
-struct dead *dead_new(const struct config *cfg, struct jobs *jobs, char *err, size_t errlen)
+struct dead *dead_new(const struct config *cfg, struct intake *jobs, char *err, size_t errlen)
 {
     struct dead *d = calloc(1, sizeof(*d));
 
@@ -466,7 +466,7 @@ static int task_of(const struct dead_request *r, struct task *t, struct api_erro
                     r->method, r->path);
 }
 
-void dead_serve(struct dead *d, const struct dead_request *r, jobs_done_fn done, void *opaque)
+void dead_serve(struct dead *d, const struct dead_request *r, intake_done_fn done, void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     struct api_error e = { 0 };

@@ -19,13 +19,13 @@
 #define REDRIVE_CHUNK 1000        /* letters whose records and marks one Redis call takes */
 
 struct redrive {
-    struct jobs *jobs;
+    struct intake *jobs;
     struct api_limits limits;     /* an add's, for a job made from a letter */
     struct deadstore *ds;         /* the marks: which letters were redriven, as which job */
     struct store *st;             /* the job records */
 };
 
-struct redrive *redrive_new(const struct config *cfg, struct jobs *jobs)
+struct redrive *redrive_new(const struct config *cfg, struct intake *jobs)
 {
     struct redrive *r = calloc(1, sizeof(*r));
 
@@ -304,7 +304,7 @@ static void redrive_chunk(struct redrive *r, const struct dead_letter *ls, size_
         g.left++;
         pthread_mutex_unlock(&g.mu);
         jobs[at[k]].override = JOB_OVERRIDE_FAILED;
-        jobs_add_job(r->jobs, &jobs[at[k]], redrive_added, a);
+        intake_add_job(r->jobs, &jobs[at[k]], redrive_added, a);
     }
     pthread_mutex_lock(&g.mu);
     g.left--;

@@ -36,12 +36,12 @@ enum verb { PUSH, POP, REMOVE, GET, CS_ADD, CS_POP, CS_FINISH, CS_DELETE };
 /* A request on its way through the jobs module: whose answer to translate, and how. */
 struct call {
     enum verb verb;
-    jobs_done_fn done;
+    intake_done_fn done;
     void *opaque;
 };
 
 /* changsongl's answer {"success", "message"} and more members (takes extra; NULL: none). */
-static void cs_reply(jobs_done_fn done, void *opaque, int success, const char *msg, json_t *extra)
+static void cs_reply(intake_done_fn done, void *opaque, int success, const char *msg, json_t *extra)
 {
     json_t *r = extra ? extra : json_object();
     char *text;
@@ -92,7 +92,7 @@ static void cs_answered(struct call *c, int status, json_t *r)
 }
 
 /* {"code": code, "message": msg, "data": data} (takes data; NULL: null), HTTP 200 always. */
-static void reply(jobs_done_fn done, void *opaque, int code, const char *msg, json_t *data)
+static void reply(intake_done_fn done, void *opaque, int code, const char *msg, json_t *data)
 {
     json_t *r = json_pack("{s:i, s:s, s:o}", "code", code, "message", msg,
                           "data", data ? data : json_null());
@@ -202,7 +202,7 @@ static void answered(void *opaque, int status, char *response)
     free(c);
 }
 
-static struct call *call_new(enum verb verb, jobs_done_fn done, void *opaque)
+static struct call *call_new(enum verb verb, intake_done_fn done, void *opaque)
 {
     struct call *c = malloc(sizeof(*c));
 
@@ -215,7 +215,7 @@ static struct call *call_new(enum verb verb, jobs_done_fn done, void *opaque)
 
 /* Adds a pull job as an add request would, answered to c: its ttr in seconds, 0 meaning
  * handed out once, never again; override: replacing a pending job of its id. */
-static void add_pull(struct jobs *jobs, const char *id, const char *topic, json_int_t delay,
+static void add_pull(struct intake *jobs, const char *id, const char *topic, json_int_t delay,
                      const char *body, json_int_t ttr, int override, struct call *c)
 {
     json_t *add = json_pack("{s:s, s:s, s:I, s:s, s:s, s:b}", "id", id, "topic", topic, "delay",
@@ -227,14 +227,14 @@ static void add_pull(struct jobs *jobs, const char *id, const char *topic, json_
     text = add ? json_dumps(add, JSON_COMPACT) : NULL;
     json_decref(add);
     if (text)
-        jobs_add(jobs, text, strlen(text), answered, c);
+        intake_add(jobs, text, strlen(text), answered, c);
     else
         answered(c, 503, NULL);
     free(text);
 }
 
 /* /push: an add of a pull job, with ouqiang's checks and words first. */
-static void push(struct jobs *jobs, json_t *req, jobs_done_fn done, void *opaque)
+static void push(struct intake *jobs, json_t *req, intake_done_fn done, void *opaque)
 {
     char *id = trimmed(req, "id"), *topic = trimmed(req, "topic"), *body = trimmed(req, "body");
     json_int_t delay, ttr;
@@ -259,7 +259,7 @@ static void push(struct jobs *jobs, json_t *req, jobs_done_fn done, void *opaque
 }
 
 /* /pop: the first ready job of the comma-separated topics, waiting as ouqiang's BLPOP does. */
-static void pop(struct jobs *jobs, const struct config *cfg, json_t *req, jobs_done_fn done,
+static void pop(struct intake *jobs, const struct config *cfg, json_t *req, intake_done_fn done,
                 void *opaque)
 {
     char *topics = trimmed(req, "topic"), *save = NULL, why[TOPIC_NAME_MAX + 128];
@@ -282,11 +282,11 @@ static void pop(struct jobs *jobs, const struct config *cfg, json_t *req, jobs_d
     if (p.ntopics == 0)
         reply(done, opaque, 1, OQ_NO_POP_TOPIC, NULL);
     else if ((c = call_new(POP, done, opaque)))
-        jobs_pop_request(jobs, &p, answered, c);
+        intake_pop_request(jobs, &p, answered, c);
 }
 
 /* /finish, /delete and /get: by the job's id. */
-static void by_id(struct jobs *jobs, enum verb verb, json_t *req, jobs_done_fn done, void *opaque)
+static void by_id(struct intake *jobs, enum verb verb, json_t *req, intake_done_fn done, void *opaque)
 {
     char *id = trimmed(req, "id"), err[256];
     struct call *c;
@@ -298,7 +298,7 @@ static void by_id(struct jobs *jobs, enum verb verb, json_t *req, jobs_done_fn d
     else if (job_id_valid(id, strlen(id), err, sizeof(err)) < 0)
         reply(done, opaque, 1, err, NULL);
     else if ((c = call_new(verb, done, opaque)))
-        (verb == GET ? jobs_get : jobs_remove)(jobs, id, answered, c);
+        (verb == GET ? intake_get : intake_remove)(jobs, id, answered, c);
     free(id);
 }
 
@@ -322,8 +322,8 @@ static int cs_path(const char *path, char topic[TOPIC_NAME_MAX + 1], char id[CS_
 }
 
 /* POST /topic/<topic>/job: an add of a pull job. */
-static void cs_add(struct jobs *jobs, const char *topic, const struct compat_request *req,
-                   jobs_done_fn done, void *opaque)
+static void cs_add(struct intake *jobs, const char *topic, const struct compat_request *req,
+                   intake_done_fn done, void *opaque)
 {
     json_t *o = json_loadb(req->body, req->len, 0, NULL);
     json_int_t delay, ttr;
@@ -347,8 +347,8 @@ static void cs_add(struct jobs *jobs, const char *topic, const struct compat_req
 }
 
 /* changsongl's routes. */
-static void changsongl(struct jobs *jobs, const struct config *cfg,
-                       const struct compat_request *req, jobs_done_fn done, void *opaque)
+static void changsongl(struct intake *jobs, const struct config *cfg,
+                       const struct compat_request *req, intake_done_fn done, void *opaque)
 {
     char topic[TOPIC_NAME_MAX + 1], id[CS_ID_MAX + 1], why[TOPIC_NAME_MAX + 128];
     struct api_pop p = { .ntopics = 1, .max = 1, .wait_ms = COMPAT_CHANGSONGL_WAIT_S * 1000 };
@@ -382,15 +382,15 @@ static void changsongl(struct jobs *jobs, const struct config *cfg,
         }
         snprintf(p.topics[0], sizeof(p.topics[0]), "%s", topic);
         if ((c = call_new(CS_POP, done, opaque)))
-            jobs_pop_request(jobs, &p, answered, c);
+            intake_pop_request(jobs, &p, answered, c);
         return;
     }
     if ((c = call_new(strcmp(req->method, "PUT") == 0 ? CS_FINISH : CS_DELETE, done, opaque)))
-        jobs_remove(jobs, id, answered, c);
+        intake_remove(jobs, id, answered, c);
 }
 
-void compat_serve(struct jobs *jobs, const struct config *cfg, const struct compat_request *req,
-                  jobs_done_fn done, void *opaque)
+void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
+                  intake_done_fn done, void *opaque)
 {
     json_t *o;
 

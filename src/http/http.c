@@ -268,7 +268,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 /* The end of a request, whatever its termination code. libmicrohttpd ends a suspended one only
- * in MHD_stop_daemon, after jobs_free has answered every add: no add still refers to req. */
+ * in MHD_stop_daemon, after intake_free has answered every add: no add still refers to req. */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode why)
 {
@@ -496,7 +496,7 @@ static int listen_on(const struct sockaddr_storage *sa, const char *listen_at, c
     return fd;
 }
 
-struct http *http_new(const struct config *cfg, struct jobs *jobs, struct schedules *schedules,
+struct http *http_new(const struct config *cfg, struct intake *jobs, struct schedules *schedules,
                       struct dead *dead,
                       atomic_int *reload, char *err, size_t errlen)
 {
@@ -582,7 +582,7 @@ void http_drain(struct http *http, int timeout_ms)
     atomic_store(&http->draining, 1);
     for (int i = 0; i < http->nsrv; i++)
         wake(&http->srv[i]);
-    jobs_stop_waiting(http->jobs);   /* pops waiting for a job are answered now, with none */
+    intake_stop_waiting(http->jobs);   /* pops waiting for a job are answered now, with none */
     for (int waited = 0; atomic_load(&http->busy) > 0 && waited < timeout_ms; waited += 10)
         usleep(10 * 1000);
     if (atomic_load(&http->busy) > 0)

@@ -287,7 +287,7 @@ static void start_reschedule(struct request *req)
             return;
         }
     }
-    jobs_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, http_done, req);
+    intake_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, http_done, req);
 }
 
 /* The job_id of the query string into id. libmicrohttpd decodes %00 into the value, which a
@@ -311,9 +311,9 @@ static void start_id(struct request *req)
                      : query_job_id(req->conn, id, &e) < 0)
         http_done(req, e.status, api_response(e.code, e.message, NULL));
     else if (req->route == R_GET)
-        jobs_get(req->http->jobs, id, http_done, req);
+        intake_get(req->http->jobs, id, http_done, req);
     else
-        jobs_remove(req->http->jobs, id, http_done, req);
+        intake_remove(req->http->jobs, id, http_done, req);
 }
 
 /* A compat route: the request as its queue's clients send it. */
@@ -374,7 +374,7 @@ void routes_start(struct request *req)
 
     switch (req->route) {
     case R_ADD_BATCH:
-        jobs_add_batch(req->http->jobs, body, req->len, http_done, req);
+        intake_add_batch(req->http->jobs, body, req->len, http_done, req);
         break;
     case R_RESCHEDULE:
         start_reschedule(req);
@@ -384,13 +384,13 @@ void routes_start(struct request *req)
         start_id(req);
         break;
     case R_CLAIMS:
-        jobs_claims(req->http->jobs, http_done, req);
+        intake_claims(req->http->jobs, http_done, req);
         break;
     case R_STATS:
-        jobs_stats(req->http->jobs, http_done, req);
+        intake_stats(req->http->jobs, http_done, req);
         break;
     case R_POP:
-        jobs_pop(req->http->jobs, body, req->len, http_done, req);
+        intake_pop(req->http->jobs, body, req->len, http_done, req);
         break;
     case R_COMPAT:
         start_compat(req, body);
@@ -402,19 +402,19 @@ void routes_start(struct request *req)
         start_dead(req, body);
         break;
     case R_HAND_BACK:
-        jobs_hand_back(req->http->jobs, body, req->len, http_done, req);
+        intake_hand_back(req->http->jobs, body, req->len, http_done, req);
         break;
     case R_FINISH:
     case R_RELEASE:
     case R_TOUCH:
     case R_BURY:
-        jobs_pull_op(req->http->jobs, req->route == R_FINISH ? API_FINISH
+        intake_pull_op(req->http->jobs, req->route == R_FINISH ? API_FINISH
                                       : req->route == R_RELEASE ? API_RELEASE
                                       : req->route == R_TOUCH ? API_TOUCH : API_BURY,
                      body, req->len, http_done, req);
         break;
     default:
-        jobs_add(req->http->jobs, body, req->len, http_done, req);
+        intake_add(req->http->jobs, body, req->len, http_done, req);
         break;
     }
 }
@@ -423,7 +423,7 @@ static enum MHD_Result serve_ready(struct request *req)
 {
     char err[256], msg[320];
 
-    if (jobs_ready(req->http->jobs, err, sizeof(err)) == 0) {
+    if (intake_ready(req->http->jobs, err, sizeof(err)) == 0) {
         snprintf(msg, sizeof(msg), "ready%s%s", err[0] ? "; warning: " : "", err);
         return http_send_json(req, 200, api_response(API_OK, msg, NULL));
     }
@@ -496,7 +496,7 @@ enum MHD_Result routes_serve(struct request *req)
     case R_READY:
         return serve_ready(req);
     case R_METRICS:
-        jobs_stats_gauges(req->http->jobs);
+        intake_stats_gauges(req->http->jobs);
         return http_send_text(req, 200, metrics_render(), "text/plain; version=0.0.4");
     case R_UI:
         return serve_ui(req);

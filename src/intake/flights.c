@@ -35,12 +35,12 @@
  * so that the job keeps its old due time, and answers. A record changed meanwhile (claimed: its
  * due time came, no earlier than the new one; removed; rescheduled again) shows that the
  * reschedule held. Returns the status answered; pa stays allocated. */
-int intake_moved_failed(struct jobs *jobs, struct store *st, struct pending_add *pa, const char *why)
+int intake_moved_failed(struct intake *in, struct store *st, struct pending_add *pa, const char *why)
 {
     char err[256] = "out of memory", msg[768];
     int undone = 0;
 
-    if (!st || move_undo(st, jobs->cfg, pa->job.id, pa->moved, &undone, err, sizeof(err)) < 0) {
+    if (!st || move_undo(st, in->cfg, pa->job.id, pa->moved, &undone, err, sizeof(err)) < 0) {
         log_error("job=%s: reschedule failed (%s) and its record could not be put back: %s",
                   pa->job.id, why, err);
         snprintf(msg, sizeof(msg), "reschedule failed: %s; its record could not be put back (%s): "
@@ -58,21 +58,21 @@ int intake_moved_failed(struct jobs *jobs, struct store *st, struct pending_add 
 
 /* Kafka has the message of a job moved to an earlier time: its older messages need not wait
  * for it any more (else they wait till the time the record names, and claim the job then). */
-static void moved_arrived(struct jobs *jobs, struct pending_add *pa)
+static void moved_arrived(struct intake *in, struct pending_add *pa)
 {
     char err[256];
 
-    if (move_arrived(jobs->st, pa->job.id, pa->moved, err, sizeof(err)) < 0)
+    if (move_arrived(in->st, pa->job.id, pa->moved, err, sizeof(err)) < 0)
         log_info("job=%s: its older messages wait for the time its record names: %s", pa->job.id,
                  err);
 }
 
 /* Answers an add or reschedule that never reached Kafka (status, code, msg) and frees it. */
-void intake_refuse(struct jobs *jobs, struct store *st, struct pending_add *pa, int status,
+void intake_refuse(struct intake *in, struct store *st, struct pending_add *pa, int status,
                    int code, const char *msg)
 {
     if (pa->moved)
-        intake_moved_failed(jobs, st, pa, msg);
+        intake_moved_failed(in, st, pa, msg);
     else
         intake_reply(pa, status, code, msg);
     intake_free_add(pa);
@@ -80,17 +80,17 @@ void intake_refuse(struct jobs *jobs, struct store *st, struct pending_add *pa, 
 
 /* Deletes the record of an add whose Kafka message failed: no message, no delivery, but a
  * pending record would say otherwise. */
-static void undo(struct jobs *jobs, const char *id)
+static void undo(struct intake *in, const char *id)
 {
     char err[256];
 
-    if (store_drop_pending(jobs->st, id, NULL, err, sizeof(err)) < 0)
+    if (store_drop_pending(in->st, id, NULL, err, sizeof(err)) < 0)
         log_error("job=%s could not be undone (it cannot be delivered: no Kafka message): %s", id, err);
 }
 
 /* The lists of adds awaiting Kafka: in the order sent (they all wait the same time, so the head
  * is the first to reach its deadline), and those answered before Kafka's report. Intake thread
- * only (and jobs_free once it has stopped). */
+ * only (and intake_free once it has stopped). */
 static void flight_push(struct flights *l, struct pending_add *pa)
 {
     pa->fnext = NULL;
@@ -122,7 +122,7 @@ static void flight_remove(struct flights *l, struct pending_add *pa)
  * delivered, failed) shows that its message did reach Kafka: the add succeeded. A record that
  * could not be deleted may still be delivered: the answer says so. pa stays allocated for its
  * report. */
-static void give_up(struct jobs *jobs, struct pending_add *pa)
+static void give_up(struct intake *in, struct pending_add *pa)
 {
     enum job_state left = JOB_PENDING;
     char err[256], msg[640];
@@ -130,11 +130,11 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
 
     if (pa->moved) {
         snprintf(msg, sizeof(msg), "kafka did not acknowledge its message within "
-                 "kafka.produce_timeout_ms (%lld ms)", (long long)jobs->cfg->kafka.produce_timeout_ms);
-        pa->answered = intake_moved_failed(jobs, jobs->st, pa, msg);
+                 "kafka.produce_timeout_ms (%lld ms)", (long long)in->cfg->kafka.produce_timeout_ms);
+        pa->answered = intake_moved_failed(in, in->st, pa, msg);
         return;
     }
-    if (!pa->resent && store_drop_pending(jobs->st, pa->job.id, &left, err, sizeof(err)) < 0) {
+    if (!pa->resent && store_drop_pending(in->st, pa->job.id, &left, err, sizeof(err)) < 0) {
         log_error("job=%s could not be undone (its message, should Kafka take it late, delivers "
                   "it): %s", pa->job.id, err);
         kept = 1;
@@ -150,7 +150,7 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
     metrics_inc(M_KAFKA_ERRORS);
     snprintf(msg, sizeof(msg), "add failed: kafka did not acknowledge it within "
              "kafka.produce_timeout_ms (%lld ms)%s%.200s%s",
-             (long long)jobs->cfg->kafka.produce_timeout_ms,
+             (long long)in->cfg->kafka.produce_timeout_ms,
              pa->resent ? "" : kept ? "; its record could not be deleted (" : "; nothing was kept",
              kept ? err : "", kept ? "): it may still be delivered; add it again with the same id" : "");
     intake_reply(pa, 503, API_ADD_FAILED, msg);
@@ -158,43 +158,43 @@ static void give_up(struct jobs *jobs, struct pending_add *pa)
 
 /* An add waited its whole deadline (or librdkafka gave up on it) with no add acknowledged since
  * it was sent: Kafka counts as unreachable from then on. */
-static void note_unacknowledged(struct jobs *jobs, const struct pending_add *pa, int64_t now)
+static void note_unacknowledged(struct intake *in, const struct pending_add *pa, int64_t now)
 {
-    if (jobs->last_ack_ms >= pa->sent_ms || atomic_load(&jobs->unreachable_since))
+    if (in->last_ack_ms >= pa->sent_ms || atomic_load(&in->unreachable_since))
         return;
-    atomic_store(&jobs->unreachable_at, now);
-    atomic_store(&jobs->unreachable_since, pa->sent_ms);
-    health_suspect_kafka(jobs->health);
+    atomic_store(&in->unreachable_at, now);
+    atomic_store(&in->unreachable_since, pa->sent_ms);
+    health_suspect_kafka(in->health);
     log_warn("kafka: no add acknowledged for %lld ms; adds fail at once until a broker answers "
              "again (probed every %d ms)", (long long)(now - pa->sent_ms), HEALTH_SUSPECT_MS);
 }
 
 /* Answers the adds past their deadline. When none was acknowledged since the oldest of them
  * was sent, Kafka counts as unreachable from then on. */
-void intake_expire_flights(struct jobs *jobs)
+void intake_expire_flights(struct intake *in)
 {
-    int64_t now = clock_mono_ms(), timeout = jobs->cfg->kafka.produce_timeout_ms;
+    int64_t now = clock_mono_ms(), timeout = in->cfg->kafka.produce_timeout_ms;
     struct pending_add *pa;
 
-    while ((pa = jobs->flight.head) && now - pa->sent_ms >= timeout) {
-        flight_remove(&jobs->flight, pa);
-        note_unacknowledged(jobs, pa, now);
-        give_up(jobs, pa);
-        flight_push(&jobs->late, pa);
+    while ((pa = in->flight.head) && now - pa->sent_ms >= timeout) {
+        flight_remove(&in->flight, pa);
+        note_unacknowledged(in, pa, now);
+        give_up(in, pa);
+        flight_push(&in->late, pa);
     }
 }
 
 /* 1 while Kafka counts as unreachable: no probe found a broker answering since it was found
  * out. A probe that did ends that state (who: what noticed, for the log). */
-int intake_kafka_unreachable(struct jobs *jobs, const char *who)
+int intake_kafka_unreachable(struct intake *in, const char *who)
 {
-    int64_t since = atomic_load(&jobs->unreachable_since);
+    int64_t since = atomic_load(&in->unreachable_since);
 
     if (!since)
         return 0;
-    if (health_kafka_answered_ms(jobs->health) <= atomic_load(&jobs->unreachable_at))
+    if (health_kafka_answered_ms(in->health) <= atomic_load(&in->unreachable_at))
         return 1;
-    if (atomic_compare_exchange_strong(&jobs->unreachable_since, &since, 0))
+    if (atomic_compare_exchange_strong(&in->unreachable_since, &since, 0))
         log_info("kafka: a broker answers again (%s); adds try Kafka again", who);
     return 0;
 }
@@ -202,18 +202,18 @@ int intake_kafka_unreachable(struct jobs *jobs, const char *who)
 void flights_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
 {
     struct pending_add *pa = m->_private;
-    struct jobs *jobs = pa->jobs;
+    struct intake *in = pa->in;
     char msg[512];
 
     (void)rk;
     (void)unused;
     if (!m->err) {
-        jobs->last_ack_ms = clock_mono_ms();
-        if (atomic_exchange(&jobs->unreachable_since, 0))
+        in->last_ack_ms = clock_mono_ms();
+        if (atomic_exchange(&in->unreachable_since, 0))
             log_info("kafka: adds are acknowledged again");
     }
     if (pa->answered) {
-        flight_remove(&jobs->late, pa);
+        flight_remove(&in->late, pa);
         if (!m->err && pa->answered != 200)
             log_info("job=%s: Kafka acknowledged its message after the %s was answered %d; the "
                      "message %s", pa->job.id, pa->moved ? "reschedule" : "add", pa->answered,
@@ -221,19 +221,19 @@ void flights_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
         intake_free_add(pa);
         return;
     }
-    flight_remove(&jobs->flight, pa);
+    flight_remove(&in->flight, pa);
     if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT)
-        note_unacknowledged(jobs, pa, clock_mono_ms());
+        note_unacknowledged(in, pa, clock_mono_ms());
     if (m->err && pa->moved) {
         metrics_inc(M_KAFKA_ERRORS);
         snprintf(msg, sizeof(msg), "kafka: %s", rd_kafka_err2str(m->err));
-        intake_refuse(jobs, jobs->st, pa, 503, API_RESCHEDULE_FAILED, msg);
+        intake_refuse(in, in->st, pa, 503, API_RESCHEDULE_FAILED, msg);
         return;
     }
     if (pa->moved) {
         log_info("rescheduled job=%s due=%lld", pa->job.id, (long long)pa->job.due_ms);
         metrics_inc(M_JOBS_RESCHEDULED);
-        moved_arrived(jobs, pa);
+        moved_arrived(in, pa);
         intake_finish_add(pa, 200, API_OK, "ok");
         return;
     }
@@ -241,7 +241,7 @@ void flights_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
         metrics_inc(M_KAFKA_ERRORS);
         log_warn("add failed job=%s kafka: %s", pa->job.id, rd_kafka_err2str(m->err));
         if (!pa->resent)
-            undo(jobs, pa->job.id);
+            undo(in, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: kafka: %s", rd_kafka_err2str(m->err));
         intake_finish_add(pa, 503, API_ADD_FAILED, msg);
         return;
@@ -257,10 +257,10 @@ void flights_report(rd_kafka_t *rk, const rd_kafka_message_t *m, void *unused)
  * at a time, and the broker takes one produce request per few milliseconds, not one per
  * partition per linger. Keyed by id, the broker would spend about 40 us of CPU per add on
  * requests. */
-int intake_produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, size_t errlen)
+int intake_produce_ref(struct intake *in, struct pending_add *pa, char *err, size_t errlen)
 {
     const struct job *job = &pa->job;
-    const struct levels *lv = &jobs->cfg->delay.levels;
+    const struct levels *lv = &in->cfg->delay.levels;
     int level = levels_route(lv, job->delay_ms);
     rd_kafka_headers_t *h = rd_kafka_headers_new(4);
     rd_kafka_resp_err_t e;
@@ -272,7 +272,7 @@ int intake_produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
         headers_add(h, HDR_TAG, job->tag, strlen(job->tag));
     headers_add_int(h, HDR_DUE, job->due_ms);
     /* CreateTime = the instant the delay was measured from, so timestamp + level <= due. */
-    e = rd_kafka_producev(jobs->rk, RD_KAFKA_V_TOPIC(lv->topic[level]),
+    e = rd_kafka_producev(in->rk, RD_KAFKA_V_TOPIC(lv->topic[level]),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                           RD_KAFKA_V_HEADERS(h),
                           RD_KAFKA_V_TIMESTAMP(job->created_ms), RD_KAFKA_V_OPAQUE(pa),
@@ -283,7 +283,7 @@ int intake_produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
         return -1;
     }
     pa->sent_ms = clock_mono_ms();
-    flight_push(&jobs->flight, pa);
+    flight_push(&in->flight, pa);
     return 0;
 }
 
@@ -291,7 +291,7 @@ int intake_produce_ref(struct jobs *jobs, struct pending_add *pa, char *err, siz
  * record, before Kafka had its message, so the message is sent again, with the record's tag and
  * due time, and the add answered when Kafka has it. A second message of one job is harmless:
  * the first to claim the record delivers it, the other finds it delivered (or busy) and skips. */
-static void resend(struct jobs *jobs, struct pending_add *pa, const struct store_add_answer *a)
+static void resend(struct intake *in, struct pending_add *pa, const struct store_add_answer *a)
 {
     char err[256], msg[512];
     int64_t now = clock_now_ms();
@@ -301,14 +301,14 @@ static void resend(struct jobs *jobs, struct pending_add *pa, const struct store
     pa->job.due_ms = a->due_ms;
     pa->job.created_ms = now;
     pa->job.delay_ms = a->due_ms > now ? a->due_ms - now : 0;
-    if (intake_produce_ref(jobs, pa, err, sizeof(err)) == 0)
+    if (intake_produce_ref(in, pa, err, sizeof(err)) == 0)
         return;
     snprintf(msg, sizeof(msg), "add failed: %s", err);   /* the record stays: a retry sends again */
     intake_finish_add(pa, 503, API_ADD_FAILED, msg);
 }
 
 /* What the record said: answer at once, or go on to Kafka. */
-void intake_after_record(struct jobs *jobs, struct pending_add *pa, const struct store_add_answer *a)
+void intake_after_record(struct intake *in, struct pending_add *pa, const struct store_add_answer *a)
 {
     char err[256], msg[512];
 
@@ -317,7 +317,7 @@ void intake_after_record(struct jobs *jobs, struct pending_add *pa, const struct
         snprintf(msg, sizeof(msg), "add failed: %s", a->err);
         intake_finish_add(pa, 503, API_ADD_FAILED, msg);
     } else if (a->res == STORE_DUPLICATE && a->state == JOB_PENDING && a->due_ms >= 0) {
-        resend(jobs, pa, a);
+        resend(in, pa, a);
     } else if (a->res == STORE_DUPLICATE) {
         intake_finish_add(pa, 200, API_OK, "ok (the same job was already added)");
     } else if (a->res == STORE_ADD_NOT_A_RECORD) {
@@ -329,32 +329,32 @@ void intake_after_record(struct jobs *jobs, struct pending_add *pa, const struct
                  job_state_name(a->state));
         intake_finish_add(pa, 409, API_CONFLICT, msg);
     } else {
-        if (intake_produce_ref(jobs, pa, err, sizeof(err)) == 0)
+        if (intake_produce_ref(in, pa, err, sizeof(err)) == 0)
             return;
         log_warn("add failed job=%s %s", pa->job.id, err);
-        undo(jobs, pa->job.id);
+        undo(in, pa->job.id);
         snprintf(msg, sizeof(msg), "add failed: %s", err);
         intake_finish_add(pa, 503, API_ADD_FAILED, msg);
     }
 }
 
-void flights_give_up_all(struct jobs *jobs)
+void flights_give_up_all(struct intake *in)
 {
     struct pending_add *left;
 
-    while ((left = jobs->flight.head)) {   /* as at their deadline (expire_flights) */
-        flight_remove(&jobs->flight, left);
-        give_up(jobs, left);
-        flight_push(&jobs->late, left);
+    while ((left = in->flight.head)) {   /* as at their deadline (expire_flights) */
+        flight_remove(&in->flight, left);
+        give_up(in, left);
+        flight_push(&in->late, left);
     }
 }
 
-void flights_free_all(struct jobs *jobs)
+void flights_free_all(struct intake *in)
 {
     struct pending_add *left;
 
-    while ((left = jobs->flight.head) || (left = jobs->late.head)) {
-        flight_remove(left == jobs->flight.head ? &jobs->flight : &jobs->late, left);
+    while ((left = in->flight.head) || (left = in->late.head)) {
+        flight_remove(left == in->flight.head ? &in->flight : &in->late, left);
         intake_free_add(left);
     }
 }

@@ -33,7 +33,7 @@
 
 #define LOG_MODULE "intake"
 
-void intake_answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg, void *data)
+void intake_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg, void *data)
 {
     done(opaque, status, api_response(code, msg, data));
 }
@@ -94,11 +94,11 @@ void intake_finish_add(struct pending_add *pa, int status, int code, const char 
  * that waited longer than kafka.produce_timeout_ms for its turn (Redis slow or hung) is answered
  * 503 without being written: its client has most likely given up, and a queue of them would
  * only grow. */
-static void run_batch(struct jobs *jobs, struct pending_add **list)
+static void run_batch(struct intake *in, struct pending_add **list)
 {
     const struct job *js[INTAKE_BATCH_MAX] = { NULL };
     struct pending_add *pa[INTAKE_BATCH_MAX];
-    int64_t now = clock_mono_ms(), oldest = now - jobs->cfg->kafka.produce_timeout_ms;
+    int64_t now = clock_mono_ms(), oldest = now - in->cfg->kafka.produce_timeout_ms;
     char err[256], msg[512];
     size_t n = 0;
 
@@ -108,21 +108,21 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         if (a->queued_ms < oldest) {
             snprintf(msg, sizeof(msg), "%snot handed to Redis within kafka.produce_timeout_ms "
                      "(%lld ms)%s", a->moved ? "" : "add failed: ",
-                     (long long)jobs->cfg->kafka.produce_timeout_ms, a->moved ? "" : "; nothing was written");
-            intake_refuse(jobs, jobs->st, a, 503, API_ADD_FAILED, msg);
+                     (long long)in->cfg->kafka.produce_timeout_ms, a->moved ? "" : "; nothing was written");
+            intake_refuse(in, in->st, a, 503, API_ADD_FAILED, msg);
             continue;
         }
-        if (intake_kafka_unreachable(jobs, "the intake")) {
+        if (intake_kafka_unreachable(in, "the intake")) {
             snprintf(msg, sizeof(msg), "%skafka unreachable: no add acknowledged for %lld ms%s",
                      a->moved ? "" : "add failed: ",
-                     (long long)(now - atomic_load(&jobs->unreachable_since)),
+                     (long long)(now - atomic_load(&in->unreachable_since)),
                      a->moved ? "" : "; nothing was written");
-            intake_refuse(jobs, jobs->st, a, 503, API_ADD_FAILED, msg);
+            intake_refuse(in, in->st, a, 503, API_ADD_FAILED, msg);
             continue;
         }
         if (a->moved) {   /* its record is written: only its message goes to Kafka */
-            if (intake_produce_ref(jobs, a, err, sizeof(err)) < 0)
-                intake_refuse(jobs, jobs->st, a, 503, API_RESCHEDULE_FAILED, err);
+            if (intake_produce_ref(in, a, err, sizeof(err)) < 0)
+                intake_refuse(in, in->st, a, 503, API_RESCHEDULE_FAILED, err);
             continue;
         }
         pa[n] = a;
@@ -131,7 +131,7 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
     }
     if (n == 0)
         return;
-    if (store_add_batch(jobs->st, n, js, jobs->cfg->job.retention_s * 1000, jobs->answers, err,
+    if (store_add_batch(in->st, n, js, in->cfg->job.retention_s * 1000, in->answers, err,
                         sizeof(err)) < 0) {
         metrics_inc(M_REDIS_ERRORS);
         log_warn("%zu adds failed: %s", n, err);
@@ -141,64 +141,64 @@ static void run_batch(struct jobs *jobs, struct pending_add **list)
         return;
     }
     for (size_t i = 0; i < n; i++)
-        intake_after_record(jobs, pa[i], &jobs->answers[i]);
+        intake_after_record(in, pa[i], &in->answers[i]);
 }
 
-static struct pending_add *take_queue(struct jobs *jobs)
+static struct pending_add *take_queue(struct intake *in)
 {
     struct pending_add *list;
 
-    pthread_mutex_lock(&jobs->q_mu);
-    list = jobs->q_head;
-    jobs->q_head = NULL;
-    jobs->q_tail = &jobs->q_head;
-    pthread_mutex_unlock(&jobs->q_mu);
+    pthread_mutex_lock(&in->q_mu);
+    list = in->q_head;
+    in->q_head = NULL;
+    in->q_tail = &in->q_head;
+    pthread_mutex_unlock(&in->q_mu);
     return list;
 }
 
 static void *intake_main(void *arg)
 {
-    struct jobs *jobs = arg;
-    struct pollfd pfd = { .fd = jobs->wake[0], .events = POLLIN };
+    struct intake *in = arg;
+    struct pollfd pfd = { .fd = in->wake[0], .events = POLLIN };
     char buf[256];
 
-    while (!atomic_load(&jobs->stop)) {
+    while (!atomic_load(&in->stop)) {
         struct pending_add *list;
         poll(&pfd, 1, INTAKE_IDLE_MS);
-        while (read(jobs->wake[0], buf, sizeof(buf)) > 0)
+        while (read(in->wake[0], buf, sizeof(buf)) > 0)
             ;
-        list = take_queue(jobs);
+        list = take_queue(in);
         while (list)
-            run_batch(jobs, &list);
-        rd_kafka_poll(jobs->rk, 0);
-        intake_expire_flights(jobs);
+            run_batch(in, &list);
+        rd_kafka_poll(in->rk, 0);
+        intake_expire_flights(in);
     }
     return NULL;
 }
 
-static void wake(struct jobs *jobs)
+static void wake(struct intake *in)
 {
-    ssize_t n = write(jobs->wake[1], "a", 1);
+    ssize_t n = write(in->wake[1], "a", 1);
 
     (void)n;   /* a full pipe already wakes the thread */
 }
 
 /* The workers and their per-worker state: 0, or -1 with err set. */
-static int workers_start(struct jobs *jobs, char *err, size_t errlen)
+static int workers_start(struct intake *in, char *err, size_t errlen)
 {
-    const struct config *cfg = jobs->cfg;
+    const struct config *cfg = in->cfg;
 
-    jobs->nworkers = (int)cfg->http.workers;
-    if (!(jobs->wstore = calloc((size_t)jobs->nworkers, sizeof(*jobs->wstore))) ||
-        !(jobs->wview = calloc((size_t)jobs->nworkers, sizeof(*jobs->wview))) ||
-        !(jobs->wpull = calloc((size_t)jobs->nworkers, sizeof(*jobs->wpull)))) {
+    in->nworkers = (int)cfg->http.workers;
+    if (!(in->wstore = calloc((size_t)in->nworkers, sizeof(*in->wstore))) ||
+        !(in->wview = calloc((size_t)in->nworkers, sizeof(*in->wview))) ||
+        !(in->wpull = calloc((size_t)in->nworkers, sizeof(*in->wpull)))) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     /* A request waits for a worker no longer than a Redis call may take; there is at most one
      * per connection. */
-    if (!(jobs->workers = workers_new(jobs->nworkers, WORKER_BATCH, cfg->redis.timeout_ms,
-                                      (size_t)cfg->http.max_connections, intake_run_tasks, intake_drop_task, jobs))) {
+    if (!(in->workers = workers_new(in->nworkers, WORKER_BATCH, cfg->redis.timeout_ms,
+                                      (size_t)cfg->http.max_connections, intake_run_tasks, intake_drop_task, in))) {
         snprintf(err, errlen, "cannot start the workers");
         return -1;
     }
@@ -206,92 +206,92 @@ static int workers_start(struct jobs *jobs, char *err, size_t errlen)
 }
 
 /* Stops the workers: the requests still queued are answered 503, the running ones end. */
-static void workers_stop(struct jobs *jobs)
+static void workers_stop(struct intake *in)
 {
-    workers_free(jobs->workers);
-    jobs->workers = NULL;
-    for (int i = 0; i < jobs->nworkers; i++) {
-        if (jobs->wstore)
-            store_free(jobs->wstore[i]);
-        if (jobs->wview)
-            leases_free(jobs->wview[i]);
-        if (jobs->wpull)
-            pullq_free(jobs->wpull[i]);
+    workers_free(in->workers);
+    in->workers = NULL;
+    for (int i = 0; i < in->nworkers; i++) {
+        if (in->wstore)
+            store_free(in->wstore[i]);
+        if (in->wview)
+            leases_free(in->wview[i]);
+        if (in->wpull)
+            pullq_free(in->wpull[i]);
     }
-    free(jobs->wstore);
-    free(jobs->wview);
-    free(jobs->wpull);
-    jobs->wstore = NULL;
-    jobs->wview = NULL;
-    jobs->wpull = NULL;
+    free(in->wstore);
+    free(in->wview);
+    free(in->wpull);
+    in->wstore = NULL;
+    in->wview = NULL;
+    in->wpull = NULL;
 }
 
-struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen)
+struct intake *intake_new(const struct config *cfg, struct warm *warm, char *err, size_t errlen)
 {
-    struct jobs *jobs = calloc(1, sizeof(*jobs));
+    struct intake *in = calloc(1, sizeof(*in));
     rd_kafka_queue_t *q;
     int started;
 
-    if (!jobs || !(jobs->st = store_new(cfg)) || pipe2(jobs->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
+    if (!in || !(in->st = store_new(cfg)) || pipe2(in->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
         snprintf(err, errlen, "out of memory or file descriptors");
-        if (jobs)
-            store_free(jobs->st);
-        free(jobs);
+        if (in)
+            store_free(in->st);
+        free(in);
         return NULL;
     }
-    jobs->cfg = cfg;
-    jobs->warm = warm;
-    jobs->limits.levels = &cfg->delay.levels;
-    jobs->limits.dlq_topic = cfg->delay.dlq_topic;
-    jobs->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
-    jobs->limits.endpoints = cfg->callbacks.endpoints;
-    jobs->limits.nendpoints = cfg->callbacks.nendpoints;
-    jobs->q_tail = &jobs->q_head;
-    pthread_mutex_init(&jobs->stats_mu, NULL);
-    pthread_mutex_init(&jobs->q_mu, NULL);
-    jobs->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, flights_report,
-                            jobs, err, errlen);
-    if (jobs->rk) {
-        jobs->max_message_bytes = producer_max_message_bytes(jobs->rk);
-        producer_warm(jobs->rk, cfg, WARM_TIMEOUT_MS);
-        q = rd_kafka_queue_get_main(jobs->rk);
-        rd_kafka_queue_io_event_enable(q, jobs->wake[1], "d", 1);
+    in->cfg = cfg;
+    in->warm = warm;
+    in->limits.levels = &cfg->delay.levels;
+    in->limits.dlq_topic = cfg->delay.dlq_topic;
+    in->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
+    in->limits.endpoints = cfg->callbacks.endpoints;
+    in->limits.nendpoints = cfg->callbacks.nendpoints;
+    in->q_tail = &in->q_head;
+    pthread_mutex_init(&in->stats_mu, NULL);
+    pthread_mutex_init(&in->q_mu, NULL);
+    in->rk = producer_new(cfg, "intake", cfg->kafka.produce_timeout_ms, INTAKE_LINGER_MS, flights_report,
+                            in, err, errlen);
+    if (in->rk) {
+        in->max_message_bytes = producer_max_message_bytes(in->rk);
+        producer_warm(in->rk, cfg, WARM_TIMEOUT_MS);
+        q = rd_kafka_queue_get_main(in->rk);
+        rd_kafka_queue_io_event_enable(q, in->wake[1], "d", 1);
         rd_kafka_queue_destroy(q);
     }
-    if (jobs->rk && !(jobs->health = health_new(cfg, jobs->rk, err, errlen))) {
-        rd_kafka_destroy(jobs->rk);
-        jobs->rk = NULL;
+    if (in->rk && !(in->health = health_new(cfg, in->rk, err, errlen))) {
+        rd_kafka_destroy(in->rk);
+        in->rk = NULL;
     }
-    if (jobs->rk && !(jobs->pull = pull_new(cfg, err, errlen))) {
-        health_free(jobs->health);
-        jobs->health = NULL;
-        rd_kafka_destroy(jobs->rk);
-        jobs->rk = NULL;
+    if (in->rk && !(in->pull = pull_new(cfg, err, errlen))) {
+        health_free(in->health);
+        in->health = NULL;
+        rd_kafka_destroy(in->rk);
+        in->rk = NULL;
     }
-    started = jobs->rk && pthread_create(&jobs->thread, NULL, intake_main, jobs) == 0;
-    if (jobs->rk && !started)
+    started = in->rk && pthread_create(&in->thread, NULL, intake_main, in) == 0;
+    if (in->rk && !started)
         snprintf(err, errlen, "cannot start the intake thread");
-    if (started && workers_start(jobs, err, errlen) < 0) {
-        workers_stop(jobs);
-        atomic_store(&jobs->stop, 1);
-        wake(jobs);
-        pthread_join(jobs->thread, NULL);
+    if (started && workers_start(in, err, errlen) < 0) {
+        workers_stop(in);
+        atomic_store(&in->stop, 1);
+        wake(in);
+        pthread_join(in->thread, NULL);
         started = 0;
     }
     if (!started) {
-        pull_free(jobs->pull);
-        health_free(jobs->health);
-        if (jobs->rk)
-            rd_kafka_destroy(jobs->rk);
-        pthread_mutex_destroy(&jobs->stats_mu);
-        pthread_mutex_destroy(&jobs->q_mu);
-        close(jobs->wake[0]);
-        close(jobs->wake[1]);
-        store_free(jobs->st);
-        free(jobs);
+        pull_free(in->pull);
+        health_free(in->health);
+        if (in->rk)
+            rd_kafka_destroy(in->rk);
+        pthread_mutex_destroy(&in->stats_mu);
+        pthread_mutex_destroy(&in->q_mu);
+        close(in->wake[0]);
+        close(in->wake[1]);
+        store_free(in->st);
+        free(in);
         return NULL;
     }
-    return jobs;
+    return in;
 }
 
 /* Answers every request begun: the HTTP server must not stop while one waits (libmicrohttpd
@@ -300,95 +300,95 @@ struct jobs *jobs_new(const struct config *cfg, struct warm *warm, char *err, si
  * taken get 503, and those sent to Kafka get Kafka's answer, or 503 at timeout_ms (then, if
  * Kafka still has not answered for some once they are purged, they are given up as at their
  * deadline); /stats requests get the answer of the look under way. */
-void jobs_free(struct jobs *jobs, int timeout_ms)
+void intake_free(struct intake *in, int timeout_ms)
 {
     struct pending_add *left;
 
-    if (!jobs)
+    if (!in)
         return;
-    pull_free(jobs->pull);   /* answers every pop and pull operation */
-    workers_stop(jobs);   /* first: a reschedule they run may still queue its message */
-    atomic_store(&jobs->stop, 1);   /* before the last take below: jobs_add queues no more */
-    wake(jobs);
-    pthread_join(jobs->thread, NULL);
-    for (left = take_queue(jobs); left;) {
+    pull_free(in->pull);   /* answers every pop and pull operation */
+    workers_stop(in);   /* first: a reschedule they run may still queue its message */
+    atomic_store(&in->stop, 1);   /* before the last take below: intake_add queues no more */
+    wake(in);
+    pthread_join(in->thread, NULL);
+    for (left = take_queue(in); left;) {
         struct pending_add *next = left->next;
-        intake_refuse(jobs, jobs->st, left, 503, API_UNAVAILABLE, "shutting down");
+        intake_refuse(in, in->st, left, 503, API_UNAVAILABLE, "shutting down");
         left = next;
     }
-    if (rd_kafka_flush(jobs->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (rd_kafka_flush(in->rk, timeout_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         log_warn("%d delay-topic messages of adds still unacknowledged at shutdown; their adds "
-                 "fail", rd_kafka_outq_len(jobs->rk));
-        rd_kafka_purge(jobs->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+                 "fail", rd_kafka_outq_len(in->rk));
+        rd_kafka_purge(in->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
         /* the purged messages' reports, served here: their adds are undone and answered */
-        if (rd_kafka_flush(jobs->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (rd_kafka_flush(in->rk, PURGE_WAIT_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
             log_error("%d adds without a report from Kafka at shutdown; they are answered as at "
-                      "their deadline", rd_kafka_outq_len(jobs->rk));
-            flights_give_up_all(jobs);
+                      "their deadline", rd_kafka_outq_len(in->rk));
+            flights_give_up_all(in);
         }
     }
-    health_free(jobs->health);
-    rd_kafka_destroy(jobs->rk);   /* serves no more reports: the adds left are freed here */
-    flights_free_all(jobs);
-    store_free(jobs->st);
-    stats_free(jobs->stats);
-    close(jobs->wake[0]);
-    close(jobs->wake[1]);
-    pthread_mutex_destroy(&jobs->stats_mu);
-    pthread_mutex_destroy(&jobs->q_mu);
-    free(jobs);
+    health_free(in->health);
+    rd_kafka_destroy(in->rk);   /* serves no more reports: the adds left are freed here */
+    flights_free_all(in);
+    store_free(in->st);
+    stats_free(in->stats);
+    close(in->wake[0]);
+    close(in->wake[1]);
+    pthread_mutex_destroy(&in->stats_mu);
+    pthread_mutex_destroy(&in->q_mu);
+    free(in);
 }
 
 /* Readies a parsed add for the intake: 0, or -1 when it was answered (too large) and freed. */
-static int prepare(struct jobs *jobs, struct pending_add *pa, int id_given)
+static int prepare(struct intake *in, struct pending_add *pa, int id_given)
 {
     char msg[256];
 
-    if (envelope_delivery_bytes(&pa->job) > jobs->max_message_bytes) {
+    if (envelope_delivery_bytes(&pa->job) > in->max_message_bytes) {
         snprintf(msg, sizeof(msg), "job too large: its delivered message would be about %zu bytes, "
                  "over kafka message.max.bytes (%zu)", envelope_delivery_bytes(&pa->job),
-                 jobs->max_message_bytes);
+                 in->max_message_bytes);
         intake_finish_add(pa, 413, API_TOO_LARGE, msg);
         return -1;
     }
     if (!id_given)
         job_new_id(pa->job.id);
     job_new_tag(pa->job.tag);
-    if (jobs->warm && !decide_pulls(jobs->cfg, pa->job.topic, strlen(pa->job.topic), pa->job.deliver))
-        warm_topic(jobs->warm, pa->job.topic, strlen(pa->job.topic));   /* Kafka delivers it */
+    if (in->warm && !decide_pulls(in->cfg, pa->job.topic, strlen(pa->job.topic), pa->job.deliver))
+        warm_topic(in->warm, pa->job.topic, strlen(pa->job.topic));   /* Kafka delivers it */
     pa->queued_ms = clock_mono_ms();
     return 0;
 }
 
 /* Hands a list of readied adds (linked by next, ending at *tail) to the intake thread, or
  * answers them 503 when it is stopping. */
-void intake_enqueue(struct jobs *jobs, struct pending_add *list, struct pending_add **tail)
+void intake_enqueue(struct intake *in, struct pending_add *list, struct pending_add **tail)
 {
     int first;
 
     if (!list)
         return;
-    pthread_mutex_lock(&jobs->q_mu);
-    if (atomic_load(&jobs->stop)) {   /* jobs_free took the queue for the last time, or will */
-        struct store *st = store_new(jobs->cfg);   /* NULL: moved_failed says so */
-        pthread_mutex_unlock(&jobs->q_mu);
+    pthread_mutex_lock(&in->q_mu);
+    if (atomic_load(&in->stop)) {   /* intake_free took the queue for the last time, or will */
+        struct store *st = store_new(in->cfg);   /* NULL: moved_failed says so */
+        pthread_mutex_unlock(&in->q_mu);
         while (list) {
             struct pending_add *next = list->next;
-            intake_refuse(jobs, st, list, 503, API_UNAVAILABLE, "shutting down");
+            intake_refuse(in, st, list, 503, API_UNAVAILABLE, "shutting down");
             list = next;
         }
         store_free(st);
         return;
     }
-    first = jobs->q_head == NULL;
-    *jobs->q_tail = list;
-    jobs->q_tail = tail;
-    pthread_mutex_unlock(&jobs->q_mu);
+    first = in->q_head == NULL;
+    *in->q_tail = list;
+    in->q_tail = tail;
+    pthread_mutex_unlock(&in->q_mu);
     if (first)
-        wake(jobs);
+        wake(in);
 }
 
-void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+void intake_add(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque)
 {
     struct pending_add *pa = calloc(1, sizeof(*pa));
     struct api_error e;
@@ -398,16 +398,16 @@ void jobs_add(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done
         intake_answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
         return;
     }
-    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque };
-    if (api_parse_add(body, len, &jobs->limits, clock_now_ms(), &pa->job, &id_given, &e) < 0) {
+    *pa = (struct pending_add){ .in = in, .done = done, .opaque = opaque };
+    if (api_parse_add(body, len, &in->limits, clock_now_ms(), &pa->job, &id_given, &e) < 0) {
         intake_finish_add(pa, e.status, e.code, e.message);
         return;
     }
-    if (prepare(jobs, pa, id_given) == 0)
-        intake_enqueue(jobs, pa, &pa->next);
+    if (prepare(in, pa, id_given) == 0)
+        intake_enqueue(in, pa, &pa->next);
 }
 
-void jobs_add_job(struct jobs *jobs, struct job *job, jobs_done_fn done, void *opaque)
+void intake_add_job(struct intake *in, struct job *job, intake_done_fn done, void *opaque)
 {
     struct pending_add *pa = calloc(1, sizeof(*pa));
 
@@ -416,14 +416,14 @@ void jobs_add_job(struct jobs *jobs, struct job *job, jobs_done_fn done, void *o
         intake_answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
         return;
     }
-    *pa = (struct pending_add){ .jobs = jobs, .done = done, .opaque = opaque, .job = *job };
+    *pa = (struct pending_add){ .in = in, .done = done, .opaque = opaque, .job = *job };
     memset(job, 0, sizeof(*job));
-    if (prepare(jobs, pa, 1) == 0)
-        intake_enqueue(jobs, pa, &pa->next);
+    if (prepare(in, pa, 1) == 0)
+        intake_enqueue(in, pa, &pa->next);
 }
 
 /* A batch whose n answers the jobs of parsed fill; NULL when out of memory. */
-static struct batch *batch_new(size_t n, jobs_done_fn done, void *opaque)
+static struct batch *batch_new(size_t n, intake_done_fn done, void *opaque)
 {
     struct batch *b = calloc(1, sizeof(*b));
 
@@ -439,7 +439,7 @@ static struct batch *batch_new(size_t n, jobs_done_fn done, void *opaque)
     return b;
 }
 
-void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+void intake_add_batch(struct intake *in, const char *body, size_t len, intake_done_fn done,
                     void *opaque)
 {
     struct pending_add *list = NULL, **tail = &list;
@@ -448,7 +448,7 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
     struct batch *b;
     size_t n;
 
-    if (api_parse_batch(body, len, (size_t)jobs->cfg->http.max_batch_jobs, &jobs->limits,
+    if (api_parse_batch(body, len, (size_t)in->cfg->http.max_batch_jobs, &in->limits,
                         clock_now_ms(), &parsed, &n, &e) < 0) {
         api_batch_free(parsed, n);
         intake_answer(done, opaque, e.status, e.code, e.message, NULL);
@@ -468,26 +468,26 @@ void jobs_add_batch(struct jobs *jobs, const char *body, size_t len, jobs_done_f
                        p->id_given ? p->job.id : NULL, 0);
             continue;
         }
-        *pa = (struct pending_add){ .jobs = jobs, .job = p->job, .batch = b, .slot = i };
+        *pa = (struct pending_add){ .in = in, .job = p->job, .batch = b, .slot = i };
         memset(&p->job, 0, sizeof(p->job));   /* pa owns it now */
-        if (prepare(jobs, pa, p->id_given) == 0) {
+        if (prepare(in, pa, p->id_given) == 0) {
             *tail = pa;
             tail = &pa->next;
         }
     }
     api_batch_free(parsed, n);
-    intake_enqueue(jobs, list, tail);
+    intake_enqueue(in, list, tail);
     batch_note(b, 0, 0, 0, NULL, NULL, 0);   /* every job is on its way: the last answer ends it */
 }
 
-int jobs_ready(struct jobs *jobs, char *err, size_t errlen)
+int intake_ready(struct intake *in, char *err, size_t errlen)
 {
-    int64_t since = atomic_load(&jobs->unreachable_since);
+    int64_t since = atomic_load(&in->unreachable_since);
 
-    if (intake_kafka_unreachable(jobs, "/readyz")) {
+    if (intake_kafka_unreachable(in, "/readyz")) {
         snprintf(err, errlen, "kafka unreachable: no add acknowledged for %lld ms",
                  (long long)(clock_mono_ms() - since));
         return -1;
     }
-    return health_ready(jobs->health, err, errlen);
+    return health_ready(in->health, err, errlen);
 }

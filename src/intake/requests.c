@@ -44,8 +44,8 @@ static const struct {
 
 
 /* Queues a request for the workers; it is answered through done. */
-static void queue_task(struct jobs *jobs, enum task_kind kind, const char *id, int64_t due_ms,
-                       jobs_done_fn done, void *opaque)
+static void queue_task(struct intake *in, enum task_kind kind, const char *id, int64_t due_ms,
+                       intake_done_fn done, void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     char msg[64];
@@ -59,7 +59,7 @@ static void queue_task(struct jobs *jobs, enum task_kind kind, const char *id, i
                         .opaque = opaque };
     if (id)
         snprintf(t->id, sizeof(t->id), "%s", id);
-    workers_queue(jobs->workers, t);
+    workers_queue(in->workers, t);
 }
 
 void intake_drop_task(void *ctx, void *task, const char *why)
@@ -73,24 +73,24 @@ void intake_drop_task(void *ctx, void *task, const char *why)
     free(t);
 }
 
-void jobs_reschedule(struct jobs *jobs, const char *body, size_t len,
-                     const char *const query[API_RESCHEDULE_ARGS], jobs_done_fn done, void *opaque)
+void intake_reschedule(struct intake *in, const char *body, size_t len,
+                     const char *const query[API_RESCHEDULE_ARGS], intake_done_fn done, void *opaque)
 {
     struct api_error e;
     char id[JOB_ID_MAX + 1];
     int64_t now = clock_now_ms(), due_ms;
 
-    if ((len > 0 ? api_parse_reschedule(body, len, &jobs->limits, now, id, &due_ms, &e)
-                 : api_reschedule_query(query, &jobs->limits, now, id, &due_ms, &e)) < 0) {
+    if ((len > 0 ? api_parse_reschedule(body, len, &in->limits, now, id, &due_ms, &e)
+                 : api_reschedule_query(query, &in->limits, now, id, &due_ms, &e)) < 0) {
         intake_answer(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
-    queue_task(jobs, T_RESCHEDULE, id, due_ms, done, opaque);
+    queue_task(in, T_RESCHEDULE, id, due_ms, done, opaque);
 }
 
 /* A reschedule whose record was moved (a->mv) or not (a->e says why), on a worker: answered, or
  * for an earlier time the message for the new time handed to the intake. */
-static void rescheduled(struct jobs *jobs, struct store *st, const struct task *t,
+static void rescheduled(struct intake *in, struct store *st, const struct task *t,
                         struct move_ask *a)
 {
     struct pending_add *pa;
@@ -108,17 +108,17 @@ static void rescheduled(struct jobs *jobs, struct store *st, const struct task *
         metrics_inc(M_JOBS_RESCHEDULED);
         intake_answer(t->done, t->opaque, 200, API_OK, "ok", api_rescheduled_data(t->id, t->due_ms));
     } else if (!(pa = calloc(1, sizeof(*pa)))) {
-        struct pending_add tmp = { .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+        struct pending_add tmp = { .in = in, .job = job, .moved = mv, .done = t->done,
                                    .opaque = t->opaque };
-        intake_moved_failed(jobs, st, &tmp, "out of memory");
+        intake_moved_failed(in, st, &tmp, "out of memory");
     } else {
         /* A message for the new due time, answered once Kafka has it. */
-        *pa = (struct pending_add){ .jobs = jobs, .job = job, .moved = mv, .done = t->done,
+        *pa = (struct pending_add){ .in = in, .job = job, .moved = mv, .done = t->done,
                                     .opaque = t->opaque, .queued_ms = clock_mono_ms() };
         now = clock_now_ms();
         pa->job.created_ms = now;   /* the message's timestamp: its level counts from now */
         pa->job.delay_ms = t->due_ms > now ? t->due_ms - now : 0;
-        intake_enqueue(jobs, pa, &pa->next);
+        intake_enqueue(in, pa, &pa->next);
         return;
     }
     job_release(&job);
@@ -184,11 +184,11 @@ static int pull_topic_of(const struct config *cfg, const char *id, const char *d
 }
 
 /* The worker's pull queues connection, made at its first use (NULL when out of memory). */
-static struct pullq *worker_pullq(struct jobs *jobs, int worker)
+static struct pullq *worker_pullq(struct intake *in, int worker)
 {
-    if (!jobs->wpull[worker])
-        jobs->wpull[worker] = pullq_new(jobs->cfg);
-    return jobs->wpull[worker];
+    if (!in->wpull[worker])
+        in->wpull[worker] = pullq_new(in->cfg);
+    return in->wpull[worker];
 }
 
 /* The answer of a remove whose outcome is rm: the JSON text (caller frees) and its status. */
@@ -252,7 +252,7 @@ struct kind_batch {
 /* Pull jobs among the removes found delivered (made ready for poppers): those still ready
  * or reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
  * NULL: not a pull job). */
-static void cancel_pulled(struct jobs *jobs, int worker, struct store *st, size_t n,
+static void cancel_pulled(struct intake *in, int worker, struct store *st, size_t n,
                           const struct store_removal *rms, struct pullq_op *cancels,
                           char (*topics)[TOPIC_NAME_MAX + 1])
 {
@@ -264,26 +264,26 @@ static void cancel_pulled(struct jobs *jobs, int worker, struct store *st, size_
     for (size_t i = 0; i < n; i++)
         if (!rms[i].failed && rms[i].res == STORE_TOO_LATE && rms[i].state == JOB_DELIVERED)
             reads[k] = (struct store_read){ .id = rms[i].id }, at[k++] = i;
-    if (!k || !(pq = worker_pullq(jobs, worker)))
+    if (!k || !(pq = worker_pullq(in, worker)))
         return;
     store_read_many(st, k, reads);
     for (size_t j = 0; j < k; j++) {
         size_t i = at[j];
         if (reads[j].found && !reads[j].failed &&
-            pull_topic_of(jobs->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) {
+            pull_topic_of(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) {
             ops[nops] = (struct pullq_op){ .verb = PULLQ_CANCEL, .topic = topics[i],
                                            .id = rms[i].id };
             at[nops++] = i;
         }
         free(reads[j].data);
     }
-    pullq_run_many(pq, nops, ops, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
+    pullq_run_many(pq, nops, ops, clock_now_ms(), in->cfg->job.retention_s * 1000);
     for (size_t j = 0; j < nops; j++)
         cancels[at[j]] = ops[j];
 }
 
 /* The removes of a batch, in one pipeline. */
-static void run_removes(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
+static void run_removes(struct intake *in, int worker, struct store *st, struct kind_batch *b)
 {
     struct store_removal *rms = calloc(b->n, sizeof(*rms));
     struct pullq_op cancels[WORKER_BATCH] = { { 0 } };
@@ -294,8 +294,8 @@ static void run_removes(struct jobs *jobs, int worker, struct store *st, struct 
     for (size_t i = 0; rms && i < b->n; i++)
         rms[i].id = b->t[i]->id;
     if (rms && topics) {
-        store_remove_many(st, b->n, rms, clock_now_ms(), jobs->cfg->job.retention_s * 1000);
-        cancel_pulled(jobs, worker, st, b->n, rms, cancels, topics);
+        store_remove_many(st, b->n, rms, clock_now_ms(), in->cfg->job.retention_s * 1000);
+        cancel_pulled(in, worker, st, b->n, rms, cancels, topics);
     }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
@@ -313,7 +313,7 @@ static void run_removes(struct jobs *jobs, int worker, struct store *st, struct 
 
 /* The pull state of the gets' delivered pull jobs, in one pipeline, into looks (looks[i].id
  * NULL: not a pull job). */
-static void look_pulled(struct jobs *jobs, int worker, size_t n, const struct store_read *reads,
+static void look_pulled(struct intake *in, int worker, size_t n, const struct store_read *reads,
                         struct pullq_look *looks, char (*topics)[TOPIC_NAME_MAX + 1])
 {
     struct pullq_look some[WORKER_BATCH];
@@ -322,9 +322,9 @@ static void look_pulled(struct jobs *jobs, int worker, size_t n, const struct st
 
     for (size_t i = 0; i < n; i++)
         if (reads[i].found && !reads[i].failed &&
-            pull_topic_of(jobs->cfg, reads[i].id, reads[i].data, reads[i].len, topics[i]))
+            pull_topic_of(in->cfg, reads[i].id, reads[i].data, reads[i].len, topics[i]))
             some[k] = (struct pullq_look){ .topic = topics[i], .id = reads[i].id }, at[k++] = i;
-    if (!k || !(pq = worker_pullq(jobs, worker)))
+    if (!k || !(pq = worker_pullq(in, worker)))
         return;
     pullq_look_many(pq, k, some);
     for (size_t j = 0; j < k; j++)
@@ -332,7 +332,7 @@ static void look_pulled(struct jobs *jobs, int worker, size_t n, const struct st
 }
 
 /* The gets of a batch: their records read in one pipeline. */
-static void run_gets(struct jobs *jobs, int worker, struct store *st, struct kind_batch *b)
+static void run_gets(struct intake *in, int worker, struct store *st, struct kind_batch *b)
 {
     struct store_read *reads = calloc(b->n, sizeof(*reads));
     struct pullq_look looks[WORKER_BATCH] = { { 0 } };
@@ -344,7 +344,7 @@ static void run_gets(struct jobs *jobs, int worker, struct store *st, struct kin
         reads[i].id = b->t[i]->id;
     if (reads && topics) {
         store_read_many(st, b->n, reads);
-        look_pulled(jobs, worker, b->n, reads, looks, topics);
+        look_pulled(in, worker, b->n, reads, looks, topics);
     }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
@@ -361,17 +361,17 @@ static void run_gets(struct jobs *jobs, int worker, struct store *st, struct kin
 }
 
 /* The reschedules of a batch: their reads and their writes each in one pipeline. */
-static void run_reschedules(struct jobs *jobs, struct store *st, struct kind_batch *b)
+static void run_reschedules(struct intake *in, struct store *st, struct kind_batch *b)
 {
     struct move_ask *asks = calloc(b->n, sizeof(*asks));
 
     for (size_t i = 0; asks && i < b->n; i++)
         asks[i] = (struct move_ask){ .id = b->t[i]->id, .due_ms = b->t[i]->due_ms };
     if (asks)
-        move_jobs(st, jobs->cfg, b->n, asks);
+        move_jobs(st, in->cfg, b->n, asks);
     for (size_t i = 0; i < b->n; i++) {
         if (asks)
-            rescheduled(jobs, st, b->t[i], &asks[i]);
+            rescheduled(in, st, b->t[i], &asks[i]);
         else
             intake_drop_task(NULL, b->t[i], "out of memory");
         free(asks ? b->t[i] : NULL);
@@ -401,9 +401,9 @@ static void run_hand_back(struct leases *view, struct task *t)
  * the reschedules in two, one claims view for all the /claims requests, and the hand-backs. */
 void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
 {
-    struct jobs *jobs = ctx;
-    struct store **st = &jobs->wstore[worker];
-    struct leases **view = &jobs->wview[worker];
+    struct intake *in = ctx;
+    struct store **st = &in->wstore[worker];
+    struct leases **view = &in->wview[worker];
     struct task *by_kind[T_HAND_BACK + 1][WORKER_BATCH];
     struct kind_batch b[T_HAND_BACK + 1];
     int status = 503;
@@ -413,15 +413,15 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
         b[k] = (struct kind_batch){ by_kind[k], 0 };
     for (size_t i = 0; i < n; i++) {
         struct task *t = tasks[i];
-        if (t->kind >= T_CLAIMS ? !*view && !(*view = leases_new(jobs->cfg))
-                                : !*st && !(*st = store_new(jobs->cfg)))
-            intake_drop_task(jobs, t, "out of memory");
+        if (t->kind >= T_CLAIMS ? !*view && !(*view = leases_new(in->cfg))
+                                : !*st && !(*st = store_new(in->cfg)))
+            intake_drop_task(in, t, "out of memory");
         else
             b[t->kind].t[b[t->kind].n++] = t;
     }
-    run_gets(jobs, worker, *st, &b[T_GET]);
-    run_removes(jobs, worker, *st, &b[T_REMOVE]);
-    run_reschedules(jobs, *st, &b[T_RESCHEDULE]);
+    run_gets(in, worker, *st, &b[T_GET]);
+    run_removes(in, worker, *st, &b[T_REMOVE]);
+    run_reschedules(in, *st, &b[T_RESCHEDULE]);
     /* One view for all the /claims requests of the batch: they would read the same. */
     resp = b[T_CLAIMS].n ? leases_view(*view, &status) : NULL;
     for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
@@ -433,77 +433,77 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
         run_hand_back(*view, b[T_HAND_BACK].t[i]);
 }
 
-void jobs_pop(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done, void *opaque)
+void intake_pop(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque)
 {
     struct api_error e;
     struct api_pop pop;
 
-    if (api_parse_pop(body, len, &jobs->limits, &pop, &e) < 0)
+    if (api_parse_pop(body, len, &in->limits, &pop, &e) < 0)
         intake_answer(done, opaque, e.status, e.code, e.message, NULL);
     else
-        pull_pop(jobs->pull, &pop, done, opaque);
+        pull_pop(in->pull, &pop, done, opaque);
 }
 
-void jobs_pop_request(struct jobs *jobs, const struct api_pop *pop, jobs_done_fn done,
+void intake_pop_request(struct intake *in, const struct api_pop *pop, intake_done_fn done,
                       void *opaque)
 {
-    pull_pop(jobs->pull, pop, done, opaque);
+    pull_pop(in->pull, pop, done, opaque);
 }
 
-void jobs_pull_op(struct jobs *jobs, enum api_verb verb, const char *body, size_t len,
-                  jobs_done_fn done, void *opaque)
+void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,
+                  intake_done_fn done, void *opaque)
 {
     struct api_pull_op op;
     struct api_error e;
 
-    if (api_parse_pull_op(body, len, verb, &jobs->limits, &op, &e) < 0)
+    if (api_parse_pull_op(body, len, verb, &in->limits, &op, &e) < 0)
         intake_answer(done, opaque, e.status, e.code, e.message, NULL);
     else
-        pull_op(jobs->pull, verb, &op, done, opaque);
+        pull_op(in->pull, verb, &op, done, opaque);
 }
 
-void jobs_stop_waiting(struct jobs *jobs)
+void intake_stop_waiting(struct intake *in)
 {
-    pull_stop_waiting(jobs->pull);
+    pull_stop_waiting(in->pull);
 }
 
-void jobs_get(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+void intake_get(struct intake *in, const char *id, intake_done_fn done, void *opaque)
 {
-    queue_task(jobs, T_GET, id, 0, done, opaque);
+    queue_task(in, T_GET, id, 0, done, opaque);
 }
 
-void jobs_remove(struct jobs *jobs, const char *id, jobs_done_fn done, void *opaque)
+void intake_remove(struct intake *in, const char *id, intake_done_fn done, void *opaque)
 {
-    queue_task(jobs, T_REMOVE, id, 0, done, opaque);
+    queue_task(in, T_REMOVE, id, 0, done, opaque);
 }
 
-void jobs_claims(struct jobs *jobs, jobs_done_fn done, void *opaque)
+void intake_claims(struct intake *in, intake_done_fn done, void *opaque)
 {
-    queue_task(jobs, T_CLAIMS, NULL, 0, done, opaque);
+    queue_task(in, T_CLAIMS, NULL, 0, done, opaque);
 }
 
-void jobs_hand_back(struct jobs *jobs, const char *body, size_t len, jobs_done_fn done,
+void intake_hand_back(struct intake *in, const char *body, size_t len, intake_done_fn done,
                     void *opaque)
 {
     struct api_error e;
     int group;
 
-    if (api_parse_group(body, len, jobs->cfg->delay.ngroups, &group, &e) < 0)
+    if (api_parse_group(body, len, in->cfg->delay.ngroups, &group, &e) < 0)
         intake_answer(done, opaque, e.status, e.code, e.message, NULL);
     else
-        queue_task(jobs, T_HAND_BACK, NULL, group, done, opaque);
+        queue_task(in, T_HAND_BACK, NULL, group, done, opaque);
 }
 
 /* The stats handle, made at the first look. */
-static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
+static struct stats *stats_of(struct intake *in, char *err, size_t errlen)
 {
     struct stats *s;
 
-    pthread_mutex_lock(&jobs->stats_mu);
-    if (!jobs->stats)
-        jobs->stats = stats_new(jobs->cfg, err, errlen);
-    s = jobs->stats;
-    pthread_mutex_unlock(&jobs->stats_mu);
+    pthread_mutex_lock(&in->stats_mu);
+    if (!in->stats)
+        in->stats = stats_new(in->cfg, err, errlen);
+    s = in->stats;
+    pthread_mutex_unlock(&in->stats_mu);
     return s;
 }
 
@@ -513,7 +513,7 @@ static struct stats *stats_of(struct jobs *jobs, char *err, size_t errlen)
 struct stats_wait {
     const struct levels *levels;
     struct pull *pull;
-    jobs_done_fn done;
+    intake_done_fn done;
     void *opaque;
 };
 
@@ -538,28 +538,28 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
     free(w);
 }
 
-void jobs_stats(struct jobs *jobs, jobs_done_fn done, void *opaque)
+void intake_stats(struct intake *in, intake_done_fn done, void *opaque)
 {
     struct stats_wait *w = malloc(sizeof(*w));
     struct stats *s;
     char err[512];
 
     snprintf(err, sizeof(err), "stats: out of memory");
-    if (!w || !(s = stats_of(jobs, err, sizeof(err)))) {
+    if (!w || !(s = stats_of(in, err, sizeof(err)))) {
         free(w);
         intake_answer(done, opaque, 503, API_UNAVAILABLE, err, NULL);
         return;
     }
-    *w = (struct stats_wait){ .levels = &jobs->cfg->delay.levels, .pull = jobs->pull, .done = done,
+    *w = (struct stats_wait){ .levels = &in->cfg->delay.levels, .pull = in->pull, .done = done,
                               .opaque = opaque };
     stats_get(s, stats_answered, w);
 }
 
-void jobs_stats_gauges(struct jobs *jobs)
+void intake_stats_gauges(struct intake *in)
 {
     struct stats *s;
     char err[512];
 
-    if ((s = stats_of(jobs, err, sizeof(err))))
+    if ((s = stats_of(in, err, sizeof(err))))
         stats_gauges(s);
 }

@@ -474,7 +474,7 @@ static int read_put(struct schedules *s, const struct schedules_request *r, stru
     return 0;
 }
 
-void schedules_serve(struct schedules *s, const struct schedules_request *r, jobs_done_fn done,
+void schedules_serve(struct schedules *s, const struct schedules_request *r, intake_done_fn done,
                      void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));

@@ -26,7 +26,7 @@
 
 /* ---- shared with schedroutes.c ---- */
 
-void schedules_answer(jobs_done_fn done, void *opaque, int status, int code, const char *msg,
+void schedules_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
                       void *data)
 {
     done(opaque, status, api_response(code, msg, data));
@@ -103,7 +103,7 @@ static void occurrence_added(void *opaque, int status, char *response)
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
                               int64_t gen, int64_t runs, int chained, int override,
-                              jobs_done_fn done, void *opaque)
+                              intake_done_fn done, void *opaque)
 {
     int64_t now = clock_now_ms();
     int64_t due = fire_ms + (chained ? recur_jitter(id, fire_ms, t->jitter_ms) : 0);
@@ -130,7 +130,7 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
         return;
     }
     metrics_inc(M_SCHED_MADE);
-    jobs_add_job(s->jobs, &job, done, opaque);
+    intake_add_job(s->jobs, &job, done, opaque);
 }
 
 /* ---- moving on and the sweep ---- */
@@ -327,7 +327,7 @@ static void *sweep_main(void *arg)
 
 /* ---- life ---- */
 
-struct schedules *schedules_new(const struct config *cfg, struct jobs *jobs, char *err,
+struct schedules *schedules_new(const struct config *cfg, struct intake *jobs, char *err,
                                 size_t errlen)
 {
     struct schedules *s = calloc(1, sizeof(*s));
