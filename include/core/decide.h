@@ -9,7 +9,7 @@
 #include "core/config.h"
 #include "core/job.h"
 #include "core/levels.h"
-#include "core/metrics.h"
+#include "core/reasons.h"
 
 enum decision {
     DECIDE_DEAD,         /* to the dead-letter topic; *why says which reason */

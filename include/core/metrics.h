@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/reasons.h"
+
 enum metric_counter {
     M_JOBS_ADDED,           /* adds answered with success (new jobs) */
     M_JOBS_DELIVERED,       /* business messages acknowledged by Kafka */
@@ -50,28 +52,6 @@ enum metric_gauge {
     M_GAUGES
 };
 
-enum dlq_reason { DLQ_ENVELOPE, DLQ_TOPIC, DLQ_LOOP, DLQ_DEAD_LETTER_TOPIC, DLQ_TOO_FAR, DLQ_ID,
-                  DLQ_RECORD, DLQ_REFUSED, DLQ_CALLBACK, DLQ_REASONS };
-
-/* Why a due message of a job added over HTTP was not delivered. */
-enum skip_reason {
-    SKIP_EXPIRED,           /* no record, and it would have expired by now */
-    SKIP_MISSING,           /* no record although it should still be there: lost in Redis */
-    SKIP_CANCELLED,         /* removed */
-    SKIP_DELIVERED,         /* delivered already (by another copy of its message) */
-    SKIP_FAILED,            /* dead-lettered already */
-    SKIP_EARLIER_JOB,       /* its due time is not the record's: an earlier job's with this id,
-                             * or this job's before it was rescheduled */
-    SKIP_COPY,              /* another copy of its message is being delivered here */
-    SKIP_FOREIGN,           /* not one of the job's own messages (dq-tag) */
-    SKIP_ELSEWHERE,         /* another copy is being delivered by an instance that holds its group */
-    SKIP_REASONS
-};
-
-enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
-                  R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT, R_SCHEDULES,
-                  R_DEAD, R_HAND_BACK, R_UI, R_OPENAPI, R_OTHER,
-                  HTTP_ROUTES };
 
 void metrics_inc(enum metric_counter c);
 void metrics_add(enum metric_counter c, uint64_t n);
@@ -80,7 +60,11 @@ int64_t metrics_gauge(enum metric_gauge g);
 void metrics_dead_letter(enum dlq_reason r);
 void metrics_skipped(enum skip_reason r);
 /* One HTTP request: its route, status and how long it took. */
-void metrics_http(enum http_route r, int status, double seconds);
+/* The HTTP layer's route labels (names[0..n), n at most METRICS_ROUTES_MAX; the array must
+ * outlive the process's metrics), set once before any request is counted. */
+#define METRICS_ROUTES_MAX 32
+void metrics_http_routes(const char *const *names, size_t n);
+void metrics_http(size_t route, int status, double seconds);
 /* A delivery's lateness: Kafka's acknowledgement of the delivered message minus its due time,
  * milliseconds. */
 void metrics_lateness(int64_t ms);

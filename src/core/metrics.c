@@ -75,14 +75,8 @@ static const char *const skip_names[SKIP_REASONS] = {
     [SKIP_FOREIGN] = "not_its_message", [SKIP_ELSEWHERE] = "delivering_elsewhere",
 };
 
-static const char *const route_names[HTTP_ROUTES] = {
-    [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
-    [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
-    [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
-    [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
-    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_UI] = "ui", [R_OPENAPI] = "openapi",
-    [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
-};
+static const char *const *route_names;   /* the HTTP layer's, nroutes of them */
+static size_t nroutes;
 
 #define FAMILY_LABEL_MAX 249   /* a Kafka topic name at most */
 
@@ -106,9 +100,9 @@ static atomic_uint_fast64_t counters[M_COUNTERS];
 static atomic_int_fast64_t gauges[M_GAUGES];
 static atomic_uint_fast64_t dead[DLQ_REASONS];
 static atomic_uint_fast64_t skipped[SKIP_REASONS];
-static atomic_uint_fast64_t http_count[HTTP_ROUTES][STATUSES + 1];
-static atomic_uint_fast64_t http_bucket[HTTP_ROUTES][HTTP_BUCKETS];
-static atomic_uint_fast64_t http_sum_us[HTTP_ROUTES];
+static atomic_uint_fast64_t http_count[METRICS_ROUTES_MAX][STATUSES + 1];
+static atomic_uint_fast64_t http_bucket[METRICS_ROUTES_MAX][HTTP_BUCKETS];
+static atomic_uint_fast64_t http_sum_us[METRICS_ROUTES_MAX];
 /* [0]: deliveries to Kafka, [1]: first pops of pull jobs, [2]: first calls of callbacks */
 #define LATE_KINDS 4
 static atomic_uint_fast64_t late_bucket[LATE_KINDS][LATE_BUCKETS];
@@ -197,10 +191,18 @@ int64_t metrics_gauge(enum metric_gauge g) { return GET(gauges[g]); }
 void metrics_dead_letter(enum dlq_reason r) { ADD(dead[r], 1); }
 void metrics_skipped(enum skip_reason r) { ADD(skipped[r], 1); }
 
-void metrics_http(enum http_route r, int status, double seconds)
+void metrics_http_routes(const char *const *names, size_t n)
+{
+    route_names = names;
+    nroutes = n < METRICS_ROUTES_MAX ? n : METRICS_ROUTES_MAX;
+}
+
+void metrics_http(size_t r, int status, double seconds)
 {
     size_t s = 0;
 
+    if (r >= nroutes)
+        return;
     while (s < STATUSES && statuses[s] != status)
         s++;
     ADD(http_count[r][s], 1);
@@ -311,7 +313,7 @@ static void render_http(struct buf *b)
 {
     put(b, "# HELP delayq_http_requests_total HTTP requests by route and status.\n"
            "# TYPE delayq_http_requests_total counter\n");
-    for (size_t r = 0; r < HTTP_ROUTES; r++)
+    for (size_t r = 0; r < nroutes; r++)
         for (size_t s = 0; s <= STATUSES; s++)
             if (GET(http_count[r][s])) {
                 char st[16];
@@ -322,7 +324,7 @@ static void render_http(struct buf *b)
             }
     put(b, "# HELP delayq_http_request_seconds HTTP request latency by route.\n"
            "# TYPE delayq_http_request_seconds histogram\n");
-    for (size_t r = 0; r < HTTP_ROUTES; r++) {
+    for (size_t r = 0; r < nroutes; r++) {
         uint64_t total = 0;
         for (size_t s = 0; s <= STATUSES; s++)
             total += GET(http_count[r][s]);

@@ -510,6 +510,7 @@ struct http *http_new(const struct config *cfg, struct intake *jobs, struct sche
     }, no_opts[] = { { MHD_OPTION_END, 0, NULL } };
     struct sockaddr_storage sa;
 
+    metrics_http_routes(routes_labels, HTTP_ROUTES);
     if (!http || addrs_init(&http->addrs, (unsigned)cfg->http.max_connections,
                             (unsigned)cfg->http.max_connections_per_ip) < 0) {
         snprintf(err, errlen, "out of memory");

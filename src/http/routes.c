@@ -93,6 +93,15 @@ const char *routes_allowed(const struct request *req, char *buf, size_t len)
     return buf;
 }
 
+const char *const routes_labels[HTTP_ROUTES] = {
+    [R_ADD] = "add", [R_GET] = "get", [R_REMOVE] = "remove", [R_CLAIMS] = "claims",
+    [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
+    [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
+    [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
+    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_UI] = "ui", [R_OPENAPI] = "openapi",
+    [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
+};
+
 int routes_is_async(enum http_route route)
 {
     switch (route) {

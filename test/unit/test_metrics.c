@@ -4,12 +4,17 @@
 #include "core/metrics.h"
 #include "unit.h"
 
+/* Route labels as the HTTP layer gives them. */
+enum { R_ADD, R_GET, R_STATS, ROUTES };
+static const char *const routes[ROUTES] = { "add", "get", "stats" };
+
 /* The Prometheus text holds every counter with its value, and labels where they belong. */
 static void render_counts_and_labels(void)
 {
     char *text;
 
     metrics_reset();
+    metrics_http_routes(routes, ROUTES);
     metrics_inc(M_JOBS_ADDED);
     metrics_add(M_JOBS_DELIVERED, 41);
     metrics_inc(M_JOBS_DELIVERED);
