@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/groupview.h"
 #include "core/levels.h"
 
 /* data of an add answer: {"job_id": id}. */
@@ -84,5 +85,9 @@ void api_stats_schedules(void *data, int64_t count);
 /* {"redis": {"maxmemory_policy" (null when not known), "evicts"}}: an evicting Redis drops job
  * records at maxmemory. */
 void api_stats_redis(void *data, const char *policy, int evicts);
+
+/* GET /delay-queue/api/claims's data: each group of v, its partitions (of cfg), lease, owner
+ * (alive at now_ms, epoch ms, or not) and published status. Returns a json_t * as void *. */
+void *api_claims_data(const struct lease_view *v, const struct config *cfg, int64_t now_ms);
 
 #endif

@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "core/groupview.h"
 
-/* "<host>/<http.listen>/<8 hex>/<pid>.<8 characters>": a hostname (64), the listen address
- * (CONFIG_STR_MAX) and 40 more. */
-#define LEASES_TOKEN_MAX (64 + CONFIG_STR_MAX + 40)
+/* An instance's token (groupview.h). */
+#define LEASES_TOKEN_MAX GROUPVIEW_TOKEN_MAX
 #define LEASES_TAG "{ctl}"   /* the hash tag of the control keys, after the prefix */
 
 struct leases;
@@ -72,8 +72,9 @@ int leases_owner(struct leases *c, int group, char *out, size_t outlen, char *er
 int leases_publish(struct leases *c, int group, size_t n, const char *const *fields,
                    const char *const *values, char *err, size_t errlen);
 
-/* The view of every group (owner, TTL left, liveness, partition status) as the JSON data of
- * GET /delay-queue/api/claims, read on c's connection. Returns a malloc'd answer (caller frees). */
-char *leases_view(struct leases *c, int *status);
+/* Reads the view in one pipeline on c's connection into *out (lease_view_release frees it).
+ * 0, or -1 with err set (out is left empty). */
+int leases_read_view(struct leases *c, struct lease_view *out, char *err, size_t errlen);
+void lease_view_release(struct lease_view *v);
 
 #endif

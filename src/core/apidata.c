@@ -191,3 +191,54 @@ void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserv
     json_object_set_new(pull, topic, json_pack("{s:I, s:I}", "ready", (json_int_t)ready,
                                                "reserved", (json_int_t)reserved));
 }
+
+/* A group's published partitions as {topic, partition, committed, end, lag, head_due_ms}. */
+static json_t *group_status(const struct lease_group *g)
+{
+    json_t *parts = json_array();
+
+    for (size_t i = 0; i < g->nparts; i++) {
+        const struct lease_part *p = &g->parts[i];
+        json_array_append_new(parts, json_pack(
+            "{s:s,s:i,s:I,s:I,s:I,s:o}", "topic", p->topic, "partition", p->partition,
+            "committed", (json_int_t)p->committed, "end", (json_int_t)p->end, "lag",
+            (json_int_t)(p->committed >= 0 && p->end >= p->committed ? p->end - p->committed : -1),
+            "head_due_ms", p->head_due_ms >= 0 ? json_integer(p->head_due_ms) : json_null()));
+    }
+    return parts;
+}
+
+/* Whether token's heartbeat is alive at now_ms. */
+static int alive(const struct lease_view *v, const char *token, int64_t now_ms)
+{
+    for (size_t i = 0; i < v->nlive; i++)
+        if (strcmp(v->live[i].token, token) == 0)
+            return v->live[i].until_ms > now_ms;
+    return 0;
+}
+
+void *api_claims_data(const struct lease_view *v, const struct config *cfg, int64_t now_ms)
+{
+    json_t *groups = json_array();
+
+    for (size_t i = 0; i < v->ngroups; i++) {
+        const struct lease_group *g = &v->groups[i];
+        json_t *parts = json_array(), *o;
+        for (int p = 0; p < cfg->delay.partitions; p++)
+            if (cfg->delay.group_of[p] == g->group)
+                json_array_append_new(parts, json_integer(p));
+        o = json_pack("{s:i,s:o}", "group", g->group, "partitions", parts);
+        json_object_set_new(o, "owner", g->owner[0] ? json_string(g->owner) : json_null());
+        json_object_set_new(o, "ttl_ms", g->ttl_ms >= 0 ? json_integer(g->ttl_ms) : json_null());
+        if (g->status_owner[0])
+            json_object_set_new(o, "status_owner", json_string(g->status_owner));
+        if (g->updated_ms >= 0)
+            json_object_set_new(o, "updated_ms", json_integer(g->updated_ms));
+        if (g->status_read)
+            json_object_set_new(o, "status", group_status(g));
+        if (g->owner[0])
+            json_object_set_new(o, "owner_alive", json_boolean(alive(v, g->owner, now_ms)));
+        json_array_append_new(groups, o);
+    }
+    return json_pack("{s:o}", "groups", groups);
+}

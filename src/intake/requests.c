@@ -397,6 +397,24 @@ static void run_hand_back(struct leases *view, struct task *t)
     free(t);
 }
 
+/* GET /delay-queue/api/claims's answer (malloc'd JSON text) and its status, read on view. */
+static char *claims_answer(struct intake *in, struct leases *view, int *status)
+{
+    struct lease_view v;
+    char err[256], msg[320];
+    char *resp;
+
+    if (leases_read_view(view, &v, err, sizeof(err)) < 0) {
+        snprintf(msg, sizeof(msg), "claims: %s", err);
+        *status = 503;
+        return api_response(API_UNAVAILABLE, msg, NULL);
+    }
+    *status = 200;
+    resp = api_response(API_OK, "ok", api_claims_data(&v, in->cfg, clock_now_ms()));
+    lease_view_release(&v);
+    return resp;
+}
+
 /* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
  * the reschedules in two, one claims view for all the /claims requests, and the hand-backs. */
 void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
@@ -423,7 +441,7 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
     run_removes(in, worker, *st, &b[T_REMOVE]);
     run_reschedules(in, *st, &b[T_RESCHEDULE]);
     /* One view for all the /claims requests of the batch: they would read the same. */
-    resp = b[T_CLAIMS].n ? leases_view(*view, &status) : NULL;
+    resp = b[T_CLAIMS].n ? claims_answer(in, *view, &status) : NULL;
     for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
         struct task *t = b[T_CLAIMS].t[i];
         t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);

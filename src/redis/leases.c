@@ -7,9 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <jansson.h>
-
-#include "core/apijson.h"
 #include "redis/leases.h"
 #include "lib/clock.h"
 #include "core/job.h"
@@ -385,29 +382,29 @@ int leases_publish(struct leases *c, int group, size_t n, const char *const *fie
     return 0;
 }
 
-/* The status hash of a group as an array of {topic, partition, committed, end, lag, head_due_ms}. */
-static json_t *status_json(const struct conn_reply *h, json_t *out)
+/* One field of a group's status hash into g: its publisher, when, or a partition's row. */
+static void status_field(struct lease_group *g, const char *f, const char *v)
 {
-    json_t *parts = json_array();
+    const char *slash;
+    long long committed, end, due;
+    struct lease_part *p;
 
-    for (size_t i = 0; i + 1 < conn_count(h); i += 2) {
-        const char *f = conn_str(conn_at(h, i), NULL), *v = conn_str(conn_at(h, i + 1), NULL), *slash;
-        long long committed, end, due;
-        if (!f || !v)
-            continue;
-        if (strcmp(f, "owner") == 0 || strcmp(f, "updated_ms") == 0) {
-            json_object_set_new(out, strcmp(f, "owner") == 0 ? "status_owner" : "updated_ms",
-                                strcmp(f, "owner") == 0 ? json_string(v) : json_integer(atoll(v)));
-            continue;
-        }
-        if (!(slash = strrchr(f, '/')) || sscanf(v, "%lld %lld %lld", &committed, &end, &due) != 3)
-            continue;
-        json_array_append_new(parts, json_pack("{s:s%,s:i,s:I,s:I,s:I,s:o}", "topic", f, (size_t)(slash - f),
-                                               "partition", atoi(slash + 1), "committed", committed,
-                                               "end", end, "lag", committed >= 0 && end >= committed ? end - committed : -1,
-                                               "head_due_ms", due >= 0 ? json_integer(due) : json_null()));
+    if (strcmp(f, "owner") == 0) {
+        snprintf(g->status_owner, sizeof(g->status_owner), "%s", v);
+        return;
     }
-    return parts;
+    if (strcmp(f, "updated_ms") == 0) {
+        g->updated_ms = atoll(v);
+        return;
+    }
+    if (!(slash = strrchr(f, '/')) || sscanf(v, "%lld %lld %lld", &committed, &end, &due) != 3 ||
+        !(p = realloc(g->parts, (g->nparts + 1) * sizeof(*p))))
+        return;
+    g->parts = p;
+    p = &g->parts[g->nparts++];
+    *p = (struct lease_part){ .partition = atoi(slash + 1), .committed = committed, .end = end,
+                              .head_due_ms = due };
+    snprintf(p->topic, sizeof(p->topic), "%.*s", (int)(slash - f), f);
 }
 
 /* The view's reads, in one pipeline: the live set (with scores), then for each group its lease,
@@ -416,8 +413,7 @@ enum { VIEW_LIVE, VIEW_PER_GROUP = 3 };
 
 struct view_read {
     const struct config *cfg;
-    json_t *groups;             /* one object per group, filled as the answers come */
-    json_t *live;               /* token -> heartbeat expiry ms */
+    struct lease_view *v;
     char key[KEY_MAX];          /* the call being built */
     const char *argv[5];
     char error[200];            /* the first error Redis answered, or "" */
@@ -444,10 +440,27 @@ static void view_build(void *ctx, size_t j, struct conn_call *call)
     *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = argv };
 }
 
+/* The live instances' tokens and heartbeat expiries into v. */
+static void view_live(struct lease_view *v, const struct conn_reply *r)
+{
+    size_t n = conn_count(r) / 2;
+
+    if (!n || !(v->live = calloc(n, sizeof(*v->live))))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        const char *tok = conn_str(conn_at(r, 2 * i), NULL);
+        const char *score = conn_str(conn_at(r, 2 * i + 1), NULL);
+        if (tok && score) {
+            snprintf(v->live[v->nlive].token, sizeof(v->live[v->nlive].token), "%s", tok);
+            v->live[v->nlive++].until_ms = atoll(score);
+        }
+    }
+}
+
 static void view_reply(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
 {
     struct view_read *v = ctx;
-    json_t *grp;
+    struct lease_group *g;
 
     if (fail)
         return;   /* conn_pipeline fails the whole view */
@@ -457,67 +470,59 @@ static void view_reply(void *ctx, size_t j, const struct conn_reply *r, const st
         return;
     }
     if (j == VIEW_LIVE) {
-        for (size_t i = 0; i + 1 < conn_count(r); i += 2) {
-            const char *t = conn_str(conn_at(r, i), NULL), *score = conn_str(conn_at(r, i + 1), NULL);
-            if (t && score)
-                json_object_set_new(v->live, t, json_integer(atoll(score)));
-        }
+        view_live(v->v, r);
         return;
     }
-    grp = json_array_get(v->groups, (j - 1) / VIEW_PER_GROUP);
+    g = &v->v->groups[(j - 1) / VIEW_PER_GROUP];
     switch ((j - 1) % VIEW_PER_GROUP) {
     case 0:
-        json_object_set_new(grp, "owner", conn_type(r) == CONN_STR
-                                              ? json_string(conn_str(r, NULL)) : json_null());
+        if (conn_type(r) == CONN_STR)
+            snprintf(g->owner, sizeof(g->owner), "%s", conn_str(r, NULL));
         break;
     case 1:
-        json_object_set_new(grp, "ttl_ms", conn_type(r) == CONN_INT && conn_int(r) >= 0
-                                               ? json_integer(conn_int(r)) : json_null());
+        g->ttl_ms = conn_type(r) == CONN_INT && conn_int(r) >= 0 ? conn_int(r) : -1;
         break;
     default:
-        json_object_set_new(grp, "status", status_json(r, grp));
+        g->status_read = 1;
+        for (size_t i = 0; i + 1 < conn_count(r); i += 2) {
+            const char *f = conn_str(conn_at(r, i), NULL), *val = conn_str(conn_at(r, i + 1), NULL);
+            if (f && val)
+                status_field(g, f, val);
+        }
         break;
     }
 }
 
-char *leases_view(struct leases *c, int *status)
+int leases_read_view(struct leases *c, struct lease_view *out, char *err, size_t errlen)
 {
     const struct config *cfg = c->cfg;
-    struct view_read v = { .cfg = cfg, .groups = json_array(), .live = json_object() };
-    int64_t now = clock_now_ms();
-    char err[256], msg[320];
-    size_t g;
-    json_t *grp;
+    struct view_read v = { .cfg = cfg, .v = out };
     int rc;
 
-    for (int i = 0; i < cfg->delay.ngroups; i++) {
-        json_t *parts = json_array();
-        for (int p = 0; p < cfg->delay.partitions; p++)
-            if (cfg->delay.group_of[p] == i)
-                json_array_append_new(parts, json_integer(p));
-        json_array_append_new(v.groups, json_pack("{s:i,s:o,s:n,s:n}", "group", i, "partitions", parts,
-                                                       "owner", "ttl_ms"));
+    memset(out, 0, sizeof(*out));
+    if (!(out->groups = calloc((size_t)cfg->delay.ngroups, sizeof(*out->groups)))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
-    rc = conn_pipeline(c->db, 1 + VIEW_PER_GROUP * (size_t)cfg->delay.ngroups, view_build,
-                      view_reply, &v, CONN_NO_WAIT, err, sizeof(err));
+    out->ngroups = (size_t)cfg->delay.ngroups;
+    for (size_t i = 0; i < out->ngroups; i++)
+        out->groups[i] = (struct lease_group){ .group = (int)i, .ttl_ms = -1, .updated_ms = -1 };
+    rc = conn_pipeline(c->db, 1 + VIEW_PER_GROUP * out->ngroups, view_build, view_reply, &v,
+                       CONN_NO_WAIT, err, errlen);
     if (rc == 0 && v.error[0]) {
-        snprintf(err, sizeof(err), "%s", v.error);
+        snprintf(err, errlen, "%s", v.error);
         rc = -1;
     }
-    if (rc < 0) {
-        json_decref(v.groups);
-        json_decref(v.live);
-        snprintf(msg, sizeof(msg), "claims: %s", err);
-        *status = 503;
-        return api_response(API_UNAVAILABLE, msg, NULL);
-    }
-    json_array_foreach(v.groups, g, grp) {
-        const char *who = json_string_value(json_object_get(grp, "owner"));
-        json_t *until = who ? json_object_get(v.live, who) : NULL;
-        if (who)
-            json_object_set_new(grp, "owner_alive", json_boolean(until && json_integer_value(until) > now));
-    }
-    json_decref(v.live);
-    *status = 200;
-    return api_response(API_OK, "ok", json_pack("{s:o}", "groups", v.groups));
+    if (rc < 0)
+        lease_view_release(out);
+    return rc;
+}
+
+void lease_view_release(struct lease_view *v)
+{
+    for (size_t i = 0; v->groups && i < v->ngroups; i++)
+        free(v->groups[i].parts);
+    free(v->groups);
+    free(v->live);
+    memset(v, 0, sizeof(*v));
 }
