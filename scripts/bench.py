@@ -472,6 +472,28 @@ def phase_callbacks(stack, n):
 
 
 
+def phase_burst(stack, n):
+    """n Kafka jobs due at one instant: how late each is sent (dq-sent-ms minus due)."""
+    d = Delayqd(stack, name="burst", partitions=8, levels=["1s", "5s", "10s", "1m", "1h", "1d"],
+                extra={"log_level": "warn", "max_body_bytes": 4 << 20}).start()
+    out = {"target": "p99 <= 50 ms late"}
+    try:
+        d.wait_groups_owned()
+        reader = Reader(stack, "bench_burst")
+        t0 = now_ms() + 8000
+        jobs = [{"topic": "bench_burst", "deliver_at_ms": t0, "body": "b"} for _ in range(n)]
+        callback_fill(d, jobs)
+        time.sleep(max(0, (t0 - now_ms()) / 1000) + 6)
+        got = {m["headers"].get("dq-id"): int(m["headers"]["dq-sent-ms"]) for m in reader.all()}
+        late = [got[j["id"]] - j["deliver_at_ms"] for j in jobs if j["id"] in got]
+        out.update(jobs=n, delivered=len(late), early=sum(1 for x in late if x < 0),
+                   p50_ms=pct(late, 50), p99_ms=pct(late, 99), max_ms=max(late) if late else None)
+        reader.close()
+    finally:
+        d.stop()
+    return out
+
+
 def phase_storm(stack, n, nk=300):
     """n callbacks due at one instant to an endpoint answering 500 at once (retried from 200 ms,
     5 attempts), beside nk Kafka jobs due over the next 3 s: the Kafka jobs' lateness, the calls
@@ -1065,7 +1087,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,pull,callbacks,storm,schedules,replicated,cluster")
+                                        "memory,claims,pull,callbacks,burst,storm,schedules,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -1138,6 +1160,9 @@ def main():
         if "callbacks" in phases:
             res["callbacks"] = phase_callbacks(stack, 1000 if q else 5000)
             print(json.dumps({"callbacks": res["callbacks"]}, indent=1), flush=True)
+        if "burst" in phases:
+            res["burst"] = phase_burst(stack, 1000 if q else 5000)
+            print(json.dumps({"burst": res["burst"]}, indent=1), flush=True)
         if "storm" in phases:
             res["storm"] = phase_storm(stack, 1000 if q else 5000)
             print(json.dumps({"storm": res["storm"]}, indent=1), flush=True)
