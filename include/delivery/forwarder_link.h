@@ -191,9 +191,9 @@ uint64_t fw_fnv1a(const char *text);
 
 /* send.c */
 /* Produces a direct message to its business topic (retried on failure). */
-void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now);
+void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic);
 /* Produces a claimed job to its business topic; its record is marked after the report. */
-void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now);
+void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job);
 /* 1 when the business topic has refused m for job.refused_retry_s: it goes to the dead letters. */
 int fw_refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now);
 /* Why m goes to the dead letters after refused_for_good. */

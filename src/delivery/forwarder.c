@@ -178,15 +178,14 @@ static void call_direct(struct forwarder *fw, struct held *m);
 
 /* A due job whose callback, if it has one, was answered 2xx: on to its pull topic or its Kafka
  * topic, or, with no topic, marked delivered. */
-static void deliver_onward(struct forwarder *fw, struct held *m, const struct job *job,
-                           int64_t now)
+static void deliver_onward(struct forwarder *fw, struct held *m, const struct job *job)
 {
     switch (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, 0, 1)) {
     case DEST_PULL:
         fw_ready_job(fw, m, job);
         break;
     case DEST_KAFKA:
-        fw_deliver_job(fw, m, job, now);
+        fw_deliver_job(fw, m, job);
         break;
     default:
         m->mark = JOB_DELIVERED;
@@ -198,17 +197,17 @@ static void deliver_onward(struct forwarder *fw, struct held *m, const struct jo
 
 /* A due job (its record claimed) to the one target decide_dest names: its callback until that
  * was answered 2xx (the record says so), then onward. */
-static void deliver_job(struct forwarder *fw, struct held *m, struct job *job, int64_t now)
+static void deliver_job(struct forwarder *fw, struct held *m, struct job *job)
 {
     if (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, job->callback != NULL,
                     job->callback && job_called_back(job->callback)) == DEST_CALLBACK)
         call_job(fw, m, job);
     else
-        deliver_onward(fw, m, job, now);
+        deliver_onward(fw, m, job);
 }
 
 /* A due direct message to the one target decide_dest names. */
-static void deliver_direct(struct forwarder *fw, struct held *m, int64_t now)
+static void deliver_direct(struct forwarder *fw, struct held *m)
 {
     char topic[TOPIC_NAME_MAX + 1];
 
@@ -222,7 +221,7 @@ static void deliver_direct(struct forwarder *fw, struct held *m, int64_t now)
         break;
     case DEST_KAFKA:
         snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-        fw_deliver_direct(fw, m, topic, now);
+        fw_deliver_direct(fw, m, topic);
         break;
     case DEST_DONE:
         fw_done(fw, m);
@@ -266,10 +265,10 @@ static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
         break;
     case CO_DELIVER_DIRECT:
         m->called = 1;
-        deliver_direct(fw, m, o->now_ms);
+        deliver_direct(fw, m);
         break;
     case CO_DELIVER_JOB:
-        deliver_onward(fw, m, o->job, o->now_ms);
+        deliver_onward(fw, m, o->job);
         break;
     case CO_MARK:
         m->mark = JOB_DELIVERED;
@@ -415,7 +414,7 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
     } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
     } else {
-        deliver_job(fw, m, &job, now);
+        deliver_job(fw, m, &job);
     }
     job_release(&job);
 }
@@ -494,7 +493,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case DECIDE_DELIVER:
-        deliver_direct(fw, m, now);
+        deliver_direct(fw, m);
         break;
     }
 }

@@ -99,22 +99,20 @@ void fw_ready_direct(struct forwarder *fw, struct held *m)
         free(hdrs[i].value);
 }
 
-
 /* With pull.also_kafka: a job made ready goes to its Kafka topic as well, as any delivery. */
 static void deliver_too(struct forwarder *fw, struct ready_item *it)
 {
     char topic[TOPIC_NAME_MAX + 1], err[256];
     struct job_record rec;
     struct job job = { .id = "" };
-    int64_t now = clock_now_ms();
 
     it->m->stage = ST_NEW;
     if (!it->m->env.id) {
         snprintf(topic, sizeof(topic), "%.*s", (int)it->m->env.topic_len, it->m->env.topic);
-        fw_deliver_direct(fw, it->m, topic, now);
+        fw_deliver_direct(fw, it->m, topic);
     } else if (job_record_read(it->id, it->rec.data, it->rec.size, &job, &rec, err,
                                sizeof(err)) == 0) {
-        fw_deliver_job(fw, it->m, &job, now);
+        fw_deliver_job(fw, it->m, &job);
     } else {   /* it packed the record itself: out of memory at most */
         log_error("job=%s: reading back its record failed (%s); retrying", it->id, err);
         fw_retry(fw, it->m);

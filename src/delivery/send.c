@@ -191,9 +191,10 @@ static void note_forward(struct forwarder *fw, const char *topic)
     }
 }
 
-void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic, int64_t now)
+void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic)
 {
     rd_kafka_headers_t *hdrs = fw_copy_headers(m, 1, NULL);
+    int64_t now = clock_now_ms();   /* when it is sent, not when its batch began */
     int rc;
 
     m->sent_ms = now;
@@ -207,10 +208,11 @@ void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic, 
         note_forward(fw, topic);
 }
 
-void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job, int64_t now)
+void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 3);
     const char *key = job->key ? job->key : job->id;
+    int64_t now = clock_now_ms();   /* when it is sent, not when its batch began */
     int rc;
 
     for (size_t i = 0; i < job->nheaders; i++)
