@@ -86,7 +86,8 @@ void callout_job(struct callout *co, struct held *m, struct job *job, const char
 void callout_direct(struct callout *co, struct held *m, const char *from,
                     struct call_outcome *out);
 /* Takes up to CALLOUT_TAKE_MAX calls' results, writes the next attempts of the record jobs
- * among them (as callplan.c decides) in one pipeline, and fills out[0..n) with what is left to
+ * among them (as callplan.c decides), and for those answered 2xx with a topic to go on to that
+ * they were, in one pipeline, and fills out[0..n) with what is left to
  * do; returns n. *more is 1 when more results may wait (the caller takes them after its other
  * work: leases, partitions). With none waiting, counts the retries waiting for /stats, at most
  * once a second. */

@@ -197,7 +197,9 @@ static int job_of_letter(struct redrive *r, const struct dead_letter *l, const c
         json_object_set_new(o, "callback", cb);
     if (deliver)
         json_object_set_new(o, "deliver", json_stringn(deliver, dlen));
-    if (ttr)
+    if (ttr && strtoll(ttr, NULL, 10) == JOB_TTR_ONCE_MS)   /* a "once" job's marker */
+        json_object_set_new(o, "once", json_true());
+    else if (ttr)
         json_object_set_new(o, "ttr_ms", json_integer(strtoll(ttr, NULL, 10)));
     api_body_set(o, l->value, l->value_len);   /* bytes that are not text as base64 */
     if (l->key && is_text(l->key, l->key_len) &&

@@ -55,6 +55,16 @@ static void cs_reply(intake_done_fn done, void *opaque, int success, const char 
 
 /* A popped job as changsongl answers it: under "data" (as its README shows) and its id and
  * body at the top level too (as its Go client reads them). */
+/* out, with from's body_encoding when it has one (a body that is not UTF-8, as base64). */
+static json_t *with_encoding(json_t *out, json_t *from)
+{
+    json_t *enc = json_object_get(from, "body_encoding");
+
+    if (out && enc)
+        json_object_set(out, "body_encoding", enc);
+    return out;
+}
+
 static json_t *cs_popped(json_t *job)
 {
     json_int_t due = json_integer_value(json_object_get(job, "due_ms"));
@@ -66,8 +76,9 @@ static json_t *cs_popped(json_t *job)
     data = json_pack("{s:O, s:O, s:O, s:I, s:I}", "id", json_object_get(job, "id"), "topic",
                      json_object_get(job, "topic"), "body", json_object_get(job, "body"),
                      "delay", due / 1000, "ttr", until > due ? (until - due) / 1000 : 0);
-    return json_pack("{s:o, s:O, s:O}", "data", data, "id", json_object_get(job, "id"),
-                     "body", json_object_get(job, "body"));
+    return with_encoding(json_pack("{s:o, s:O, s:O}", "data", with_encoding(data, job), "id",
+                                   json_object_get(job, "id"), "body",
+                                   json_object_get(job, "body")), job);
 }
 
 /* A changsongl answer from the jobs module's. */
@@ -172,10 +183,10 @@ static void answered(void *opaque, int status, char *response)
         if (!ok)
             reply(c->done, c->opaque, 1, OQ_POP_FAILED, NULL);
         else
-            reply(c->done, c->opaque, 0, OQ_OK, job ? json_pack("{s:O, s:O}", "id",
-                                                              json_object_get(job, "id"), "body",
-                                                              json_object_get(job, "body"))
-                                                    : NULL);
+            reply(c->done, c->opaque, 0, OQ_OK,
+                  job ? with_encoding(json_pack("{s:O, s:O}", "id", json_object_get(job, "id"),
+                                                "body", json_object_get(job, "body")), job)
+                      : NULL);
         break;
     case REMOVE:
         /* ouqiang answers success whatever the job was; only a failure to reach Redis is not */
@@ -188,12 +199,12 @@ static void answered(void *opaque, int status, char *response)
         if (!ok || !data || json_is_null(data))
             reply(c->done, c->opaque, ok ? 0 : 1, ok ? OQ_OK : OQ_POP_FAILED, NULL);
         else
-            reply(c->done, c->opaque, 0, OQ_OK,
+            reply(c->done, c->opaque, 0, OQ_OK, with_encoding(
                   json_pack("{s:O, s:O, s:I, s:I, s:O}", "topic", json_object_get(data, "topic"),
                             "id", json_object_get(data, "id"), "delay",
                             json_integer_value(json_object_get(data, "exec_time")), "ttr",
                             json_integer_value(json_object_get(data, "ttr_ms")) / 1000, "body",
-                            json_object_get(data, "body")));
+                            json_object_get(data, "body")), data));
         break;
     default:
         break;

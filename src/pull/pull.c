@@ -367,8 +367,19 @@ static void letter_free(struct pull_letter *l)
     free(l);
 }
 
-/* Produces l's letter: value (len bytes) with hdrs (taken), or bare with l's kept headers. 0, or
- * -1 with l freed and the failure logged (the sweep sends it again). */
+/* The headers of l's letter without its body (taken from l, which has none left after). */
+static rd_kafka_headers_t *bare_headers(struct pull_letter *l)
+{
+    rd_kafka_headers_t *bare = l->hdrs;
+
+    l->hdrs = NULL;
+    headers_add(bare, LETTER_BODY, LETTER_BODY_OMITTED_JOB, strlen(LETTER_BODY_OMITTED_JOB));
+    return bare;
+}
+
+/* Produces l's letter: value (len bytes) with hdrs (taken). One librdkafka refuses for good at
+ * once (over its message.max.bytes) goes again without its body, once, as dr_cb does for one
+ * the broker refuses. 0, or -1 with l freed and the failure logged (the sweep sends it again). */
 static int produce_letter(struct pull *p, struct pull_letter *l, rd_kafka_headers_t *hdrs,
                           const char *value, size_t len)
 {
@@ -382,6 +393,11 @@ static int produce_letter(struct pull *p, struct pull_letter *l, rd_kafka_header
     if (!e)
         return 0;
     rd_kafka_headers_destroy(hdrs);
+    if (l->hdrs && letter_refusal_of(e) == LETTER_REFUSED_NEVER) {
+        log_warn("dead letter of topic=%s job=%s refused (%s): sent again without its body",
+                 l->topic, l->id, rd_kafka_err2str(e));
+        return produce_letter(p, l, bare_headers(l), NULL, 0);
+    }
     log_warn("dead letter of topic=%s job=%s not sent (again in %d s): %s", l->topic, l->id,
              DEAD_RESEND_MS / 1000, rd_kafka_err2str(e));
     letter_free(l);
@@ -431,16 +447,12 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     struct pull *p = opaque;
     struct pull_letter *l = m->_private;
-    rd_kafka_headers_t *bare;
 
     (void)rk;
     if (m->err && l->hdrs && letter_refusal_of(m->err) == LETTER_REFUSED_NEVER) {
         log_warn("dead letter of topic=%s job=%s refused (%s): sent again without its body",
                  l->topic, l->id, rd_kafka_err2str(m->err));
-        bare = l->hdrs;
-        l->hdrs = NULL;
-        headers_add(bare, LETTER_BODY, LETTER_BODY_OMITTED_JOB, strlen(LETTER_BODY_OMITTED_JOB));
-        produce_letter(p, l, bare, NULL, 0);
+        produce_letter(p, l, bare_headers(l), NULL, 0);
         return;
     }
     if (m->err) {
@@ -596,9 +608,10 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
 
     if (!p || !(p->q = pullq_new(cfg)) || !(p->st = store_new(cfg))) {
         snprintf(err, errlen, "out of memory");
-        if (p)
+        if (p) {
             pullq_free(p->q);
-        store_free(p->st);
+            store_free(p->st);
+        }
         free(p);
         return NULL;
     }

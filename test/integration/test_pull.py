@@ -194,6 +194,26 @@ def test_a_pull_letter_carries_its_target_and_goes_bare_once_when_refused(stack)
     assert len([m for m in dlq.all() if m["headers"]["dq-id"] == big]) == 1, dlq.all()
 
 
+def test_a_pull_letter_over_the_producers_own_limit_goes_bare_at_once(stack):
+    """A letter librdkafka itself refuses (over kafka message.max.bytes, before any broker sees
+    it) goes without its body at once, and the job is marked dead."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"properties": ["message.max.bytes=3000"]}).start()
+    c = Client(d)
+    stack.produce(d.delay_topic("1s"), "p" * 5000, key="big",
+                  headers={"dq-topic": topic, "dq-deliver": "pull"})
+    (j,) = c.pop(topic, wait_ms=15000)
+    assert op(d, "bury", j, reason="too big")[0] == 200
+
+    def letters():
+        return d.http("GET", f"/delay-queue/api/dead?topic={topic}")[1]["data"]["dead"]
+    wait_until(letters, 15, "the bare letter")
+    (letter,) = letters()
+    status, doc = d.http("GET", f"/delay-queue/api/dead/{letter['partition']}/{letter['offset']}")
+    assert status == 200 and doc["data"]["body"] == "", doc
+    assert "omitted" in doc["data"]["headers"]["dq-body"], doc
+
+
 def test_a_buried_pull_job_redriven_by_filter_is_popped_again_with_its_ttr(stack):
     """A buried job's record says failed, as any job its target gave up on: a redrive by filter
     makes it poppable again from its pull topic, with its own ttr, once."""
