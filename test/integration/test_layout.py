@@ -112,3 +112,11 @@ def test_no_source_file_over_800_lines():
     long = sorted((text.count("\n"), path) for path, text in files().items()
                   if text.count("\n") > MAX_LINES)
     assert not long, "over 800 lines: " + ", ".join(f"{p} ({n})" for n, p in long)
+
+
+def test_every_source_file_is_described_in_the_architecture_page():
+    with open(os.path.join(ROOT, "docs", "architecture.md")) as f:
+        page = f.read()
+    missing = sorted(p for p in files() if p.endswith(".c") and
+                     f"`{os.path.basename(p)}`" not in page and p != os.path.join("src", "main.c"))
+    assert not missing, "not in docs/architecture.md: " + ", ".join(missing)
