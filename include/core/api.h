@@ -30,6 +30,13 @@ struct api_limits {
 int api_parse_add(const char *body, size_t len, const struct api_limits *lim, int64_t now_ms,
                   struct job *out, int *id_given, struct api_error *e);
 
+/* Checks a job built in the process (a redrive's, an occurrence's) as an add's is checked,
+ * every add included: its id, that it names a target (a valid topic, or a callback), its due
+ * time within lim->max_delay_ms of now_ms, key, headers, ttr, and the combination of its
+ * target fields. 0, or -1 with e naming what is wrong. */
+int api_check_job(const struct job *j, const struct api_limits *lim, int64_t now_ms,
+                  struct api_error *e);
+
 /* One job of an add_batch request: parsed, or why not. */
 struct api_batch_job {
     struct job job;             /* when ok: as api_parse_add fills it */

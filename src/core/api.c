@@ -246,6 +246,42 @@ static int check_combination(const struct job *j, struct api_error *e)
     return 0;
 }
 
+int api_check_job(const struct job *j, const struct api_limits *lim, int64_t now_ms,
+                  struct api_error *e)
+{
+    char why[TOPIC_NAME_MAX + 128];
+    enum target_fault f;
+
+    if (j->id[0] && job_id_valid(j->id, strlen(j->id), why, sizeof(why)) < 0)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s", why);
+    if (!j->topic || (!j->topic[0] && !j->callback))
+        return api_fail(e, 400, API_BAD_REQUEST, "a job needs a topic or a callback");
+    if (j->topic[0] && (f = levels_check_target(lim->levels, lim->dlq_topic, j->topic,
+                                                strlen(j->topic), why, sizeof(why))) != TARGET_OK)
+        return api_fail(e, 400, API_BAD_REQUEST, "%s%s", f == TARGET_INVALID ? "invalid topic: " : "",
+                        why);
+    if (j->due_ms - now_ms > lim->max_delay_ms)
+        return api_fail(e, 400, API_BAD_DELAY, "delay must be at most %lld ms",
+                        (long long)lim->max_delay_ms);
+    if (j->key && (!j->key[0] || strlen(j->key) > KEY_MAX))
+        return api_fail(e, 400, API_BAD_REQUEST,
+                        "key must be a non-empty string of at most %d bytes, without NUL", KEY_MAX);
+    if (j->nheaders > JOB_HEADERS_MAX)
+        return api_fail(e, 400, API_BAD_REQUEST, "at most %d headers", JOB_HEADERS_MAX);
+    for (size_t i = 0; i < j->nheaders; i++) {
+        const struct job_header *h = &j->headers[i];
+        if (!h->name[0] || strlen(h->name) > JOB_HEADER_NAME_MAX || envelope_is_control(h->name) ||
+            strlen(h->value) > API_HEADER_VALUE_MAX)
+            return api_fail(e, 400, API_BAD_REQUEST, "header %s: a name of 1-%d bytes not "
+                            "starting dq-, a value of at most %d bytes", h->name,
+                            JOB_HEADER_NAME_MAX, API_HEADER_VALUE_MAX);
+    }
+    if (j->ttr_ms && j->ttr_ms != JOB_TTR_ONCE_MS && (j->ttr_ms < 1000 || j->ttr_ms > JOB_TTR_MAX_MS))
+        return api_fail(e, 400, API_BAD_REQUEST, "ttr_ms must be from 1000 to %lld",
+                        (long long)JOB_TTR_MAX_MS);
+    return check_combination(j, e);
+}
+
 /* The topic, and the callback: at least one; a callback-only job's topic is "". */
 static int parse_target(json_t *root, const struct api_limits *lim, struct job *out,
                         struct api_error *e)
@@ -276,7 +312,7 @@ static int parse_add_object(json_t *root, const struct api_limits *lim, int64_t 
                    e) == 0 &&
         parse_key(json_object_get(root, "key"), out, e) == 0 &&
         parse_headers(json_object_get(root, "headers"), out, e) == 0 &&
-        parse_deliver(root, out, e) == 0 && check_combination(out, e) == 0)
+        parse_deliver(root, out, e) == 0 && api_check_job(out, lim, now_ms, e) == 0)
         return 0;
     return -1;
 }

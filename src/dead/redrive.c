@@ -10,6 +10,7 @@
 #include "core/metrics.h"
 #include "dead/deadstore.h"
 #include "core/apidata.h"
+#include "core/calljson.h"
 #include "dead/redrive.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -161,17 +162,37 @@ static int job_of_record(const struct store_read *rd, const char *id, int64_t du
     return 0;
 }
 
-/* The job a redrive of l adds from the letter itself: its dq-topic or dq-callback, body, key
- * and headers, checked as an add. 0, or -1 with why in why. */
+/* l's headers that are not control headers and hold text into out (a job's headers). 0, or -1
+ * out of memory. */
+static int letter_headers(const struct dead_letter *l, struct job *out)
+{
+    if (!(out->headers = calloc(l->nhdrs + 1, sizeof(*out->headers))))
+        return -1;
+    for (size_t i = 0; i < l->nhdrs; i++) {
+        const struct dead_header *x = &l->hdrs[i];
+        struct job_header *h = &out->headers[out->nheaders];
+        if (strncmp(x->name, HDR_PREFIX, strlen(HDR_PREFIX)) == 0 || !x->value ||
+            !is_text(x->value, x->len) || memchr(x->value, '\0', x->len))
+            continue;
+        h->name = strdup(x->name);
+        h->value = strndup(x->value, x->len);
+        out->nheaders++;
+        if (!h->name || !h->value)
+            return -1;
+    }
+    return 0;
+}
+
+/* The job a redrive of l adds from the letter itself: its dq-topic or dq-callback, dq-deliver
+ * and dq-ttr-ms, its body (bytes, whatever they are), key and headers, due at due_ms, checked as
+ * an add is (api_check_job). 0, or -1 with why in why. */
 static int job_of_letter(struct redrive *r, const struct dead_letter *l, const char *id,
                          int64_t due_ms, struct job *out, char *why, size_t whylen)
 {
-    json_t *o = json_object(), *h = json_object(), *cb = NULL;
     const char *topic, *callback, *deliver, *ttr;
     size_t tlen = 0, clen = 0, dlen = 0, ttrlen = 0;
+    int64_t now = clock_now_ms();
     struct api_error e;
-    char *text;
-    int id_given, rc = -1;
 
     memset(out, 0, sizeof(*out));
     topic = dead_letter_header(l, HDR_TOPIC, &tlen);
@@ -180,53 +201,43 @@ static int job_of_letter(struct redrive *r, const struct dead_letter *l, const c
     ttr = dead_letter_header(l, HDR_TTR, &ttrlen);
     if (dead_letter_header(l, "dq-body", NULL)) {
         snprintf(why, whylen, "its body was left out of the dead letter and its record is gone");
-        goto out;
+        return -1;
     }
     if (!topic && !callback) {
         snprintf(why, whylen, "it names no topic (dq-topic) and no callback to deliver to");
-        goto out;
+        return -1;
     }
-    json_object_set_new(o, "id", json_string(id));
-    if (topic)
-        json_object_set_new(o, "topic", json_stringn(topic, tlen));
-    if (callback && !(cb = json_loadb(callback, clen, 0, NULL))) {
-        snprintf(why, whylen, "its dq-callback is not JSON");
-        goto out;
+    snprintf(out->id, sizeof(out->id), "%s", id);
+    if (callback && calljson_parse(callback, clen, &r->limits, &out->callback, &e) < 0) {
+        snprintf(why, whylen, "its dq-callback: %s", e.message);
+        return -1;
     }
-    if (cb)
-        json_object_set_new(o, "callback", cb);
-    if (deliver)
-        json_object_set_new(o, "deliver", json_stringn(deliver, dlen));
-    if (ttr && strtoll(ttr, NULL, 10) == JOB_TTR_ONCE_MS)   /* a "once" job's marker */
-        json_object_set_new(o, "once", json_true());
-    else if (ttr)
-        json_object_set_new(o, "ttr_ms", json_integer(strtoll(ttr, NULL, 10)));
-    api_body_set(o, l->value, l->value_len);   /* bytes that are not text as base64 */
-    if (l->key && is_text(l->key, l->key_len) &&
+    if (deliver && job_deliver_of(deliver, dlen, &out->deliver) < 0) {
+        snprintf(why, whylen, "its dq-deliver is neither pull nor kafka");
+        return -1;
+    }
+    out->ttr_ms = ttr ? strtoll(ttr, NULL, 10) : 0;   /* JOB_TTR_ONCE_MS: a once job */
+    out->topic = topic ? strndup(topic, tlen) : strdup("");
+    out->body = malloc(l->value_len + 1);
+    out->body_len = l->value_len;
+    if (l->key && is_text(l->key, l->key_len) && !memchr(l->key, '\0', l->key_len) &&
         (strlen(id) != l->key_len || memcmp(id, l->key, l->key_len) != 0))
-        json_object_set_new(o, "key", json_stringn(l->key, l->key_len));
-    for (size_t i = 0; i < l->nhdrs; i++) {
-        const struct dead_header *x = &l->hdrs[i];
-        if (strncmp(x->name, HDR_PREFIX, strlen(HDR_PREFIX)) != 0 && x->value &&
-            is_text(x->value, x->len))
-            json_object_set_new(h, x->name, json_stringn(x->value, x->len));
-    }
-    if (json_object_size(h))
-        json_object_set(o, "headers", h);
-    json_object_set_new(o, "deliver_at_ms", json_integer(due_ms));
-    if (!(text = json_dumps(o, JSON_COMPACT))) {
+        out->key = strndup(l->key, l->key_len);
+    if (!out->topic || !out->body || letter_headers(l, out) < 0) {
         snprintf(why, whylen, "out of memory");
-        goto out;
+        return -1;
     }
-    if (api_parse_add(text, strlen(text), &r->limits, clock_now_ms(), out, &id_given, &e) < 0)
+    if (l->value_len)
+        memcpy(out->body, l->value, l->value_len);
+    out->body[l->value_len] = '\0';
+    out->created_ms = now;
+    out->due_ms = due_ms > now ? due_ms : now;   /* a time in the past is due now */
+    out->delay_ms = out->due_ms - now;
+    if (api_check_job(out, &r->limits, now, &e) < 0) {
         snprintf(why, whylen, "as an add: %s", e.message);
-    else
-        rc = 0;
-    free(text);
-out:
-    json_decref(h);
-    json_decref(o);
-    return rc;
+        return -1;
+    }
+    return 0;
 }
 
 /* The message of an add's answer. */

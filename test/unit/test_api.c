@@ -944,8 +944,40 @@ static void combinations_without_a_target_are_refused(void)
                     400, API_BAD_REQUEST, "no topic to pop from"));
 }
 
+/* A job built in the process is checked as an add would be. */
+static void built_jobs_are_checked_as_adds(void)
+{
+    struct job j = { .id = "ok-1", .due_ms = NOW + 1000, .created_ms = NOW };
+    struct job_header h = { .name = (char *)(uintptr_t)"dq-x", .value = (char *)(uintptr_t)"v" };
+    struct api_error e;
+
+    j.topic = (char *)(uintptr_t)"orders";
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), 0);
+    j.topic = (char *)(uintptr_t)"delay_topic_5s";
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    j.topic = (char *)(uintptr_t)"";
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    CHECK(strstr(e.message, "a topic or a callback"));
+    j.topic = (char *)(uintptr_t)"orders";
+    j.due_ms = NOW + MAX_DELAY_MS + 1;
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    j.due_ms = NOW;
+    j.headers = &h;
+    j.nheaders = 1;
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    CHECK(strstr(e.message, "dq-x"));
+    j.nheaders = 0;
+    j.ttr_ms = 500;
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    j.ttr_ms = JOB_TTR_ONCE_MS;
+    j.deliver = JOB_DELIVER_KAFKA;
+    CHECK_EQ_INT(api_check_job(&j, limits(), NOW, &e), -1);
+    CHECK(strstr(e.message, "deliver \"kafka\" has none"));
+}
+
 void unit_api(void)
 {
+    RUN(built_jobs_are_checked_as_adds);
     RUN(combinations_without_a_target_are_refused);
     RUN(bodies_that_are_not_text_go_as_base64);
     RUN(callback_add_parses_and_keeps);
