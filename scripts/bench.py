@@ -533,11 +533,6 @@ def phase_storm(stack, n, nk=300):
         d.stop()
     return out
 
-def redis_used(stack):
-    info = stack.redis("INFO", "memory")
-    return int(re.search(r"used_memory:(\d+)", info).group(1))
-
-
 def phase_schedules(stack, n, seconds):
     """n schedules of every_ms 10000 put at once, then run for seconds: each occurrence's
     lateness (its delivery's dq-sent-ms minus its fire time, and received minus fire time),

@@ -407,6 +407,7 @@ static int produce_letter(struct pull *p, struct pull_letter *l, rd_kafka_header
 /* Sends a dead letter of a pull job to the dead-letter topic (kafka/letter.h builds it). */
 static void send_dead(struct pull *p, const char *topic, const struct pullq_dead *d)
 {
+    char *own_topic;
     struct job_record rec;
     struct pull_letter *l;
     struct job job;
@@ -419,6 +420,7 @@ static void send_dead(struct pull *p, const char *topic, const struct pullq_dead
         job = (struct job){ .body = d->rec, .body_len = d->rec_len };
         snprintf(job.id, sizeof(job.id), "%s", d->id);
     }
+    own_topic = job.topic;   /* the record's, released with it */
     if (!job.topic || !job.topic[0])
         job.topic = (char *)(uintptr_t)topic;   /* the pull topic it was popped from */
     if (!(l = calloc(1, sizeof(*l))) || !(l->key = strdup(job.key ? job.key : d->id)) ||
@@ -435,8 +437,7 @@ static void send_dead(struct pull *p, const char *topic, const struct pullq_dead
     if (produce_letter(p, l, rd_kafka_headers_copy(l->hdrs), job.body, job.body_len) == 0)
         log_warn("dead letter topic=%s job=%s: %s", topic, d->id, d->why);
 out:
-    if (job.topic == topic)
-        job.topic = NULL;
+    job.topic = own_topic;
     if (job.body != d->rec)
         job_release(&job);
 }
