@@ -43,6 +43,10 @@ char *api_response(int code, const char *message, void *data);
 /* Frees data made for api_response that will not be answered. Safe on NULL. */
 void api_data_free(void *data);
 
+/* data with one more reference, for an api_response made from data its caller still frees.
+ * Safe on NULL. */
+void *api_data_ref(void *data);
+
 /* A request body (len bytes) as a JSON object (a json_t *, caller json_decref's it), or NULL
  * with e set to a 400: not JSON, a duplicate member, or not an object. */
 void *api_json_object(const char *body, size_t len, struct api_error *e);

@@ -35,6 +35,6 @@ struct dead_request {
 const char *dead_allow(const char *path);
 
 /* Serves r; done is called exactly once, at once for a bad request, else from the worker. */
-void dead_serve(struct dead *d, const struct dead_request *r, intake_done_fn done, void *opaque);
+void dead_serve(struct dead *d, const struct dead_request *r, answer_fn done, void *opaque);
 
 #endif

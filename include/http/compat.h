@@ -34,8 +34,11 @@ struct compat_request {
     size_t len;
 };
 
+/* A compat answer: HTTP status and that queue's JSON text (malloc'd; the callee frees it). */
+typedef void (*compat_done_fn)(void *opaque, int status, char *text);
+
 /* Serves a request to a compat route; done is called exactly once. */
 void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
-                  intake_done_fn done, void *opaque);
+                  compat_done_fn done, void *opaque);
 
 #endif

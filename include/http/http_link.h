@@ -14,6 +14,7 @@
 
 #include <microhttpd.h>
 
+#include "core/answer.h"
 #include "core/config.h"
 #include "core/metrics.h"
 #include "http/addrs.h"
@@ -83,9 +84,12 @@ enum MHD_Result http_send_text(struct request *req, int status, char *text, cons
 enum MHD_Result http_send_json(struct request *req, int status, char *text);
 /* An API error answer: status, the API's code and msg (copied). */
 enum MHD_Result http_send_error(struct request *req, int status, int code, const char *msg);
-/* The intake_done_fn of a request handed on by routes_start (opaque: the request): takes
- * response, from any thread, and resumes the connection when it waits suspended. */
+/* Answers a request handed on by routes_start (opaque: the request) with status and the JSON
+ * text response, which it takes, from any thread, and resumes the connection when it waits
+ * suspended. */
 void http_done(void *opaque, int status, char *response);
+/* The same for a module's answer (core/answer.h), rendered here as the API's JSON. */
+void http_answered(void *opaque, const struct answer *a);
 
 /* The routes (routes.c). */
 

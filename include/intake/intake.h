@@ -1,7 +1,7 @@
 /* intake: adds and the requests on jobs. add writes the Redis record, then the delay-topic
  * message, and answers only when Kafka has acknowledged it; get and remove read and change the
- * record. Every request is answered through an intake_done_fn, from whatever thread has its answer: no call waits on Redis
- * or Kafka. A request waits at most redis.timeout_ms for one of the http.workers workers, and
+ * record. Every request is answered through an answer_fn (core/answer.h), from whatever thread
+ * has its answer: no call waits on Redis or Kafka. A request waits at most redis.timeout_ms for one of the http.workers workers, and
  * is answered 503 when it waited longer.
  * Thread-safe: every call may come from any HTTP thread. */
 #ifndef DQ_INTAKE_H
@@ -10,13 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/answer.h"
 #include "core/api.h"
 #include "core/config.h"
 
 struct intake;
 
-/* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
-typedef void (*intake_done_fn)(void *opaque, int status, char *response);
 
 struct warm;
 
@@ -31,15 +30,16 @@ void intake_free(struct intake *in, int timeout_ms);
 
 /* Adds a job from a request body. done is called exactly once: before intake_add returns for a
  * bad request or a Redis failure, or later from the intake thread once Kafka answered. */
-void intake_add(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque);
+void intake_add(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque);
 
 /* Adds job (its id set; parsed or built by the caller, which it takes: *job is zeroed) as
- * intake_add would add a request's: the same answers through done. */
-void intake_add_job(struct intake *in, struct job *job, intake_done_fn done, void *opaque);
+ * intake_add would add a request's, checked as one (api_check_job): the same answers through
+ * done. */
+void intake_add_job(struct intake *in, struct job *job, answer_fn done, void *opaque);
 /* Adds the jobs of an add_batch request, each on its own as intake_add would: done is called
  * exactly once, 200 with every job's answer in order once all are answered, or at once with
  * 400/413 when the batch itself cannot be read. */
-void intake_add_batch(struct intake *in, const char *body, size_t len, intake_done_fn done,
+void intake_add_batch(struct intake *in, const char *body, size_t len, answer_fn done,
                     void *opaque);
 
 /* Moves a pending job to another due time, as a reschedule request asks: its body (len > 0),
@@ -50,24 +50,24 @@ void intake_add_batch(struct intake *in, const char *body, size_t len, intake_do
  * time). A move to a later time is one Redis write; to an earlier one, a new delay-topic
  * message too, and done is called from the intake thread once Kafka answered. */
 void intake_reschedule(struct intake *in, const char *body, size_t len,
-                     const char *const query[API_RESCHEDULE_ARGS], intake_done_fn done, void *opaque);
+                     const char *const query[API_RESCHEDULE_ARGS], answer_fn done, void *opaque);
 
 /* Gets or removes the job id (already validated); done is called exactly once, from a worker. */
-void intake_get(struct intake *in, const char *id, intake_done_fn done, void *opaque);
-void intake_remove(struct intake *in, const char *id, intake_done_fn done, void *opaque);
+void intake_get(struct intake *in, const char *id, answer_fn done, void *opaque);
+void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaque);
 
 /* Pops jobs of a pull topic as a pop request body asks (see pull.h); done is called exactly
  * once: at once for a bad request (400), else from the pull thread. */
-void intake_pop(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque);
+void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque);
 
 /* The same for a pop already parsed (its topics checked). */
-void intake_pop_request(struct intake *in, const struct api_pop *pop, intake_done_fn done,
+void intake_pop_request(struct intake *in, const struct api_pop *pop, answer_fn done,
                       void *opaque);
 
 /* Finishes, releases, touches or buries a popped job as the request body asks (see pull_op);
  * done is called exactly once. */
 void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,
-                  intake_done_fn done, void *opaque);
+                  answer_fn done, void *opaque);
 
 /* Pops waiting for a job are answered now, with none; pops to come do not wait (shutdown). */
 void intake_stop_waiting(struct intake *in);
@@ -78,16 +78,16 @@ void intake_stop_waiting(struct intake *in);
 int intake_ready(struct intake *in, char *err, size_t errlen);
 
 /* The lease view of GET /delay-queue/api/claims, read in one pipeline on a worker. */
-void intake_claims(struct intake *in, intake_done_fn done, void *opaque);
+void intake_claims(struct intake *in, answer_fn done, void *opaque);
 
 /* POST /delay-queue/api/claims/release {"group": N}: asks the group's owner to hand it back
  * (it does within a lease time; another instance then takes it). */
-void intake_hand_back(struct intake *in, const char *body, size_t len, intake_done_fn done,
+void intake_hand_back(struct intake *in, const char *body, size_t len, answer_fn done,
                     void *opaque);
 
 /* The pending view of GET /delay-queue/api/stats: 200, or 503 with "stats: kafka: ..." when
  * Kafka did not answer; done is called at once or by the stats thread (see stats_get). */
-void intake_stats(struct intake *in, intake_done_fn done, void *opaque);
+void intake_stats(struct intake *in, answer_fn done, void *opaque);
 
 /* Keeps the pending gauges of /metrics up to date, never waiting (see stats_gauges); on
  * failure they keep their last values. */

@@ -38,7 +38,7 @@ struct pending_add {
     int answered;               /* the status it was answered with at its deadline, else 0: the
                                  * report then only frees it */
     int64_t sent_ms;            /* monotonic: when its message went to librdkafka */
-    intake_done_fn done;          /* a single add's; NULL for a job of a batch */
+    answer_fn done;          /* a single add's; NULL for a job of a batch */
     void *opaque;
     struct batch *batch;        /* the batch it is a job of, or NULL */
     struct move *moved;         /* a reschedule's message, not an add's; else NULL */
@@ -61,7 +61,7 @@ struct task {
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
     int group;                  /* a hand-back's group */
-    intake_done_fn done;
+    answer_fn done;
     void *opaque;
 };
 
@@ -108,14 +108,11 @@ struct batch {
     size_t n;
     size_t left;                        /* jobs not answered yet, plus one while being queued */
     struct api_job_answer *answers;     /* n */
-    intake_done_fn done;
+    answer_fn done;
     void *opaque;
 };
 
 /* intake.c */
-/* Answers a request through done with an API response (takes data, a JSON value or NULL). */
-void intake_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
-                   void *data);
 /* Answers an add (a single one, or a job of a batch); on success with its job id. */
 void intake_reply(struct pending_add *pa, int status, int code, const char *msg);
 void intake_free_add(struct pending_add *pa);

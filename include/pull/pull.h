@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/answer.h"
 #include "core/api.h"
 #include "core/config.h"
 
@@ -19,8 +20,6 @@
 
 struct pull;
 
-/* A finished request: HTTP status and the JSON response text (malloc'd; the callee frees it). */
-typedef void (*pull_done_fn)(void *opaque, int status, char *response);
 
 /* Starts the thread and the dead-letter producer. NULL with err set. */
 struct pull *pull_new(const struct config *cfg, char *err, size_t errlen);
@@ -33,12 +32,12 @@ void pull_stop_waiting(struct pull *p);
 
 /* Pops up to req->max ready jobs of req->topic, waiting up to req->wait_ms for one. done is
  * called exactly once, from the pull thread (or at once, out of memory). */
-void pull_pop(struct pull *p, const struct api_pop *req, pull_done_fn done, void *opaque);
+void pull_pop(struct pull *p, const struct api_pop *req, answer_fn done, void *opaque);
 
 /* Finishes, releases, touches or buries a popped job, as its receipt allows. done is called
  * exactly once: 200, 404 (no such pull job), 409 (the receipt is not the job's reservation
  * now), 503 (Redis did not answer). */
-void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *req, pull_done_fn done,
+void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *req, answer_fn done,
              void *opaque);
 
 /* One pull topic's jobs at the last sweep. */

@@ -38,7 +38,7 @@ struct schedules_request {
 
 /* Serves r; done is called exactly once, at once for a bad request, else from a worker or the
  * intake thread. */
-void schedules_serve(struct schedules *s, const struct schedules_request *r, intake_done_fn done,
+void schedules_serve(struct schedules *s, const struct schedules_request *r, answer_fn done,
                      void *opaque);
 
 /* The methods a path below /delay-queue/api/schedules takes, as an Allow header lists them

@@ -41,7 +41,7 @@ struct task {
     struct recur_timing timing;
     char *timing_json;
     void *data;                  /* the answer, while its occurrence is added */
-    intake_done_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
+    answer_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
     void *opaque;
 };
 
@@ -61,10 +61,6 @@ struct schedules {
     int stop;
 };
 
-/* Answers a request: done(opaque, status, the API response of code, msg and data, which it
- * takes). */
-void schedules_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
-                      void *data);
 
 /* Frees t and what it holds (not t->data). */
 void schedules_task_free(struct task *t);
@@ -87,7 +83,7 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
                               int64_t gen, int64_t runs, int chained, int override,
-                              intake_done_fn done, void *opaque);
+                              answer_fn done, void *opaque);
 
 /* Runs the request task t (T_PUT to T_NEXT) on worker slot and answers it: 1 when t was handed
  * on (to an add whose answer answers it and frees t), 0 when the caller frees t. */

@@ -130,6 +130,11 @@ void api_data_free(void *data)
     json_decref((json_t *)data);
 }
 
+void *api_data_ref(void *data)
+{
+    return json_incref((json_t *)data);
+}
+
 int api_json_int(const void *json, int64_t *out)
 {
     const json_t *v = json;

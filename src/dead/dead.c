@@ -48,7 +48,7 @@ struct task {
     size_t n;
     int by_filter;
     int64_t deliver_at_ms;        /* 0: now */
-    intake_done_fn done;
+    answer_fn done;
     void *opaque;
 };
 
@@ -61,7 +61,7 @@ struct dead {
 
 static void answer(struct task *t, int status, int code, const char *msg, void *data)
 {
-    t->done(t->opaque, status, api_response(code, msg, data));
+    answer_send(t->done, t->opaque, status, code, msg, data);
 }
 
 static void task_free(struct task *t)
@@ -466,13 +466,13 @@ static int task_of(const struct dead_request *r, struct task *t, struct api_erro
                     r->method, r->path);
 }
 
-void dead_serve(struct dead *d, const struct dead_request *r, intake_done_fn done, void *opaque)
+void dead_serve(struct dead *d, const struct dead_request *r, answer_fn done, void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     struct api_error e = { 0 };
 
     if (!t) {
-        done(opaque, 503, api_response(API_UNAVAILABLE, "out of memory", NULL));
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
     t->done = done;

@@ -104,17 +104,17 @@ struct letter_add {
     int32_t partition;
     int64_t offset;
     char job_id[JOB_ID_MAX + 1];
-    int status;
-    char *response;
+    int added;                  /* the add was answered done (or the job was there) */
+    char why[256];              /* else its answer's message */
 };
 
-static void redrive_added(void *opaque, int status, char *response)
+static void redrive_added(void *opaque, const struct answer *ans)
 {
     struct letter_add *a = opaque;
 
     pthread_mutex_lock(&a->g->mu);
-    a->status = status;
-    a->response = response;
+    a->added = ans->is == ANSWER_DONE || ans->is == ANSWER_ALREADY;
+    snprintf(a->why, sizeof(a->why), "%s", ans->message);
     if (--a->g->left == 0)
         pthread_cond_signal(&a->g->cv);
     pthread_mutex_unlock(&a->g->mu);
@@ -240,16 +240,6 @@ static int job_of_letter(struct redrive *r, const struct dead_letter *l, const c
     return 0;
 }
 
-/* The message of an add's answer. */
-static void answer_message(const char *response, char *out, size_t outlen)
-{
-    json_t *o = response ? json_loads(response, 0, NULL) : NULL;
-    const char *m = json_string_value(json_object_get(o, "message"));
-
-    snprintf(out, outlen, "%s", m ? m : "the add failed");
-    json_decref(o);
-}
-
 /* Redrives the n (at most REDRIVE_CHUNK) letters ls: their records read in one pipeline,
  * their marks taken in one call, their adds handed to the intake together; counts those added
  * into *done, the others into skips with why. */
@@ -327,18 +317,16 @@ static void redrive_chunk(struct redrive *r, const struct dead_letter *ls, size_
     for (size_t i = 0; i < n; i++) {
         if (!rs[i].g)
             continue;
-        if (rs[i].status == 200) {
+        if (rs[i].added) {
             (*done)++;
             metrics_inc(M_DEAD_REDRIVEN);
             log_info("dead letter partition=%d offset=%lld redriven as job=%s",
                      (int)rs[i].partition, (long long)rs[i].offset, rs[i].job_id);
         } else {
-            answer_message(rs[i].response, why, sizeof(why));
-            redrive_skip(skips, rs[i].partition, rs[i].offset, why);
+            redrive_skip(skips, rs[i].partition, rs[i].offset, rs[i].why);
             parts[nfail] = rs[i].partition;
             offs[nfail++] = rs[i].offset;
         }
-        free(rs[i].response);
     }
     if (deadstore_unmark_many(r->ds, nfail, parts, offs, err, sizeof(err)) < 0)
         log_warn("%zu dead letters whose redrive failed keep their marks (%s): they read as "

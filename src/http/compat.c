@@ -9,6 +9,7 @@
 
 #include "http/compat.h"
 #include "core/levels.h"
+#include "lib/clock.h"
 
 /* ouqiang's words, kept as its clients may show or match them. */
 #define OQ_ADDED "添加成功"
@@ -36,12 +37,12 @@ enum verb { PUSH, POP, REMOVE, GET, CS_ADD, CS_POP, CS_FINISH, CS_DELETE };
 /* A request on its way through the jobs module: whose answer to translate, and how. */
 struct call {
     enum verb verb;
-    intake_done_fn done;
+    compat_done_fn done;
     void *opaque;
 };
 
 /* changsongl's answer {"success", "message"} and more members (takes extra; NULL: none). */
-static void cs_reply(intake_done_fn done, void *opaque, int success, const char *msg, json_t *extra)
+static void cs_reply(compat_done_fn done, void *opaque, int success, const char *msg, json_t *extra)
 {
     json_t *r = extra ? extra : json_object();
     char *text;
@@ -82,28 +83,27 @@ static json_t *cs_popped(json_t *job)
 }
 
 /* A changsongl answer from the jobs module's. */
-static void cs_answered(struct call *c, int status, json_t *r)
+static void cs_answered(struct call *c, const struct answer *a)
 {
-    const char *msg = json_string_value(json_object_get(r, "message"));
-    int code = (int)json_integer_value(json_object_get(r, "code"));
-    json_t *jobs = json_object_get(json_object_get(r, "data"), "jobs");
+    int done = a->is == ANSWER_DONE || a->is == ANSWER_ALREADY;
+    json_t *jobs = json_object_get(a->data, "jobs");
 
-    if (status == 503 || !r)
-        cs_reply(c->done, c->opaque, 0, msg ? msg : "no answer", NULL);
+    if (a->status == 503)
+        cs_reply(c->done, c->opaque, 0, a->message, NULL);
     else if (c->verb == CS_ADD)
-        cs_reply(c->done, c->opaque, code == 0, code == 0 ? CS_OK : status == 409 ? CS_EXISTS
-                                                                    : msg ? msg : "failed", NULL);
+        cs_reply(c->done, c->opaque, done, done ? CS_OK : a->is == ANSWER_EXISTS ? CS_EXISTS
+                                                                             : a->message, NULL);
     else if (c->verb == CS_POP)
-        cs_reply(c->done, c->opaque, code == 0, code == 0 ? CS_OK : msg ? msg : "failed",
-                 code == 0 ? cs_popped(json_array_get(jobs, 0)) : NULL);
-    else if (code == 0 && msg && strcmp(msg, "no such job") == 0)
+        cs_reply(c->done, c->opaque, done, done ? CS_OK : a->message,
+                 done ? cs_popped(json_array_get(jobs, 0)) : NULL);
+    else if (a->is == ANSWER_NO_JOB)
         cs_reply(c->done, c->opaque, 0, CS_NOT_EXISTS, NULL);
     else
-        cs_reply(c->done, c->opaque, code == 0 || status == 409, CS_OK, NULL);
+        cs_reply(c->done, c->opaque, done || a->is == ANSWER_CONFLICT, CS_OK, NULL);
 }
 
 /* {"code": code, "message": msg, "data": data} (takes data; NULL: null), HTTP 200 always. */
-static void reply(intake_done_fn done, void *opaque, int code, const char *msg, json_t *data)
+static void reply(compat_done_fn done, void *opaque, int code, const char *msg, json_t *data)
 {
     json_t *r = json_pack("{s:i, s:s, s:o}", "code", code, "message", msg,
                           "data", data ? data : json_null());
@@ -157,25 +157,21 @@ static int live(const char *state)
 }
 
 /* The jobs module's answer, translated. */
-static void answered(void *opaque, int status, char *response)
+static void answered(void *opaque, const struct answer *a)
 {
     struct call *c = opaque;
-    json_t *r = response ? json_loads(response, 0, NULL) : NULL;
-    json_t *data = json_object_get(r, "data"), *jobs = json_object_get(data, "jobs"), *job;
-    int ok = json_integer_value(json_object_get(r, "code")) == 0 && status == 200;
+    json_t *data = a->data, *jobs = json_object_get(data, "jobs"), *job;
+    int ok = a->is == ANSWER_DONE || a->is == ANSWER_ALREADY || a->is == ANSWER_NO_JOB;
     char msg[512];
 
-    free(response);
     if (c->verb >= CS_ADD) {
-        cs_answered(c, status, r);
-        json_decref(r);
+        cs_answered(c, a);
         free(c);
         return;
     }
     switch (c->verb) {
     case PUSH:
-        snprintf(msg, sizeof(msg), "%s: %s", OQ_ADD_FAILED,
-                 json_string_value(json_object_get(r, "message")) ?: "no answer");
+        snprintf(msg, sizeof(msg), "%s: %s", OQ_ADD_FAILED, a->message);
         reply(c->done, c->opaque, ok ? 0 : 1, ok ? OQ_ADDED : msg, NULL);
         break;
     case POP:
@@ -190,8 +186,8 @@ static void answered(void *opaque, int status, char *response)
         break;
     case REMOVE:
         /* ouqiang answers success whatever the job was; only a failure to reach Redis is not */
-        reply(c->done, c->opaque, status == 503 ? 1 : 0, status == 503 ? OQ_REMOVE_FAILED : OQ_OK,
-              NULL);
+        reply(c->done, c->opaque, a->is == ANSWER_FAILED, a->is == ANSWER_FAILED ? OQ_REMOVE_FAILED
+                                                                                : OQ_OK, NULL);
         break;
     case GET:
         if (ok && data && !live(json_string_value(json_object_get(data, "state"))))
@@ -209,11 +205,10 @@ static void answered(void *opaque, int status, char *response)
     default:
         break;
     }
-    json_decref(r);
     free(c);
 }
 
-static struct call *call_new(enum verb verb, intake_done_fn done, void *opaque)
+static struct call *call_new(enum verb verb, compat_done_fn done, void *opaque)
 {
     struct call *c = malloc(sizeof(*c));
 
@@ -224,28 +219,35 @@ static struct call *call_new(enum verb verb, intake_done_fn done, void *opaque)
     return c;
 }
 
-/* Adds a pull job as an add request would, answered to c: its ttr in seconds, 0 meaning
- * handed out once, never again; override: replacing a pending job of its id. */
+/* Adds a pull job as an add request would, answered to c: due delay seconds from now, its ttr
+ * in seconds, 0 meaning handed out once, never again; override: replacing a pending job of its
+ * id. */
 static void add_pull(struct intake *jobs, const char *id, const char *topic, json_int_t delay,
                      const char *body, json_int_t ttr, int override, struct call *c)
 {
-    json_t *add = json_pack("{s:s, s:s, s:I, s:s, s:s, s:b}", "id", id, "topic", topic, "delay",
-                            delay, "body", body, "deliver", "pull", "override", override);
-    char *text;
+    int64_t now = clock_now_ms();
+    struct job job = { .topic = strdup(topic), .body = strdup(body), .body_len = strlen(body),
+                       .delay_ms = delay * 1000, .due_ms = now + delay * 1000, .created_ms = now,
+                       .deliver = JOB_DELIVER_PULL, .override = override,
+                       .ttr_ms = ttr ? ttr * 1000 : JOB_TTR_ONCE_MS };
+    char err[256];
 
-    if (add)
-        json_object_set_new(add, ttr ? "ttr" : "once", ttr ? json_integer(ttr) : json_true());
-    text = add ? json_dumps(add, JSON_COMPACT) : NULL;
-    json_decref(add);
-    if (text)
-        intake_add(jobs, text, strlen(text), answered, c);
-    else
-        answered(c, 503, NULL);
-    free(text);
+    if (job_id_valid(id, strlen(id), err, sizeof(err)) < 0) {
+        job_release(&job);
+        answer_send(answered, c, 400, API_BAD_REQUEST, err, NULL);
+        return;
+    }
+    if (!job.topic || !job.body) {
+        job_release(&job);
+        answer_send(answered, c, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        return;
+    }
+    snprintf(job.id, sizeof(job.id), "%s", id);
+    intake_add_job(jobs, &job, answered, c);
 }
 
 /* /push: an add of a pull job, with ouqiang's checks and words first. */
-static void push(struct intake *jobs, json_t *req, intake_done_fn done, void *opaque)
+static void push(struct intake *jobs, json_t *req, compat_done_fn done, void *opaque)
 {
     char *id = trimmed(req, "id"), *topic = trimmed(req, "topic"), *body = trimmed(req, "body");
     json_int_t delay, ttr;
@@ -270,7 +272,7 @@ static void push(struct intake *jobs, json_t *req, intake_done_fn done, void *op
 }
 
 /* /pop: the first ready job of the comma-separated topics, waiting as ouqiang's BLPOP does. */
-static void pop(struct intake *jobs, const struct config *cfg, json_t *req, intake_done_fn done,
+static void pop(struct intake *jobs, const struct config *cfg, json_t *req, compat_done_fn done,
                 void *opaque)
 {
     char *topics = trimmed(req, "topic"), *save = NULL, why[TOPIC_NAME_MAX + 128];
@@ -297,7 +299,7 @@ static void pop(struct intake *jobs, const struct config *cfg, json_t *req, inta
 }
 
 /* /finish, /delete and /get: by the job's id. */
-static void by_id(struct intake *jobs, enum verb verb, json_t *req, intake_done_fn done, void *opaque)
+static void by_id(struct intake *jobs, enum verb verb, json_t *req, compat_done_fn done, void *opaque)
 {
     char *id = trimmed(req, "id"), err[256];
     struct call *c;
@@ -334,7 +336,7 @@ static int cs_path(const char *path, char topic[TOPIC_NAME_MAX + 1], char id[CS_
 
 /* POST /topic/<topic>/job: an add of a pull job. */
 static void cs_add(struct intake *jobs, const char *topic, const struct compat_request *req,
-                   intake_done_fn done, void *opaque)
+                   compat_done_fn done, void *opaque)
 {
     json_t *o = json_loadb(req->body, req->len, 0, NULL);
     json_int_t delay, ttr;
@@ -359,7 +361,7 @@ static void cs_add(struct intake *jobs, const char *topic, const struct compat_r
 
 /* changsongl's routes. */
 static void changsongl(struct intake *jobs, const struct config *cfg,
-                       const struct compat_request *req, intake_done_fn done, void *opaque)
+                       const struct compat_request *req, compat_done_fn done, void *opaque)
 {
     char topic[TOPIC_NAME_MAX + 1], id[CS_ID_MAX + 1], why[TOPIC_NAME_MAX + 128];
     struct api_pop p = { .ntopics = 1, .max = 1, .wait_ms = COMPAT_CHANGSONGL_WAIT_S * 1000 };
@@ -401,7 +403,7 @@ static void changsongl(struct intake *jobs, const struct config *cfg,
 }
 
 void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
-                  intake_done_fn done, void *opaque)
+                  compat_done_fn done, void *opaque)
 {
     json_t *o;
 

@@ -165,6 +165,11 @@ void http_done(void *opaque, int status, char *response)
     }
 }
 
+void http_answered(void *opaque, const struct answer *a)
+{
+    http_done(opaque, a->status, api_response(a->code, a->message, api_data_ref(a->data)));
+}
+
 /* Takes req out of http->busy, once: when its answer is queued, or when it ends without (its
  * client left, and libmicrohttpd read the end of the connection before asking for the
  * answer). */

@@ -1,8 +1,8 @@
 /* routes: the paths delayqd serves, part of http. The route table (each path, the methods it
  * takes, what a wrong one is told), who may use each path (the bearer tokens), the checks made
  * before a body is read, and each route's handler: the jobs module's routes are handed on to be
- * answered later through http_done, the others are answered at once. The contract is in
- * include/http/http.h, the shared inside in include/http/http_link.h. */
+ * answered later through http_answered (the compat routes through http_done), the others are
+ * answered at once. The contract is in include/http/http.h, the inside in http_link.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,7 +296,8 @@ static void start_reschedule(struct request *req)
             return;
         }
     }
-    intake_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query, http_done, req);
+    intake_reschedule(req->http->jobs, req->body ? req->body : "", req->len, query,
+                      http_answered, req);
 }
 
 /* The job_id of the query string into id. libmicrohttpd decodes %00 into the value, which a
@@ -320,9 +321,9 @@ static void start_id(struct request *req)
                      : query_job_id(req->conn, id, &e) < 0)
         http_done(req, e.status, api_response(e.code, e.message, NULL));
     else if (req->route == R_GET)
-        intake_get(req->http->jobs, id, http_done, req);
+        intake_get(req->http->jobs, id, http_answered, req);
     else
-        intake_remove(req->http->jobs, id, http_done, req);
+        intake_remove(req->http->jobs, id, http_answered, req);
 }
 
 /* A compat route: the request as its queue's clients send it. */
@@ -362,7 +363,7 @@ static void start_schedules(struct request *req, const char *body)
     const char **vals[] = { &r.n, &r.from_ms, &r.limit, &r.after };
 
     if (query_values(req, keys, vals, 4) == 0)
-        schedules_serve(req->http->schedules, &r, http_done, req);
+        schedules_serve(req->http->schedules, &r, http_answered, req);
 }
 
 /* A dead-letter route: the request as dead.h takes it. */
@@ -374,7 +375,7 @@ static void start_dead(struct request *req, const char *body)
     const char **vals[] = { &r.limit, &r.before, &r.topic, &r.reason };
 
     if (query_values(req, keys, vals, 4) == 0)
-        dead_serve(req->http->dead, &r, http_done, req);
+        dead_serve(req->http->dead, &r, http_answered, req);
 }
 
 void routes_start(struct request *req)
@@ -383,7 +384,7 @@ void routes_start(struct request *req)
 
     switch (req->route) {
     case R_ADD_BATCH:
-        intake_add_batch(req->http->jobs, body, req->len, http_done, req);
+        intake_add_batch(req->http->jobs, body, req->len, http_answered, req);
         break;
     case R_RESCHEDULE:
         start_reschedule(req);
@@ -393,13 +394,13 @@ void routes_start(struct request *req)
         start_id(req);
         break;
     case R_CLAIMS:
-        intake_claims(req->http->jobs, http_done, req);
+        intake_claims(req->http->jobs, http_answered, req);
         break;
     case R_STATS:
-        intake_stats(req->http->jobs, http_done, req);
+        intake_stats(req->http->jobs, http_answered, req);
         break;
     case R_POP:
-        intake_pop(req->http->jobs, body, req->len, http_done, req);
+        intake_pop(req->http->jobs, body, req->len, http_answered, req);
         break;
     case R_COMPAT:
         start_compat(req, body);
@@ -411,7 +412,7 @@ void routes_start(struct request *req)
         start_dead(req, body);
         break;
     case R_HAND_BACK:
-        intake_hand_back(req->http->jobs, body, req->len, http_done, req);
+        intake_hand_back(req->http->jobs, body, req->len, http_answered, req);
         break;
     case R_FINISH:
     case R_RELEASE:
@@ -420,10 +421,10 @@ void routes_start(struct request *req)
         intake_pull_op(req->http->jobs, req->route == R_FINISH ? API_FINISH
                                       : req->route == R_RELEASE ? API_RELEASE
                                       : req->route == R_TOUCH ? API_TOUCH : API_BURY,
-                     body, req->len, http_done, req);
+                     body, req->len, http_answered, req);
         break;
     default:
-        intake_add(req->http->jobs, body, req->len, http_done, req);
+        intake_add(req->http->jobs, body, req->len, http_answered, req);
         break;
     }
 }

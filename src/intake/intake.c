@@ -33,11 +33,6 @@
 
 #define LOG_MODULE "intake"
 
-void intake_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg, void *data)
-{
-    done(opaque, status, api_response(code, msg, data));
-}
-
 /* Notes the answer of one job of b (job id "" or NULL when none is known); the last one
  * answers the request and frees b. */
 static void batch_note(struct batch *b, size_t slot, int status, int code, const char *msg,
@@ -58,7 +53,7 @@ static void batch_note(struct batch *b, size_t slot, int status, int code, const
     pthread_mutex_unlock(&b->mu);
     if (left > 0)
         return;
-    intake_answer(b->done, b->opaque, 200, API_OK, "ok", api_batch_data(b->answers, b->n));
+    answer_send(b->done, b->opaque, 200, API_OK, "ok", api_batch_data(b->answers, b->n));
     pthread_mutex_destroy(&b->mu);
     free(b->answers);
     free(b);
@@ -67,13 +62,19 @@ static void batch_note(struct batch *b, size_t slot, int status, int code, const
 /* Answers an add (a single one, or a job of a batch); on success with its job id. */
 void intake_reply(struct pending_add *pa, int status, int code, const char *msg)
 {
+    enum answer_is is = answer_is_of(status);
+
+    if (is == ANSWER_CONFLICT && !pa->moved)
+        is = ANSWER_EXISTS;        /* an add's id taken by another job */
+    else if (is == ANSWER_DONE && !pa->moved && !pa->fresh)
+        is = ANSWER_ALREADY;       /* the same job was there */
     if (pa->batch)
         batch_note(pa->batch, pa->slot, status, code, msg, pa->job.id, pa->fresh);
     else
-        intake_answer(pa->done, pa->opaque, status, code, msg,
-               code != API_OK ? NULL
-               : pa->moved ? api_rescheduled_data(pa->job.id, pa->job.due_ms)
-                           : api_job_id_data(pa->job.id));
+        answer_give(pa->done, pa->opaque, is, status, code, msg,
+                    code != API_OK ? NULL
+                    : pa->moved ? api_rescheduled_data(pa->job.id, pa->job.due_ms)
+                                : api_job_id_data(pa->job.id));
 }
 
 void intake_free_add(struct pending_add *pa)
@@ -388,14 +389,14 @@ void intake_enqueue(struct intake *in, struct pending_add *list, struct pending_
         wake(in);
 }
 
-void intake_add(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque)
+void intake_add(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque)
 {
     struct pending_add *pa = calloc(1, sizeof(*pa));
     struct api_error e;
     int id_given;
 
     if (!pa) {
-        intake_answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        answer_send(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
         return;
     }
     *pa = (struct pending_add){ .in = in, .done = done, .opaque = opaque };
@@ -407,23 +408,28 @@ void intake_add(struct intake *in, const char *body, size_t len, intake_done_fn 
         intake_enqueue(in, pa, &pa->next);
 }
 
-void intake_add_job(struct intake *in, struct job *job, intake_done_fn done, void *opaque)
+void intake_add_job(struct intake *in, struct job *job, answer_fn done, void *opaque)
 {
     struct pending_add *pa = calloc(1, sizeof(*pa));
+    struct api_error e;
 
     if (!pa) {
         job_release(job);
-        intake_answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        answer_send(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
         return;
     }
     *pa = (struct pending_add){ .in = in, .done = done, .opaque = opaque, .job = *job };
     memset(job, 0, sizeof(*job));
+    if (api_check_job(&pa->job, &in->limits, clock_now_ms(), &e) < 0) {
+        intake_finish_add(pa, e.status, e.code, e.message);
+        return;
+    }
     if (prepare(in, pa, 1) == 0)
         intake_enqueue(in, pa, &pa->next);
 }
 
 /* A batch whose n answers the jobs of parsed fill; NULL when out of memory. */
-static struct batch *batch_new(size_t n, intake_done_fn done, void *opaque)
+static struct batch *batch_new(size_t n, answer_fn done, void *opaque)
 {
     struct batch *b = calloc(1, sizeof(*b));
 
@@ -439,7 +445,7 @@ static struct batch *batch_new(size_t n, intake_done_fn done, void *opaque)
     return b;
 }
 
-void intake_add_batch(struct intake *in, const char *body, size_t len, intake_done_fn done,
+void intake_add_batch(struct intake *in, const char *body, size_t len, answer_fn done,
                     void *opaque)
 {
     struct pending_add *list = NULL, **tail = &list;
@@ -451,12 +457,12 @@ void intake_add_batch(struct intake *in, const char *body, size_t len, intake_do
     if (api_parse_batch(body, len, (size_t)in->cfg->http.max_batch_jobs, &in->limits,
                         clock_now_ms(), &parsed, &n, &e) < 0) {
         api_batch_free(parsed, n);
-        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
     if (!(b = batch_new(n, done, opaque))) {
         api_batch_free(parsed, n);
-        intake_answer(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
+        answer_send(done, opaque, 503, API_ADD_FAILED, "add failed: out of memory", NULL);
         return;
     }
     for (size_t i = 0; i < n; i++) {

@@ -45,14 +45,14 @@ static const struct {
 
 /* Queues a request for the workers; it is answered through done. */
 static void queue_task(struct intake *in, enum task_kind kind, const char *id, int64_t due_ms,
-                       intake_done_fn done, void *opaque)
+                       answer_fn done, void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     char msg[64];
 
     if (!t) {
         snprintf(msg, sizeof(msg), "%s: out of memory", task_kinds[kind].failed);
-        intake_answer(done, opaque, 503, task_kinds[kind].code, msg, NULL);
+        answer_send(done, opaque, 503, task_kinds[kind].code, msg, NULL);
         return;
     }
     *t = (struct task){ .kind = kind, .due_ms = due_ms, .group = (int)due_ms, .done = done,
@@ -69,12 +69,12 @@ void intake_drop_task(void *ctx, void *task, const char *why)
 
     (void)ctx;
     snprintf(msg, sizeof(msg), "%s: %s", task_kinds[t->kind].failed, why);
-    intake_answer(t->done, t->opaque, 503, task_kinds[t->kind].code, msg, NULL);
+    answer_send(t->done, t->opaque, 503, task_kinds[t->kind].code, msg, NULL);
     free(t);
 }
 
 void intake_reschedule(struct intake *in, const char *body, size_t len,
-                     const char *const query[API_RESCHEDULE_ARGS], intake_done_fn done, void *opaque)
+                     const char *const query[API_RESCHEDULE_ARGS], answer_fn done, void *opaque)
 {
     struct api_error e;
     char id[JOB_ID_MAX + 1];
@@ -82,7 +82,7 @@ void intake_reschedule(struct intake *in, const char *body, size_t len,
 
     if ((len > 0 ? api_parse_reschedule(body, len, &in->limits, now, id, &due_ms, &e)
                  : api_reschedule_query(query, &in->limits, now, id, &due_ms, &e)) < 0) {
-        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
     queue_task(in, T_RESCHEDULE, id, due_ms, done, opaque);
@@ -99,14 +99,14 @@ static void rescheduled(struct intake *in, struct store *st, const struct task *
     int64_t now;
 
     if (!mv) {
-        intake_answer(t->done, t->opaque, a->e.status, a->e.code, a->e.message, NULL);
+        answer_send(t->done, t->opaque, a->e.status, a->e.code, a->e.message, NULL);
         return;
     }
     if (!mv->earlier) {
         /* Its messages move on to the new due time when they reach the old one. */
         log_info("rescheduled job=%s due=%lld", t->id, (long long)t->due_ms);
         metrics_inc(M_JOBS_RESCHEDULED);
-        intake_answer(t->done, t->opaque, 200, API_OK, "ok", api_rescheduled_data(t->id, t->due_ms));
+        answer_send(t->done, t->opaque, 200, API_OK, "ok", api_rescheduled_data(t->id, t->due_ms));
     } else if (!(pa = calloc(1, sizeof(*pa)))) {
         struct pending_add tmp = { .in = in, .job = job, .moved = mv, .done = t->done,
                                    .opaque = t->opaque };
@@ -125,29 +125,29 @@ static void rescheduled(struct intake *in, struct store *st, const struct task *
     move_free(mv);
 }
 
-/* The answer of a get whose record rd read (its data freed here): the JSON text (caller frees)
- * and its status. */
-static char *got(const char *id, struct store_read *rd, const struct pullq_look *look, int *status)
+/* Answers the get t whose record rd read (its data freed here). */
+static void got(struct task *t, struct store_read *rd, const struct pullq_look *look)
 {
+    const char *id = t->id;
     struct job_record rec;
-    char err[256], msg[512], *data = rd->data, *resp;
+    char err[256], msg[512], *data = rd->data;
     size_t len = rd->len;
     struct job job;
 
     if (rd->failed) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "get failed: %s", rd->err);
-        *status = 503;
-        return api_response(API_GET_FAILED, msg, NULL);
+        answer_send(t->done, t->opaque, 503, API_GET_FAILED, msg, NULL);
+        return;
     }
-    *status = 200;
-    if (!rd->found)
-        return api_response(API_OK, "no such job", NULL);
+    if (!rd->found) {
+        answer_give(t->done, t->opaque, ANSWER_NO_JOB, 200, API_OK, "no such job", NULL);
+        return;
+    }
     if (job_record_read(id, data, len, &job, &rec, err, sizeof(err)) < 0) {
         log_error("job=%s has an unreadable record: %s", id, err);
         snprintf(msg, sizeof(msg), "job %s has an unreadable record: %s", id, err);
-        *status = 500;
-        resp = api_response(API_GET_FAILED, msg, NULL);
+        answer_send(t->done, t->opaque, 500, API_GET_FAILED, msg, NULL);
     } else {
         void *d = api_job_data(&job, rec.state, rec.state == JOB_DELIVERED ? rec.stamp_ms : -1,
                                rec.error);
@@ -155,11 +155,10 @@ static char *got(const char *id, struct store_read *rd, const struct pullq_look 
             log_warn("get job=%s: its pull state is not known: %s", id, look->err);
         else if (look && look->found)
             api_job_pull_state(d, pullq_state_name(look->state), look->attempt, look->until_ms);
-        resp = api_response(API_OK, "ok", d);
+        answer_send(t->done, t->opaque, 200, API_OK, "ok", d);
     }
     job_release(&job);
     free(data);
-    return resp;
 }
 
 /* The pull topic of a delivered record (data, len) of job id into topic, or of a failed one (a
@@ -191,56 +190,40 @@ static struct pullq *worker_pullq(struct intake *in, int worker)
     return in->wpull[worker];
 }
 
-/* The answer of a remove whose outcome is rm: the JSON text (caller frees) and its status. */
-static char *removed(const char *id, const struct store_removal *rm,
-                     const struct pullq_op *cancel, int *status)
+/* Answers the remove t whose outcome is rm. */
+static void removed(struct task *t, const struct store_removal *rm, const struct pullq_op *cancel)
 {
+    const char *id = t->id;
     enum store_remove_result res = rm->res;
     enum job_state state = rm->state;
     char msg[512];
 
-    *status = 200;
     if (rm->failed) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "remove failed: %s", rm->err);
-        *status = 503;
-        return api_response(API_REMOVE_FAILED, msg, NULL);
-    }
-    if (res == STORE_REMOVED) {
-        log_info("removed job=%s", id);
+        answer_send(t->done, t->opaque, 503, API_REMOVE_FAILED, msg, NULL);
+    } else if (res == STORE_REMOVED || (cancel && !cancel->failed && cancel->res == PULLQ_DONE &&
+                                        state != JOB_CANCELLED)) {
+        log_info("removed %sjob=%s", res == STORE_REMOVED ? "" : "pull ", id);
         metrics_inc(M_JOBS_CANCELLED);
-        return api_response(API_OK, "ok", NULL);
-    }
-    if (res == STORE_NO_JOB)
-        return api_response(API_OK, "no such job", NULL);
-    if (res == STORE_REMOVE_NOT_A_RECORD) {
+        answer_send(t->done, t->opaque, 200, API_OK, "ok", NULL);
+    } else if (res == STORE_NO_JOB) {
+        answer_give(t->done, t->opaque, ANSWER_NO_JOB, 200, API_OK, "no such job", NULL);
+    } else if (res == STORE_REMOVE_NOT_A_RECORD) {
         snprintf(msg, sizeof(msg), "job %s has an unreadable record", id);
-        *status = 500;
-        return api_response(API_REMOVE_FAILED, msg, NULL);
-    }
-    if (state == JOB_CANCELLED)
-        return api_response(API_OK, "ok (already removed)", NULL);
-    if (cancel && cancel->failed) {
+        answer_send(t->done, t->opaque, 500, API_REMOVE_FAILED, msg, NULL);
+    } else if (state == JOB_CANCELLED ||
+               (cancel && !cancel->failed && cancel->res == PULLQ_NOT_LIVE && cancel->state == 'c')) {
+        answer_give(t->done, t->opaque, ANSWER_ALREADY, 200, API_OK, "ok (already removed)", NULL);
+    } else if (cancel && cancel->failed) {
         snprintf(msg, sizeof(msg), "remove failed: %s", cancel->err);
-        *status = 503;
-        return api_response(API_REMOVE_FAILED, msg, NULL);
-    }
-    if (cancel && cancel->res == PULLQ_DONE) {
-        log_info("removed pull job=%s", id);
-        metrics_inc(M_JOBS_CANCELLED);
-        return api_response(API_OK, "ok", NULL);
-    }
-    if (cancel && cancel->res == PULLQ_NOT_LIVE && cancel->state == 'c')
-        return api_response(API_OK, "ok (already removed)", NULL);
-    if (cancel && cancel->res == PULLQ_NOT_LIVE) {
+        answer_send(t->done, t->opaque, 503, API_REMOVE_FAILED, msg, NULL);
+    } else {
         snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id,
-                 pullq_state_name(cancel->state));
-        *status = 409;
-        return api_response(API_CONFLICT, msg, NULL);
+                 cancel && cancel->res == PULLQ_NOT_LIVE ? pullq_state_name(cancel->state)
+                                                         : job_state_name(state));
+        answer_send(t->done, t->opaque, 409, API_CONFLICT, msg, NULL);
     }
-    snprintf(msg, sizeof(msg), "job %s is already %s and cannot be removed", id, job_state_name(state));
-    *status = 409;
-    return api_response(API_CONFLICT, msg, NULL);
 }
 
 /* The tasks of a batch of one kind, for one pipeline. */
@@ -288,8 +271,6 @@ static void run_removes(struct intake *in, int worker, struct store *st, struct 
     struct store_removal *rms = calloc(b->n, sizeof(*rms));
     struct pullq_op cancels[WORKER_BATCH] = { { 0 } };
     char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
-    int status;
-    char *resp;
 
     for (size_t i = 0; rms && i < b->n; i++)
         rms[i].id = b->t[i]->id;
@@ -303,8 +284,7 @@ static void run_removes(struct intake *in, int worker, struct store *st, struct 
             intake_drop_task(NULL, t, "out of memory");
             continue;
         }
-        resp = removed(t->id, &rms[i], cancels[i].id ? &cancels[i] : NULL, &status);
-        t->done(t->opaque, status, resp);
+        removed(t, &rms[i], cancels[i].id ? &cancels[i] : NULL);
         free(t);
     }
     free(rms);
@@ -337,8 +317,6 @@ static void run_gets(struct intake *in, int worker, struct store *st, struct kin
     struct store_read *reads = calloc(b->n, sizeof(*reads));
     struct pullq_look looks[WORKER_BATCH] = { { 0 } };
     char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
-    int status;
-    char *resp;
 
     for (size_t i = 0; reads && i < b->n; i++)
         reads[i].id = b->t[i]->id;
@@ -352,8 +330,7 @@ static void run_gets(struct intake *in, int worker, struct store *st, struct kin
             intake_drop_task(NULL, t, "out of memory");
             continue;
         }
-        resp = got(t->id, &reads[i], looks[i].id ? &looks[i] : NULL, &status);
-        t->done(t->opaque, status, resp);
+        got(t, &reads[i], looks[i].id ? &looks[i] : NULL);
         free(t);
     }
     free(reads);
@@ -386,33 +363,40 @@ static void run_hand_back(struct leases *view, struct task *t)
 
     if (leases_ask_release(view, t->group, "api", owner, sizeof(owner), err, sizeof(err)) < 0) {
         snprintf(msg, sizeof(msg), "release failed: %s", err);
-        intake_answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
+        answer_send(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
     } else {
         if (owner[0])
             log_info("asked %s to hand back group %d", owner, t->group);
         snprintf(msg, sizeof(msg), owner[0] ? "asked its owner to hand group %d back" :
                  "group %d is held by nobody", t->group);
-        intake_answer(t->done, t->opaque, 200, API_OK, msg, api_release_data(t->group, owner));
+        answer_send(t->done, t->opaque, 200, API_OK, msg, api_release_data(t->group, owner));
     }
     free(t);
 }
 
-/* GET /delay-queue/api/claims's answer (malloc'd JSON text) and its status, read on view. */
-static char *claims_answer(struct intake *in, struct leases *view, int *status)
+/* Answers the n GET /delay-queue/api/claims requests ts with one view, read on view: they
+ * would all read the same. */
+static void answer_claims(struct intake *in, struct leases *view, struct task **ts, size_t n)
 {
+    struct answer a = { 503, API_UNAVAILABLE, ANSWER_FAILED, "", NULL };
     struct lease_view v;
     char err[256], msg[320];
-    char *resp;
 
+    if (!n)
+        return;
     if (leases_read_view(view, &v, err, sizeof(err)) < 0) {
         snprintf(msg, sizeof(msg), "claims: %s", err);
-        *status = 503;
-        return api_response(API_UNAVAILABLE, msg, NULL);
+        a.message = msg;
+    } else {
+        a = (struct answer){ 200, API_OK, ANSWER_DONE, "ok",
+                             api_claims_data(&v, in->cfg, clock_now_ms()) };
+        lease_view_release(&v);
     }
-    *status = 200;
-    resp = api_response(API_OK, "ok", api_claims_data(&v, in->cfg, clock_now_ms()));
-    lease_view_release(&v);
-    return resp;
+    for (size_t i = 0; i < n; i++) {
+        ts[i]->done(ts[i]->opaque, &a);
+        free(ts[i]);
+    }
+    api_data_free(a.data);
 }
 
 /* Runs the n tasks a worker took together: the gets in one pipeline, the removes in another,
@@ -424,8 +408,6 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
     struct leases **view = &in->wview[worker];
     struct task *by_kind[T_HAND_BACK + 1][WORKER_BATCH];
     struct kind_batch b[T_HAND_BACK + 1];
-    int status = 503;
-    char *resp;
 
     for (int k = 0; k <= T_HAND_BACK; k++)
         b[k] = (struct kind_batch){ by_kind[k], 0 };
@@ -440,42 +422,36 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
     run_gets(in, worker, *st, &b[T_GET]);
     run_removes(in, worker, *st, &b[T_REMOVE]);
     run_reschedules(in, *st, &b[T_RESCHEDULE]);
-    /* One view for all the /claims requests of the batch: they would read the same. */
-    resp = b[T_CLAIMS].n ? claims_answer(in, *view, &status) : NULL;
-    for (size_t i = 0; i < b[T_CLAIMS].n; i++) {
-        struct task *t = b[T_CLAIMS].t[i];
-        t->done(t->opaque, status, i + 1 < b[T_CLAIMS].n && resp ? strdup(resp) : resp);
-        free(t);
-    }
+    answer_claims(in, *view, b[T_CLAIMS].t, b[T_CLAIMS].n);
     for (size_t i = 0; i < b[T_HAND_BACK].n; i++)
         run_hand_back(*view, b[T_HAND_BACK].t[i]);
 }
 
-void intake_pop(struct intake *in, const char *body, size_t len, intake_done_fn done, void *opaque)
+void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque)
 {
     struct api_error e;
     struct api_pop pop;
 
     if (api_parse_pop(body, len, &in->limits, &pop, &e) < 0)
-        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
     else
         pull_pop(in->pull, &pop, done, opaque);
 }
 
-void intake_pop_request(struct intake *in, const struct api_pop *pop, intake_done_fn done,
+void intake_pop_request(struct intake *in, const struct api_pop *pop, answer_fn done,
                       void *opaque)
 {
     pull_pop(in->pull, pop, done, opaque);
 }
 
 void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,
-                  intake_done_fn done, void *opaque)
+                  answer_fn done, void *opaque)
 {
     struct api_pull_op op;
     struct api_error e;
 
     if (api_parse_pull_op(body, len, verb, &in->limits, &op, &e) < 0)
-        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
     else
         pull_op(in->pull, verb, &op, done, opaque);
 }
@@ -485,29 +461,29 @@ void intake_stop_waiting(struct intake *in)
     pull_stop_waiting(in->pull);
 }
 
-void intake_get(struct intake *in, const char *id, intake_done_fn done, void *opaque)
+void intake_get(struct intake *in, const char *id, answer_fn done, void *opaque)
 {
     queue_task(in, T_GET, id, 0, done, opaque);
 }
 
-void intake_remove(struct intake *in, const char *id, intake_done_fn done, void *opaque)
+void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaque)
 {
     queue_task(in, T_REMOVE, id, 0, done, opaque);
 }
 
-void intake_claims(struct intake *in, intake_done_fn done, void *opaque)
+void intake_claims(struct intake *in, answer_fn done, void *opaque)
 {
     queue_task(in, T_CLAIMS, NULL, 0, done, opaque);
 }
 
-void intake_hand_back(struct intake *in, const char *body, size_t len, intake_done_fn done,
+void intake_hand_back(struct intake *in, const char *body, size_t len, answer_fn done,
                     void *opaque)
 {
     struct api_error e;
     int group;
 
     if (api_parse_group(body, len, in->cfg->delay.ngroups, &group, &e) < 0)
-        intake_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
     else
         queue_task(in, T_HAND_BACK, NULL, group, done, opaque);
 }
@@ -531,7 +507,7 @@ static struct stats *stats_of(struct intake *in, char *err, size_t errlen)
 struct stats_wait {
     const struct levels *levels;
     struct pull *pull;
-    intake_done_fn done;
+    answer_fn done;
     void *opaque;
 };
 
@@ -550,13 +526,13 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
         int evicts = store_evicts(policy, sizeof(policy));
         api_stats_schedules(d, metrics_gauge(M_SCHEDULES));
         api_stats_redis(d, policy, evicts);
-        intake_answer(w->done, w->opaque, 200, API_OK, "ok", d);
+        answer_send(w->done, w->opaque, 200, API_OK, "ok", d);
     } else
-        intake_answer(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);
+        answer_send(w->done, w->opaque, 503, API_UNAVAILABLE, err, NULL);
     free(w);
 }
 
-void intake_stats(struct intake *in, intake_done_fn done, void *opaque)
+void intake_stats(struct intake *in, answer_fn done, void *opaque)
 {
     struct stats_wait *w = malloc(sizeof(*w));
     struct stats *s;
@@ -565,7 +541,7 @@ void intake_stats(struct intake *in, intake_done_fn done, void *opaque)
     snprintf(err, sizeof(err), "stats: out of memory");
     if (!w || !(s = stats_of(in, err, sizeof(err)))) {
         free(w);
-        intake_answer(done, opaque, 503, API_UNAVAILABLE, err, NULL);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, err, NULL);
         return;
     }
     *w = (struct stats_wait){ .levels = &in->cfg->delay.levels, .pull = in->pull, .done = done,

@@ -30,7 +30,7 @@ struct req {
     struct api_pop pop;
     enum api_verb verb;
     struct api_pull_op op;
-    pull_done_fn done;
+    answer_fn done;
     void *opaque;
     int64_t deadline_ms;           /* monotonic: when a parked pop's wait ends */
     struct req *next;
@@ -67,12 +67,6 @@ struct pull {
     struct pull_letter *sent;               /* dead letters acknowledged, to mark */
 };
 
-static void answer(pull_done_fn done, void *opaque, int status, int code, const char *msg,
-                   void *data)
-{
-    done(opaque, status, api_response(code, msg, data));
-}
-
 static void queue_req(struct pull *p, struct req *r)
 {
     pthread_mutex_lock(&p->mu);
@@ -83,12 +77,12 @@ static void queue_req(struct pull *p, struct req *r)
     pthread_mutex_unlock(&p->mu);
 }
 
-void pull_pop(struct pull *p, const struct api_pop *pop, pull_done_fn done, void *opaque)
+void pull_pop(struct pull *p, const struct api_pop *pop, answer_fn done, void *opaque)
 {
     struct req *r = calloc(1, sizeof(*r));
 
     if (!r) {
-        answer(done, opaque, 503, API_UNAVAILABLE, "pop failed: out of memory", NULL);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "pop failed: out of memory", NULL);
         return;
     }
     *r = (struct req){ .kind = K_POP, .pop = *pop, .done = done, .opaque = opaque,
@@ -96,13 +90,13 @@ void pull_pop(struct pull *p, const struct api_pop *pop, pull_done_fn done, void
     queue_req(p, r);
 }
 
-void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *op, pull_done_fn done,
+void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *op, answer_fn done,
              void *opaque)
 {
     struct req *r = calloc(1, sizeof(*r));
 
     if (!r) {
-        answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
     *r = (struct req){ .kind = K_OP, .verb = verb, .op = *op, .done = done, .opaque = opaque };
@@ -134,7 +128,7 @@ static void answer_pop(struct req *r, struct pullq_pop *pp)
     }
     metrics_inc(n ? M_PULL_POPS : M_PULL_EMPTY_POPS);
     metrics_add(M_PULL_POPPED, n);
-    answer(r->done, r->opaque, 200, API_OK, "ok", api_pop_data(out, n));
+    answer_send(r->done, r->opaque, 200, API_OK, "ok", api_pop_data(out, n));
     for (size_t i = 0; i < n; i++)
         job_release(&jobs[i]);
     free(r);
@@ -174,7 +168,7 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
             if (pops[j].failed && !pops[j].n) {
                 log_warn("pop of topic=%s failed: %s", pops[j].topic, pops[j].err);
                 metrics_inc(M_REDIS_ERRORS);
-                answer(r->done, r->opaque, 503, API_UNAVAILABLE, pops[j].err, NULL);
+                answer_send(r->done, r->opaque, 503, API_UNAVAILABLE, pops[j].err, NULL);
                 free(r);
             } else if (pops[j].n) {
                 answer_pop(r, &pops[j]);
@@ -216,22 +210,22 @@ static void answer_op(struct req *r, const struct pullq_op *o)
     if (o->failed) {
         metrics_inc(M_REDIS_ERRORS);
         snprintf(msg, sizeof(msg), "%s failed: %s", verb_name[r->verb], o->err);
-        answer(r->done, r->opaque, 503, API_UNAVAILABLE, msg, NULL);
+        answer_send(r->done, r->opaque, 503, API_UNAVAILABLE, msg, NULL);
     } else if (o->res == PULLQ_NO_JOB) {
         snprintf(msg, sizeof(msg), "no pull job %s in topic %s", o->id, o->topic);
-        answer(r->done, r->opaque, 404, API_NOT_FOUND, msg, NULL);
+        answer_send(r->done, r->opaque, 404, API_NOT_FOUND, msg, NULL);
     } else if (o->res != PULLQ_DONE) {
         snprintf(msg, sizeof(msg), "receipt is not the job's reservation now (the job is %s): "
                  "its time to run ran out and it was popped again, or it was finished, released "
                  "or buried", pullq_state_name(o->state));
-        answer(r->done, r->opaque, 409, API_CONFLICT, msg, NULL);
+        answer_send(r->done, r->opaque, 409, API_CONFLICT, msg, NULL);
     } else {
         if (r->verb == API_FINISH && !o->repeated)
             metrics_inc(M_PULL_FINISHES);
         else if (r->verb == API_RELEASE)
             metrics_inc(M_PULL_RELEASES);
-        answer(r->done, r->opaque, 200, API_OK, "ok",
-               api_pull_op_data(o->id, pullq_state_name(o->state), o->until_ms));
+        answer_send(r->done, r->opaque, 200, API_OK, "ok",
+                    api_pull_op_data(o->id, pullq_state_name(o->state), o->until_ms));
     }
     free(r);
 }
@@ -249,8 +243,8 @@ static void serve_ops(struct pull *p, struct req **reqs, size_t n)
         const char *t;
         size_t len;
         if (pullq_receipt_topic(a->receipt, &t, &len) < 0 || len > TOPIC_NAME_MAX) {
-            answer(reqs[i]->done, reqs[i]->opaque, 400, API_BAD_REQUEST,
-                   "receipt is not one a pop handed out", NULL);
+            answer_send(reqs[i]->done, reqs[i]->opaque, 400, API_BAD_REQUEST,
+                        "receipt is not one a pop handed out", NULL);
             free(reqs[i]);
             continue;
         }

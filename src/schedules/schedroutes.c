@@ -18,16 +18,15 @@
 
 static void reply(struct task *t, int status, int code, const char *msg, void *data)
 {
-    schedules_answer(t->done, t->opaque, status, code, msg, data);
+    answer_send(t->done, t->opaque, status, code, msg, data);
 }
 
 /* The add of a put's or resume's first occurrence answered: so is the request. */
-static void first_added(void *opaque, int status, char *response)
+static void first_added(void *opaque, const struct answer *a)
 {
     struct task *t = opaque;
 
-    free(response);
-    if (status == 200) {
+    if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
         reply(t, 200, API_OK, "ok", t->data);
     } else {
         api_data_free(t->data);
@@ -474,20 +473,20 @@ static int read_put(struct schedules *s, const struct schedules_request *r, stru
     return 0;
 }
 
-void schedules_serve(struct schedules *s, const struct schedules_request *r, intake_done_fn done,
+void schedules_serve(struct schedules *s, const struct schedules_request *r, answer_fn done,
                      void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     struct api_error e;
 
     if (!t) {
-        schedules_answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
     t->done = done;
     t->opaque = opaque;
     if (task_of(s, r, t, &e) < 0 || (t->kind == T_PUT && read_put(s, r, t, &e) < 0)) {
-        schedules_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
         schedules_task_free(t);
         return;
     }

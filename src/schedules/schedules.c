@@ -26,12 +26,6 @@
 
 /* ---- shared with schedroutes.c ---- */
 
-void schedules_answer(intake_done_fn done, void *opaque, int status, int code, const char *msg,
-                      void *data)
-{
-    done(opaque, status, api_response(code, msg, data));
-}
-
 void schedules_task_free(struct task *t)
 {
     sched_def_release(&t->def);
@@ -92,18 +86,17 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
 }
 
 /* What became of an add of an occurrence no request waits for. */
-static void occurrence_added(void *opaque, int status, char *response)
+static void occurrence_added(void *opaque, const struct answer *a)
 {
     (void)opaque;
-    if (status != 200)
-        log_warn("an occurrence was not added (the sweep makes it again): %s", response);
-    free(response);
+    if (a->is != ANSWER_DONE && a->is != ANSWER_ALREADY)
+        log_warn("an occurrence was not added (the sweep makes it again): %s", a->message);
 }
 
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
                               int64_t gen, int64_t runs, int chained, int override,
-                              intake_done_fn done, void *opaque)
+                              answer_fn done, void *opaque)
 {
     int64_t now = clock_now_ms();
     int64_t due = fire_ms + (chained ? recur_jitter(id, fire_ms, t->jitter_ms) : 0);
@@ -113,7 +106,7 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
     if (schedjson_occurrence(job_json, strlen(job_json), &s->limits, now, due, &job, &e) < 0) {
         job_release(&job);
         log_error("schedule=%s: its job does not read: %s", id, e.message);
-        schedules_answer(done, opaque, e.status, e.code, e.message, NULL);
+        answer_send(done, opaque, e.status, e.code, e.message, NULL);
         return;
     }
     snprintf(job.id, sizeof(job.id), "%s@%lld", id, (long long)fire_ms);
@@ -126,7 +119,7 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
     }
     if (chained && (!job.sched || !job.sched->id || !job.sched->timing)) {
         job_release(&job);
-        schedules_answer(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         return;
     }
     metrics_inc(M_SCHED_MADE);
@@ -243,7 +236,7 @@ static void run_task(struct schedules *s, int slot, struct task *t)
 
     if (!schedules_ss(s, slot) || !st_of(s, slot)) {
         if (t->done)
-            schedules_answer(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+            answer_send(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         schedules_task_free(t);
         return;
     }
@@ -278,7 +271,7 @@ static void drop_task(void *ctx, void *task, const char *why)
     (void)ctx;
     if (t->done) {
         snprintf(msg, sizeof(msg), "schedules: %s", why);
-        schedules_answer(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
+        answer_send(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
     } else {
         log_info("schedule=%s: a move on was dropped (%s); a sweep does it", t->id, why);
     }

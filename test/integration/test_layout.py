@@ -120,3 +120,15 @@ def test_every_source_file_is_described_in_the_architecture_page():
     missing = sorted(p for p in files() if p.endswith(".c") and
                      f"`{os.path.basename(p)}`" not in page and p != os.path.join("src", "main.c"))
     assert not missing, "not in docs/architecture.md: " + ", ".join(missing)
+
+
+def test_answers_are_json_text_only_at_the_edge():
+    """Modules answer a struct answer; only the HTTP layer renders the API's JSON text, and no
+    module reads an answer back from text or decides by a message's words."""
+    renders = sorted(p for p, text in files().items() if "api_response(" in text and
+                     folder(p) != "http" and not p.endswith(os.path.join("core", "apijson.c")) and
+                     not p.endswith(os.path.join("core", "apijson.h")))
+    assert not renders, "renders an answer as JSON text below the HTTP layer: " + ", ".join(renders)
+    reads = sorted(p for p, text in files().items()
+                   if re.search(r"json_loads\(\s*response|strcmp\(\s*msg\s*,", text))
+    assert not reads, "reads an answer back from its text: " + ", ".join(reads)
