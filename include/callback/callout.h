@@ -55,7 +55,7 @@ enum call_act {
 struct call_outcome {
     struct held *m;
     enum call_act act;
-    const struct job *job;      /* CO_WRITE_FAILED, CO_GONE, CO_AGAIN, CO_DELIVER_JOB,
+    struct job *job;            /* CO_WRITE_FAILED, CO_GONE, CO_AGAIN, CO_DELIVER_JOB,
                                  * CO_DEAD_JOB: the job as its calls left it */
     const char *topic;          /* CO_DELIVER_DIRECT */
     enum dlq_reason dlq;        /* CO_DEAD */

@@ -1,7 +1,9 @@
 /* forwarder_link: the inside of the forwarder, shared by its files and nothing else:
- * forwarder.c (what a due message becomes, callbacks' outcomes, the flush), records.c (claims and
- * marks of job records in pipelines, claim tokens), send.c (produces to Kafka: deliveries, moves
- * down the levels, dead letters, and their reports) and ready.c (pull jobs made ready in Redis). */
+ * forwarder.c (what a due message becomes, the flush), records.c (claims and marks of job
+ * records in pipelines, claim tokens), target.c (the targets' one interface: which target takes
+ * a due message, and what is done with its report), and the targets: send.c (Kafka; also moves
+ * down the levels and dead letters, and their reports), ready.c (pull topics: jobs made ready
+ * in Redis) and calls.c (callbacks, made by callout.c). */
 #ifndef DQ_FORWARDER_LINK_H
 #define DQ_FORWARDER_LINK_H
 
@@ -164,6 +166,48 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
  * levels or, with less than the smallest level left, waiting here; then it claims the record
  * with that due time. */
 void fw_move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_t now);
+
+/* target.c */
+/* What a target reports of a message it took. */
+enum target_says {
+    TARGET_DELIVERED,   /* delivered: a job's record is marked delivered, a direct message done */
+    TARGET_ONWARD,      /* its callback was answered 2xx: on to its pull or Kafka topic */
+    TARGET_RETRY,       /* failed: taken again after a backoff that grows with its attempts */
+    TARGET_LATER,       /* deferred, or its next attempt planned: its message goes on to at_ms */
+    TARGET_DEAD,        /* to the dead letters, why in words (a direct message's reason: dlq) */
+    TARGET_GONE,        /* nothing is left to do (its record changed meanwhile): done */
+};
+
+struct target_report {
+    enum target_says says;
+    int64_t at_ms;              /* TARGET_LATER */
+    enum dlq_reason dlq;        /* TARGET_DEAD of a direct message */
+    const char *why;            /* TARGET_DEAD */
+};
+
+/* A target: takes a due message m, with job, its claimed record read (the target may take
+ * what it owns), or NULL for a direct message; reports later or at once through
+ * fw_target_report, or hands m back itself (fw_retry when it cannot take it now). */
+struct target {
+    const char *name;
+    void (*take)(struct forwarder *fw, struct held *m, struct job *job);
+};
+
+extern const struct target fw_kafka_target;      /* send.c */
+extern const struct target fw_pull_target;       /* ready.c */
+extern const struct target fw_callback_target;   /* calls.c */
+
+/* A due message (job: its claimed record read; NULL: a direct message) to the one target
+ * decide_dest names. */
+void fw_deliver(struct forwarder *fw, struct held *m, struct job *job);
+/* Acts on what a target reports of m (job: its record read, as the target took it, or NULL
+ * for a direct message). */
+void fw_target_report(struct forwarder *fw, struct held *m, struct job *job,
+                      const struct target_report *r);
+
+/* calls.c */
+/* Acts on what callout.c reports of a callback's message. */
+void fw_act_on_call(struct forwarder *fw, const struct call_outcome *o);
 
 /* records.c */
 /* The claim token of m: this instance's part (from its lease token), then its message's: 24

@@ -1,8 +1,7 @@
-/* forwarder: the delivery path of a message whose time has come: claim its record, produce to
- * the business topic, mark the record, or move the message down a level, or dead-letter it.
- * Owns the refusal rules, claim tokens and the Redis pipelines of claims and marks; a callback
- * job's calls are made by callout.c, whose outcomes are acted on here. The contract is in
- * include/delivery/forwarder.h. */
+/* forwarder: the delivery path of a message whose time has come: claim its record and hand
+ * the job to its target (target.c), or move the message down a level, or dead-letter it.
+ * Owns the refusal rules and the schedule occurrences' plans; claims and marks go in
+ * pipelines (records.c). The contract is in include/delivery/forwarder.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,160 +157,6 @@ void fw_move_on(struct forwarder *fw, struct held *m, int64_t due_ms, int64_t no
         fw_hold_back(fw, m, due_ms);
 }
 
-/* A direct message's failed call, made again at at_ms: a copy of the message goes into the
- * delay topics due then, carrying its webhook-id and the calls made so far; the message is
- * done once Kafka has the copy. */
-static void call_again_direct(struct forwarder *fw, struct held *m, int64_t at_ms, int64_t now)
-{
-    const struct levels *lv = &fw->cfg->delay.levels;
-    rd_kafka_headers_t *hdrs = fw_copy_headers(m, 0, NULL);
-
-    callout_again_headers(hdrs, m->call, at_ms);
-    m->stage = ST_SEND_MOVE;
-    if (fw_produce(fw, m, lv->topic[levels_route(lv, at_ms - now)], m->key, m->key_len,
-                   m->value, m->value_len, hdrs, now) < 0)
-        fw_retry(fw, m);   /* called again sooner than planned: never lost */
-}
-
-static void call_job(struct forwarder *fw, struct held *m, struct job *job);
-static void call_direct(struct forwarder *fw, struct held *m);
-
-/* A due job whose callback, if it has one, was answered 2xx: on to its pull topic or its Kafka
- * topic, or, with no topic, marked delivered. */
-static void deliver_onward(struct forwarder *fw, struct held *m, const struct job *job)
-{
-    switch (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, 0, 1)) {
-    case DEST_PULL:
-        fw_ready_job(fw, m, job);
-        break;
-    case DEST_KAFKA:
-        fw_deliver_job(fw, m, job);
-        break;
-    default:
-        m->mark = JOB_DELIVERED;
-        m->stage = ST_MARK;
-        vec_push(&fw->marks, m);
-        break;
-    }
-}
-
-/* A due job (its record claimed) to the one target decide_dest names: its callback until that
- * was answered 2xx (the record says so), then onward. */
-static void deliver_job(struct forwarder *fw, struct held *m, struct job *job)
-{
-    if (decide_dest(fw->cfg, job->topic, strlen(job->topic), job->deliver, job->callback != NULL,
-                    job->callback && job_called_back(job->callback)) == DEST_CALLBACK)
-        call_job(fw, m, job);
-    else
-        deliver_onward(fw, m, job);
-}
-
-/* A due direct message to the one target decide_dest names. */
-static void deliver_direct(struct forwarder *fw, struct held *m)
-{
-    char topic[TOPIC_NAME_MAX + 1];
-
-    switch (decide_dest(fw->cfg, m->env.topic, m->env.topic ? m->env.topic_len : 0,
-                        m->env.deliver, m->env.callback != NULL, m->called)) {
-    case DEST_CALLBACK:
-        call_direct(fw, m);
-        break;
-    case DEST_PULL:
-        fw_ready_direct(fw, m);
-        break;
-    case DEST_KAFKA:
-        snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
-        fw_deliver_direct(fw, m, topic);
-        break;
-    case DEST_DONE:
-        fw_done(fw, m);
-        break;
-    }
-}
-
-/* Acts on what callout.c reports of a callback's message. After a next attempt was (or was
- * not) written, m is new again: retried sooner than planned on a failure, never lost. */
-static void act_on_call(struct forwarder *fw, const struct call_outcome *o)
-{
-    struct held *m = o->m;
-
-    switch (o->act) {
-    case CO_MADE:
-        m->stage = ST_CALL;
-        break;
-    case CO_RETRY:
-        fw_retry(fw, m);
-        break;
-    case CO_WRITE_FAILED:
-        m->stage = ST_NEW;
-        metrics_inc(M_REDIS_ERRORS);
-        warn_retried(&fw->redis_gate, "job=%s: writing its next attempt failed (retried): %s",
-                     o->job->id, o->why);
-        fw_retry(fw, m);
-        break;
-    case CO_GONE:
-        m->stage = ST_NEW;
-        fw_done(fw, m);
-        break;
-    case CO_AGAIN:
-        m->stage = ST_NEW;
-        fw_move_on(fw, m, o->at_ms, o->now_ms);
-        break;
-    case CO_AGAIN_DIRECT:
-        call_again_direct(fw, m, o->at_ms, o->now_ms);
-        break;
-    case CO_DELIVERED:
-        fw_done(fw, m);
-        break;
-    case CO_DELIVER_DIRECT:
-        m->called = 1;
-        deliver_direct(fw, m);
-        break;
-    case CO_DELIVER_JOB:
-        deliver_onward(fw, m, o->job);
-        break;
-    case CO_MARK:
-        m->mark = JOB_DELIVERED;
-        m->stage = ST_MARK;
-        vec_push(&fw->marks, m);
-        break;
-    case CO_DEAD:
-        fw_dead_letter(fw, m, o->dlq, o->why);
-        break;
-    case CO_DEAD_JOB:
-        fw_dead_letter_job(fw, m, o->job, o->why);
-        break;
-    }
-}
-
-/* A due callback job, m its message: its call made by callout.c, which takes job, under the
- * record's head as claimed and m's tag (its next attempt is written under them). */
-static void call_job(struct forwarder *fw, struct held *m, struct job *job)
-{
-    char head[CALL_HEAD_MAX], token[CLAIM_TOKEN_LEN + 1], tag[ENVELOPE_TAG_MAX + 1];
-    struct call_outcome o;
-
-    if (fw_dropped_if_not_ours(fw, m))
-        return;
-    fw_claim_token(fw, m, token);
-    snprintf(head, sizeof(head), "%c%lld||%s|", job_state_letter(JOB_DELIVERING),
-             (long long)m->claimed_due_ms, token);
-    fw_tag_of(m, tag);
-    callout_job(fw->co, m, job, head, tag, &o);
-    act_on_call(fw, &o);
-}
-
-/* A due direct message with dq-callback: its call made by callout.c. */
-static void call_direct(struct forwarder *fw, struct held *m)
-{
-    struct call_outcome o;
-
-    if (fw_dropped_if_not_ours(fw, m))
-        return;
-    callout_direct(fw->co, m, fw_topic_of(fw, m), &o);
-    act_on_call(fw, &o);
-}
-
 /* The fire time of an occurrence: its id is "<schedule id>@<fire time, epoch ms>". */
 static int64_t fire_of(const char *id)
 {
@@ -414,7 +259,7 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
     } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
     } else {
-        deliver_job(fw, m, &job);
+        fw_deliver(fw, m, &job);
     }
     job_release(&job);
 }
@@ -493,7 +338,7 @@ static void route(struct forwarder *fw, struct held *m, int64_t now)
         vec_push(&fw->claims, m);
         break;
     case DECIDE_DELIVER:
-        deliver_direct(fw, m);
+        fw_deliver(fw, m, NULL);
         break;
     }
 }
@@ -559,7 +404,7 @@ int forwarder_poll(struct forwarder *fw)
     rd_kafka_poll(fw->rk, 0);
     n = callout_outcomes(fw->co, out, &more);
     for (size_t i = 0; i < n; i++)
-        act_on_call(fw, &out[i]);
+        fw_act_on_call(fw, &out[i]);
     if (fw->nready)
         fw_run_ready(fw);
     if (fw->marks.n)

@@ -128,21 +128,15 @@ static void act_on_ready(struct forwarder *fw, struct ready_item *it, const stru
     if (e->failed || e->res == PULLQ_ID_BUSY) {
         (*failed)++;
         *why = e->failed ? e->err : "another job of its id is still ready or reserved";
-        it->m->stage = ST_NEW;
-        fw_retry(fw, it->m);
+        fw_target_report(fw, it->m, NULL, &(struct target_report){ .says = TARGET_RETRY });
         return;
     }
     if (e->res == PULLQ_MADE_READY)
         metrics_inc(M_PULL_READY);
-    if (fw->cfg->pull.also_kafka) {
+    if (fw->cfg->pull.also_kafka)
         deliver_too(fw, it);
-    } else if (it->m->env.id) {
-        it->m->mark = JOB_DELIVERED;
-        it->m->stage = ST_MARK;
-        vec_push(&fw->marks, it->m);
-    } else {
-        fw_done(fw, it->m);
-    }
+    else
+        fw_target_report(fw, it->m, NULL, &(struct target_report){ .says = TARGET_DELIVERED });
 }
 
 /* Makes the due pull jobs of this flush ready, in one pipeline; a job's record is then marked
@@ -176,3 +170,14 @@ void fw_run_ready(struct forwarder *fw)
     }
     fw->nready = 0;
 }
+
+/* The pull target: a due job, or a direct message made a job, made ready in its pull topic. */
+static void take_pull(struct forwarder *fw, struct held *m, struct job *job)
+{
+    if (job)
+        fw_ready_job(fw, m, job);
+    else
+        fw_ready_direct(fw, m);
+}
+
+const struct target fw_pull_target = { "pull", take_pull };

@@ -254,19 +254,33 @@ void fw_report(rd_kafka_t *rk, const rd_kafka_message_t *rkm, void *opaque)
         warn_retried(&fw->kafka_gate, "delivery to topic=%s failed (retried): %s",
                      rd_kafka_topic_name(rkm->rkt), rd_kafka_err2str(rkm->err));
         fw_note_failure(m, rkm->err);
-        m->stage = ST_NEW;
-        fw_retry(fw, m);
+        fw_target_report(fw, m, NULL, &(struct target_report){ .says = TARGET_RETRY });
         return;
     }
     if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DIRECT) {
         metrics_inc(M_JOBS_DELIVERED);
         metrics_lateness(acked_ms(m, rkm) - m->due_ms);
-    }
-    if (m->stage == ST_SEND_JOB || m->stage == ST_SEND_DEAD_JOB) {
-        m->mark = m->stage == ST_SEND_JOB ? JOB_DELIVERED : JOB_FAILED;
+        fw_target_report(fw, m, NULL, &(struct target_report){ .says = TARGET_DELIVERED });
+    } else if (m->stage == ST_SEND_DEAD_JOB) {
+        m->mark = JOB_FAILED;
         m->stage = ST_MARK;
         vec_push(&fw->marks, m);
     } else {
         fw_done(fw, m);
     }
 }
+
+/* The Kafka target: a due job's body, or a direct message itself, to its business topic. */
+static void take_kafka(struct forwarder *fw, struct held *m, struct job *job)
+{
+    char topic[TOPIC_NAME_MAX + 1];
+
+    if (job) {
+        fw_deliver_job(fw, m, job);
+        return;
+    }
+    snprintf(topic, sizeof(topic), "%.*s", (int)m->env.topic_len, m->env.topic);
+    fw_deliver_direct(fw, m, topic);
+}
+
+const struct target fw_kafka_target = { "kafka", take_kafka };

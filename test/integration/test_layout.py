@@ -25,6 +25,8 @@ PARTS = {
     "delivery/records": "delivery/forwarder",
     "delivery/send": "delivery/forwarder",
     "delivery/ready": "delivery/forwarder",
+    "delivery/target": "delivery/forwarder",
+    "delivery/calls": "delivery/forwarder",
     "http/routes": "http/http",
     "schedules/schedroutes": "schedules/schedules",
 }
@@ -132,3 +134,14 @@ def test_answers_are_json_text_only_at_the_edge():
     reads = sorted(p for p, text in files().items()
                    if re.search(r"json_loads\(\s*response|strcmp\(\s*msg\s*,", text))
     assert not reads, "reads an answer back from its text: " + ", ".join(reads)
+
+
+def test_the_dispatcher_knows_targets_only_through_their_interface():
+    """A due job's target is taken through struct target: the forwarder and target.c call no
+    target's own functions, so a new target is one new module."""
+    own = re.compile(r"\b(fw_deliver_job|fw_deliver_direct|fw_ready_job|fw_ready_direct|"
+                     r"callout_job|callout_direct)\(")
+    for name in ("forwarder.c", "target.c"):
+        path = os.path.join("src", "delivery", name)
+        calls = own.findall(files()[path])
+        assert not calls, f"{path} calls a target's own functions: {sorted(set(calls))}"
