@@ -28,6 +28,11 @@ struct answer {
 /* Called exactly once per request, from whatever thread has its answer. */
 typedef void (*answer_fn)(void *opaque, const struct answer *a);
 
+/* For a request that may wait long (a pop): 1 while the one who asked still waits for the
+ * answer, 0 once it is gone (its client closed the connection). Called from any thread, with
+ * the opaque of its answer_fn, until that is called. */
+typedef int (*answer_wanted_fn)(void *opaque);
+
 /* The `is` an answer of status has when nothing more particular is known. */
 static inline enum answer_is answer_is_of(int status)
 {

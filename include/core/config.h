@@ -129,6 +129,7 @@ struct config {
         int64_t max_attempts;              /* pops whose time ran out before the dead letters;
                                             * 0: no limit */
         int also_kafka;                    /* 1: a due pull job goes to its Kafka topic too */
+        int64_t max_wait_ms;               /* a pop waits this long at most, whatever it asks */
     } pull;
     struct {
         char secrets[CONFIG_SECRETS_MAX][CONFIG_STR_MAX];   /* "whsec_..." each; sign calls to

@@ -27,6 +27,7 @@ enum metric_counter {
     M_PULL_READY,           /* due jobs made ready for poppers */
     M_PULL_POPS,            /* pops answered with jobs */
     M_PULL_EMPTY_POPS,      /* pops answered with none (their wait ran out) */
+    M_PULL_POPS_LEFT,       /* waiting pops whose client left: answered with none */
     M_PULL_POPPED,          /* jobs handed out by pops */
     M_PULL_FINISHES,
     M_PULL_RELEASES,

@@ -37,8 +37,9 @@ struct compat_request {
 /* A compat answer: HTTP status and that queue's JSON text (malloc'd; the callee frees it). */
 typedef void (*compat_done_fn)(void *opaque, int status, char *text);
 
-/* Serves a request to a compat route; done is called exactly once. */
+/* Serves a request to a compat route; done is called exactly once. A waiting pop whose asker
+ * is gone (wanted says 0; NULL: never) is dropped and takes nothing. */
 void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
-                  compat_done_fn done, void *opaque);
+                  compat_done_fn done, answer_wanted_fn wanted, void *opaque);
 
 #endif

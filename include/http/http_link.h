@@ -56,6 +56,7 @@ struct request {
     struct http *http;
     struct server *srv;     /* whose thread serves the connection */
     struct MHD_Connection *conn;
+    int fd;                 /* its connection's socket, watched while it waits suspended */
     int path;               /* index in routes, or -1 */
     struct conn *cn;        /* its connection's deadline */
     enum http_route route;
@@ -90,6 +91,9 @@ enum MHD_Result http_send_error(struct request *req, int status, int code, const
 void http_done(void *opaque, int status, char *response);
 /* The same for a module's answer (core/answer.h), rendered here as the API's JSON. */
 void http_answered(void *opaque, const struct answer *a);
+/* The answer_wanted_fn of a request handed on (opaque: the request): 0 once its client has
+ * closed its connection (a suspended connection is not watched by libmicrohttpd). */
+int http_wanted(void *opaque);
 
 /* The routes (routes.c). */
 

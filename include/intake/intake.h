@@ -57,12 +57,14 @@ void intake_get(struct intake *in, const char *id, answer_fn done, void *opaque)
 void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaque);
 
 /* Pops jobs of a pull topic as a pop request body asks (see pull.h); done is called exactly
- * once: at once for a bad request (400), else from the pull thread. */
-void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque);
+ * once: at once for a bad request (400), else from the pull thread. A waiting pop whose asker
+ * is gone (wanted says 0; NULL: never) is dropped and takes nothing. */
+void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done,
+                answer_wanted_fn wanted, void *opaque);
 
 /* The same for a pop already parsed (its topics checked). */
 void intake_pop_request(struct intake *in, const struct api_pop *pop, answer_fn done,
-                      void *opaque);
+                        answer_wanted_fn wanted, void *opaque);
 
 /* Finishes, releases, touches or buries a popped job as the request body asks (see pull_op);
  * done is called exactly once. */

@@ -16,6 +16,7 @@
 
 #define PULL_WAIT_POLL_MS 5     /* a waiting pop hears of a ready job this late at most, from
                                  * any instance: well within the 50 ms poppers are promised */
+#define PULL_GONE_POLL_MS 100  /* a waiting pop whose client left is dropped this late at most */
 #define PULL_SWEEP_MS 250       /* a reservation that ran out is ready again this late at most */
 
 struct pull;
@@ -30,9 +31,12 @@ void pull_free(struct pull *p);
 /* Parked pops are answered now (with no jobs), and pops to come do not wait. */
 void pull_stop_waiting(struct pull *p);
 
-/* Pops up to req->max ready jobs of req->topic, waiting up to req->wait_ms for one. done is
- * called exactly once, from the pull thread (or at once, out of memory). */
-void pull_pop(struct pull *p, const struct api_pop *req, answer_fn done, void *opaque);
+/* Pops up to req->max ready jobs of req->topic, waiting up to req->wait_ms (at most
+ * pull.max_wait_ms) for one. done is called exactly once, from the pull thread (or at once,
+ * out of memory). A waiting pop whose asker is gone (wanted, when not NULL, says 0) is
+ * answered at once with no jobs and takes none. */
+void pull_pop(struct pull *p, const struct api_pop *req, answer_fn done, answer_wanted_fn wanted,
+              void *opaque);
 
 /* Finishes, releases, touches or buries a popped job, as its receipt allows. done is called
  * exactly once: 200, 404 (no such pull job), 409 (the receipt is not the job's reservation

@@ -98,8 +98,9 @@ enum pullq_op_result {
 };
 
 /* One operation: verb, topic, id, receipt (not for PULLQ_CANCEL), at_ms (RELEASE: ready
- * again from then; TOUCH: reserved until then), reason (BURY) in; res, state (a letter of
- * the hash's st) and until_ms (TOUCH) out, or failed. */
+ * again from then; TOUCH: reserved until then, or -1: for the job's own ttr, else the one its
+ * pop gave, else pull.ttr_s), reason (BURY) in; res, state (a letter of the hash's st) and
+ * until_ms (TOUCH) out, or failed. */
 struct pullq_op {
     enum pullq_verb verb;
     const char *topic;

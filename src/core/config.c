@@ -99,6 +99,7 @@ static const struct key keys[] = {
     INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
     INT(pull, max_attempts, pull.max_attempts, 0, 1000000),
     BOOL(pull, also_kafka, pull.also_kafka),
+    INT(pull, max_wait_ms, pull.max_wait_ms, 0, 180000),
     FN(callbacks, secret, config_read_cb_secret),
     FN(callbacks, secret_file, config_read_cb_secret_file),
     BOOL(callbacks, allow_private, callbacks.allow_private),
@@ -145,6 +146,7 @@ void config_defaults(struct config *cfg)
     cfg->kafka.replication_factor = -1;
     cfg->pull.ttr_s = 60;
     cfg->pull.max_attempts = 10;
+    cfg->pull.max_wait_ms = 180000;
     cfg->callbacks.max_response_bytes = 65536;
     cfg->callbacks.limits = (struct config_call_limits){ .timeout_ms = 10000, .max_concurrency = 64 };
     cfg->callbacks.retry = (struct config_call_retry){ .min_backoff_ms = 1000,

@@ -260,7 +260,8 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
     if (msgpack_sbuffer_write(buf, head, (size_t)n) < 0)
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
-    int more = job->deliver || job->callback || job->sched;   /* elements after the headers */
+    /* elements after the headers: a ttr counts without deliver too (a topic of pull.topics) */
+    int more = job->deliver || job->ttr_ms || job->callback || job->sched;
 
     msgpack_pack_array(&pk, job->sched ? 9 : job->callback ? 8 : more ? 7 : job->nheaders ? 5
                             : job->key ? 4 : 3);

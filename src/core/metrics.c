@@ -38,6 +38,7 @@ static const struct { const char *name, *help; } counter_info[M_COUNTERS] = {
     [M_PULL_READY] = { "delayq_pull_ready_total", "Due jobs of pull topics made ready for poppers." },
     [M_PULL_POPS] = { "delayq_pull_pops_total", "Pops answered with jobs." },
     [M_PULL_EMPTY_POPS] = { "delayq_pull_empty_pops_total", "Pops answered with no job: none became ready within their wait." },
+    [M_PULL_POPS_LEFT] = { "delayq_pull_pops_left_total", "Waiting pops whose client closed its connection: dropped, they took no job." },
     [M_PULL_POPPED] = { "delayq_pull_jobs_popped_total", "Jobs handed out by pops (each reserved for its time to run)." },
     [M_PULL_FINISHES] = { "delayq_pull_finishes_total", "Reserved jobs finished." },
     [M_PULL_RELEASES] = { "delayq_pull_releases_total", "Reserved jobs released (ready again, now or after a delay)." },

@@ -38,8 +38,17 @@ enum verb { PUSH, POP, REMOVE, GET, CS_ADD, CS_POP, CS_FINISH, CS_DELETE };
 struct call {
     enum verb verb;
     compat_done_fn done;
+    answer_wanted_fn wanted;    /* a pop's: is its asker still there */
     void *opaque;
 };
+
+/* The answer_wanted_fn of a pop on its way: its asker's. */
+static int call_wanted(void *opaque)
+{
+    struct call *c = opaque;
+
+    return !c->wanted || c->wanted(c->opaque);
+}
 
 /* changsongl's answer {"success", "message"} and more members (takes extra; NULL: none). */
 static void cs_reply(compat_done_fn done, void *opaque, int success, const char *msg, json_t *extra)
@@ -213,7 +222,7 @@ static struct call *call_new(enum verb verb, compat_done_fn done, void *opaque)
     struct call *c = malloc(sizeof(*c));
 
     if (c)
-        *c = (struct call){ verb, done, opaque };
+        *c = (struct call){ verb, done, NULL, opaque };
     else
         reply(done, opaque, 1, "out of memory", NULL);
     return c;
@@ -273,7 +282,7 @@ static void push(struct intake *jobs, json_t *req, compat_done_fn done, void *op
 
 /* /pop: the first ready job of the comma-separated topics, waiting as ouqiang's BLPOP does. */
 static void pop(struct intake *jobs, const struct config *cfg, json_t *req, compat_done_fn done,
-                void *opaque)
+                answer_wanted_fn wanted, void *opaque)
 {
     char *topics = trimmed(req, "topic"), *save = NULL, why[TOPIC_NAME_MAX + 128];
     struct api_pop p = { .ntopics = 0, .wait_ms = COMPAT_OUQIANG_WAIT_MS, .max = 1 };
@@ -294,8 +303,10 @@ static void pop(struct intake *jobs, const struct config *cfg, json_t *req, comp
     free(topics);
     if (p.ntopics == 0)
         reply(done, opaque, 1, OQ_NO_POP_TOPIC, NULL);
-    else if ((c = call_new(POP, done, opaque)))
-        intake_pop_request(jobs, &p, answered, c);
+    else if ((c = call_new(POP, done, opaque))) {
+        c->wanted = wanted;
+        intake_pop_request(jobs, &p, answered, call_wanted, c);
+    }
 }
 
 /* /finish, /delete and /get: by the job's id. */
@@ -361,7 +372,8 @@ static void cs_add(struct intake *jobs, const char *topic, const struct compat_r
 
 /* changsongl's routes. */
 static void changsongl(struct intake *jobs, const struct config *cfg,
-                       const struct compat_request *req, compat_done_fn done, void *opaque)
+                       const struct compat_request *req, compat_done_fn done,
+                       answer_wanted_fn wanted, void *opaque)
 {
     char topic[TOPIC_NAME_MAX + 1], id[CS_ID_MAX + 1], why[TOPIC_NAME_MAX + 128];
     struct api_pop p = { .ntopics = 1, .max = 1, .wait_ms = COMPAT_CHANGSONGL_WAIT_S * 1000 };
@@ -394,8 +406,10 @@ static void changsongl(struct intake *jobs, const struct config *cfg,
             p.wait_ms = v * 1000;
         }
         snprintf(p.topics[0], sizeof(p.topics[0]), "%s", topic);
-        if ((c = call_new(CS_POP, done, opaque)))
-            intake_pop_request(jobs, &p, answered, c);
+        if ((c = call_new(CS_POP, done, opaque))) {
+            c->wanted = wanted;
+            intake_pop_request(jobs, &p, answered, call_wanted, c);
+        }
         return;
     }
     if ((c = call_new(strcmp(req->method, "PUT") == 0 ? CS_FINISH : CS_DELETE, done, opaque)))
@@ -403,12 +417,12 @@ static void changsongl(struct intake *jobs, const struct config *cfg,
 }
 
 void compat_serve(struct intake *jobs, const struct config *cfg, const struct compat_request *req,
-                  compat_done_fn done, void *opaque)
+                  compat_done_fn done, answer_wanted_fn wanted, void *opaque)
 {
     json_t *o;
 
     if (req->path && strncmp(req->path, COMPAT_TOPIC_PREFIX, strlen(COMPAT_TOPIC_PREFIX)) == 0) {
-        changsongl(jobs, cfg, req, done, opaque);
+        changsongl(jobs, cfg, req, done, wanted, opaque);
         return;
     }
     o = json_loadb(req->body, req->len, 0, NULL);
@@ -417,7 +431,7 @@ void compat_serve(struct intake *jobs, const struct config *cfg, const struct co
     else if (strcmp(req->path, "/push") == 0)
         push(jobs, o, done, opaque);
     else if (strcmp(req->path, "/pop") == 0)
-        pop(jobs, cfg, o, done, opaque);
+        pop(jobs, cfg, o, done, wanted, opaque);
     else if (strcmp(req->path, "/get") == 0)
         by_id(jobs, GET, o, done, opaque);
     else

@@ -170,6 +170,19 @@ void http_answered(void *opaque, const struct answer *a)
     http_done(opaque, a->status, api_response(a->code, a->message, api_data_ref(a->data)));
 }
 
+int http_wanted(void *opaque)
+{
+    struct request *req = opaque;
+    struct pollfd pfd = { .fd = req->fd, .events = POLLRDHUP };
+
+    /* The connection is suspended until answered, so the socket stays this request's. A
+     * client that half-closed after its request (shutdown of its writing side) counts as gone:
+     * HTTP clients that wait for an answer do not. */
+    if (req->fd < 0 || poll(&pfd, 1, 0) <= 0)
+        return 1;
+    return !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
 /* Takes req out of http->busy, once: when its answer is queued, or when it ends without (its
  * client left, and libmicrohttpd read the end of the connection before asking for the
  * answer). */
@@ -250,6 +263,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->conn = conn;
         req->path = routes_match(req->http->cfg, url, &req->route);
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
+        req->fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
         if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD ||
             req->route == R_UI) {
             snprintf(req->method, sizeof(req->method), "%s", method);

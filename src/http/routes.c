@@ -334,7 +334,7 @@ static void start_compat(struct request *req, const char *body)
 
     if (query_value(req->conn, "timeout", &c.timeout) < 0)
         c.timeout = "";
-    compat_serve(req->http->jobs, req->http->cfg, &c, http_done, req);
+    compat_serve(req->http->jobs, req->http->cfg, &c, http_done, http_wanted, req);
 }
 
 /* The n query values named keys into vals (NULL when absent): 0, or -1 when one holds a NUL
@@ -400,7 +400,7 @@ void routes_start(struct request *req)
         intake_stats(req->http->jobs, http_answered, req);
         break;
     case R_POP:
-        intake_pop(req->http->jobs, body, req->len, http_answered, req);
+        intake_pop(req->http->jobs, body, req->len, http_answered, http_wanted, req);
         break;
     case R_COMPAT:
         start_compat(req, body);

@@ -427,7 +427,8 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
         run_hand_back(*view, b[T_HAND_BACK].t[i]);
 }
 
-void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done, void *opaque)
+void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done,
+                answer_wanted_fn wanted, void *opaque)
 {
     struct api_error e;
     struct api_pop pop;
@@ -435,13 +436,13 @@ void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done,
     if (api_parse_pop(body, len, &in->limits, &pop, &e) < 0)
         answer_send(done, opaque, e.status, e.code, e.message, NULL);
     else
-        pull_pop(in->pull, &pop, done, opaque);
+        pull_pop(in->pull, &pop, done, wanted, opaque);
 }
 
 void intake_pop_request(struct intake *in, const struct api_pop *pop, answer_fn done,
-                      void *opaque)
+                        answer_wanted_fn wanted, void *opaque)
 {
-    pull_pop(in->pull, pop, done, opaque);
+    pull_pop(in->pull, pop, done, wanted, opaque);
 }
 
 void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,

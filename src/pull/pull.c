@@ -31,6 +31,7 @@ struct req {
     enum api_verb verb;
     struct api_pull_op op;
     answer_fn done;
+    answer_wanted_fn wanted;       /* a pop's; NULL: always wanted */
     void *opaque;
     int64_t deadline_ms;           /* monotonic: when a parked pop's wait ends */
     struct req *next;
@@ -63,7 +64,7 @@ struct pull {
     size_t ncounts;
     /* the thread's own: */
     struct req *parked;                /* pops waiting for a job, oldest first */
-    int64_t next_sweep_ms, next_look_ms;   /* monotonic */
+    int64_t next_sweep_ms, next_look_ms, next_gone_ms;   /* monotonic */
     struct pull_letter *sent;               /* dead letters acknowledged, to mark */
 };
 
@@ -77,16 +78,18 @@ static void queue_req(struct pull *p, struct req *r)
     pthread_mutex_unlock(&p->mu);
 }
 
-void pull_pop(struct pull *p, const struct api_pop *pop, answer_fn done, void *opaque)
+void pull_pop(struct pull *p, const struct api_pop *pop, answer_fn done, answer_wanted_fn wanted,
+              void *opaque)
 {
     struct req *r = calloc(1, sizeof(*r));
+    int64_t wait = pop->wait_ms < p->cfg->pull.max_wait_ms ? pop->wait_ms : p->cfg->pull.max_wait_ms;
 
     if (!r) {
         answer_send(done, opaque, 503, API_UNAVAILABLE, "pop failed: out of memory", NULL);
         return;
     }
-    *r = (struct req){ .kind = K_POP, .pop = *pop, .done = done, .opaque = opaque,
-                       .deadline_ms = clock_mono_ms() + pop->wait_ms };
+    *r = (struct req){ .kind = K_POP, .pop = *pop, .done = done, .wanted = wanted,
+                       .opaque = opaque, .deadline_ms = clock_mono_ms() + wait };
     queue_req(p, r);
 }
 
@@ -256,7 +259,7 @@ static void serve_ops(struct pull *p, struct req **reqs, size_t n)
         if (reqs[i]->verb == API_RELEASE)
             ops[k].at_ms = now + a->delay_ms;
         else if (reqs[i]->verb == API_TOUCH)
-            ops[k].at_ms = now + (a->ttr_ms ? a->ttr_ms : p->cfg->pull.ttr_s * 1000);
+            ops[k].at_ms = a->ttr_ms ? now + a->ttr_ms : -1;   /* -1: the job's own ttr */
         k++;
     }
     pullq_run_many(p->q, k, ops, now, p->cfg->job.retention_s * 1000);
@@ -289,15 +292,25 @@ static void serve(struct pull *p, struct req *list, int may_wait)
     }
 }
 
-/* Answers the parked pops whose wait ended, with no jobs (all of them when all is 1). */
-static void expire_parked(struct pull *p, int all)
+/* 0 when the asker of the parked pop r is gone: it is answered (with no jobs) and takes none. */
+static int wanted(const struct req *r)
+{
+    return !r->wanted || r->wanted(r->opaque);
+}
+
+/* Answers the parked pops whose wait ended, with no jobs (all of them when all is 1), and,
+ * when gone is 1, those whose asker is gone. */
+static void expire_parked(struct pull *p, int all, int gone)
 {
     int64_t now = clock_mono_ms();
     struct req **at = &p->parked;
 
     while (*at) {
         struct req *r = *at;
-        if (all || now >= r->deadline_ms) {
+        int left = gone && !wanted(r);
+        if (left)
+            metrics_inc(M_PULL_POPS_LEFT);
+        if (all || left || now >= r->deadline_ms) {
             struct pullq_pop none = { .topic = r->pop.topics[0] };
             *at = r->next;
             answer_pop(r, &none);
@@ -341,7 +354,12 @@ static void look_for_parked(struct pull *p)
             if (i < nt && counts[i] <= 0)
                 i = nt;
         }
-        if (i < nt) {
+        if (i < nt && !wanted(r)) {   /* its asker left: it takes nothing */
+            struct pullq_pop none = { .topic = r->pop.topics[0] };
+            metrics_inc(M_PULL_POPS_LEFT);
+            *at = r->next;
+            answer_pop(r, &none);
+        } else if (i < nt) {
             counts[i] -= r->pop.max;
             *at = r->next;
             take[n++] = r;
@@ -580,12 +598,14 @@ static void *pull_main(void *arg)
         serve(p, list, may_wait);
         now = clock_mono_ms();
         if (!may_wait || quit)
-            expire_parked(p, 1);
+            expire_parked(p, 1, 0);
         if (p->parked && now >= p->next_look_ms) {
             look_for_parked(p);
             p->next_look_ms = now + PULL_WAIT_POLL_MS;
         }
-        expire_parked(p, 0);
+        expire_parked(p, 0, now >= p->next_gone_ms);
+        if (now >= p->next_gone_ms)
+            p->next_gone_ms = now + PULL_GONE_POLL_MS;
         if (now >= p->next_sweep_ms && !quit) {
             sweep(p);
             p->next_sweep_ms = clock_mono_ms() + PULL_SWEEP_MS;

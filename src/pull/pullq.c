@@ -30,10 +30,13 @@ static const char ready_lua[] =
     "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
     "return 0\n";
 
-/* KEYS: ready, reserved. ARGV: now, max, ttr_ms (0: the job's, else default), default ttr_ms,
- * receipt start, job key prefix, ":" .. topic, retention_ms. Answers id, record, attempt,
- * receipt, until, due for each job handed out. A job whose own ttr is JOB_TTR_ONCE_MS is
- * finished as it is handed out, with no receipt. */
+/* KEYS: ready, reserved, dead. ARGV: now, max, ttr_ms (0: the job's, else default), default
+ * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
+ * Answers id, record, attempt, receipt, until, due for each job handed out. A job whose own
+ * ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no receipt. A job received
+ * max_attempts times already (reservations that ran out, or released) is not handed out
+ * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
+ * it was given (rttr), which a touch without one renews. */
 static const char pop_lua[] =
     "local now = tonumber(ARGV[1])\n"
     "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
@@ -42,7 +45,12 @@ static const char pop_lua[] =
     "  local jk = ARGV[6] .. id\n"
     "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
     "  redis.call('ZREM', KEYS[1], id)\n"
-    "  if f[1] and f[5] == 'r' then\n"
+    "  local max = tonumber(ARGV[9])\n"
+    "  if f[1] and f[5] == 'r' and max > 0 and (tonumber(f[2]) or 0) >= max then\n"
+    "    redis.call('ZADD', KEYS[3], now, id)\n"
+    "    redis.call('HSET', jk, 'st', 'b', 'why', 'received ' .. f[2] .. ' times without being '\n"
+    "               .. 'finished (pull.max_attempts is ' .. max .. ')')\n"
+    "  elseif f[1] and f[5] == 'r' then\n"
     "    local att = (tonumber(f[2]) or 0) + 1\n"
     "    local rc, untl = '', tostring(now)\n"
     "    if tonumber(f[3]) == " JOB_TTR_ONCE_TEXT " then\n"
@@ -54,7 +62,8 @@ static const char pop_lua[] =
     "      if ttr <= 0 then ttr = tonumber(ARGV[4]) end\n"
     "      untl = tostring(now + ttr)\n"
     "      rc = ARGV[5] .. i .. '.' .. att .. ARGV[7]\n"
-    "      redis.call('HSET', jk, 'st', 'R', 'att', tostring(att), 'rcpt', rc, 'until', untl)\n"
+    "      redis.call('HSET', jk, 'st', 'R', 'att', tostring(att), 'rcpt', rc, 'until', untl,\n"
+    "                 'rttr', tostring(ttr))\n"
     "      redis.call('ZADD', KEYS[2], untl, id)\n"
     "    end\n"
     "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, att)\n"
@@ -63,7 +72,9 @@ static const char pop_lua[] =
     "end\n"
     "return out\n";
 
-/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms, now, retention_ms, reason.
+/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms (a touch's: -1 for the
+ * job's own ttr, else the reservation's, else default_ttr_ms), now, retention_ms, reason,
+ * default_ttr_ms.
  * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
  * -2 not live.
  * A finish repeated with its receipt is done again (the first answer may have been lost). */
@@ -96,9 +107,16 @@ static const char op_lua[] =
     "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "  return {1, 'r'}\n"
     "elseif verb == 'touch' then\n"
-    "  redis.call('ZADD', KEYS[2], ARGV[4], id)\n"
-    "  redis.call('HSET', KEYS[4], 'until', ARGV[4])\n"
-    "  return {1, 'R', ARGV[4]}\n"
+    "  local untl = ARGV[4]\n"
+    "  if tonumber(untl) < 0 then\n"
+    "    local own = redis.call('HMGET', KEYS[4], 'ttr', 'rttr')\n"
+    "    local ttr = tonumber(own[1]) or 0\n"
+    "    if ttr <= " JOB_TTR_ONCE_TEXT " then ttr = tonumber(own[2]) or tonumber(ARGV[8]) end\n"
+    "    untl = tostring(tonumber(ARGV[5]) + ttr)\n"
+    "  end\n"
+    "  redis.call('ZADD', KEYS[2], untl, id)\n"
+    "  redis.call('HSET', KEYS[4], 'until', untl)\n"
+    "  return {1, 'R', untl}\n"
     "end\n"
     "redis.call('ZREM', KEYS[2], id)\n"
     "redis.call('ZADD', KEYS[3], ARGV[5], id)\n"
@@ -243,8 +261,8 @@ static int64_t num_of(const struct conn_reply *r)
 struct build {
     struct pullq *q;
     void *items;
-    char k[4][KEY_MAX];
-    char num[5][24];
+    char k[5][KEY_MAX];
+    char num[6][24];
     const char *argv[16];
     size_t lens[16];
     char tag[JOB_TAG_LEN + 1];
@@ -339,20 +357,23 @@ static void build_pop(void *ctx, size_t j, struct conn_call *call)
 
     topic_key(b->q, p->topic, "ready", NULL, b->k[0], KEY_MAX);
     topic_key(b->q, p->topic, "reserved", NULL, b->k[1], KEY_MAX);
-    topic_key(b->q, p->topic, "j:", NULL, b->k[2], KEY_MAX);
-    snprintf(b->k[3], KEY_MAX, ":%s", p->topic);
+    topic_key(b->q, p->topic, "dead", NULL, b->k[2], KEY_MAX);
+    topic_key(b->q, p->topic, "j:", NULL, b->k[3], KEY_MAX);
+    snprintf(b->k[4], KEY_MAX, ":%s", p->topic);
     job_new_tag(b->tag);   /* a fresh start for every call, also one sent again */
     arg(b, 0, b->k[0]);
     arg(b, 1, b->k[1]);
-    arg_num(b, 2, 0, b->now_ms);
-    arg_num(b, 3, 1, p->max);
-    arg_num(b, 4, 2, p->ttr_ms);
-    arg_num(b, 5, 3, b->a);
-    arg(b, 6, b->tag);
-    arg(b, 7, b->k[2]);
+    arg(b, 2, b->k[2]);
+    arg_num(b, 3, 0, b->now_ms);
+    arg_num(b, 4, 1, p->max);
+    arg_num(b, 5, 2, p->ttr_ms);
+    arg_num(b, 6, 3, b->a);
+    arg(b, 7, b->tag);
     arg(b, 8, b->k[3]);
-    arg_num(b, 9, 4, b->b);
-    *call = (struct conn_call){ .script = S_POP, .nkeys = 2, .argc = 10, .argv = b->argv,
+    arg(b, 9, b->k[4]);
+    arg_num(b, 10, 4, b->b);
+    arg_num(b, 11, 5, b->q->cfg->pull.max_attempts);
+    *call = (struct conn_call){ .script = S_POP, .nkeys = 3, .argc = 12, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -440,7 +461,8 @@ static void build_op(void *ctx, size_t j, struct conn_call *call)
     arg_num(b, 8, 1, b->now_ms);
     arg_num(b, 9, 2, b->a);
     arg(b, 10, o->reason ? o->reason : "");
-    *call = (struct conn_call){ .script = S_OP, .nkeys = 4, .argc = 11, .argv = b->argv,
+    arg_num(b, 11, 3, b->q->cfg->pull.ttr_s * 1000);
+    *call = (struct conn_call){ .script = S_OP, .nkeys = 4, .argc = 12, .argv = b->argv,
                                .lens = b->lens };
 }
 

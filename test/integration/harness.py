@@ -346,7 +346,8 @@ job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 pull:  {{ topics = [ {", ".join('"%s"' % t for t in x.get("pull_topics", []))} ];
          ttr_s = {x.get('ttr_s', 60)}; max_attempts = {x.get('max_attempts', 10)};
-         also_kafka = {"true" if x.get("also_kafka") else "false"}; }};
+         also_kafka = {"true" if x.get("also_kafka") else "false"};
+         max_wait_ms = {x.get('max_wait_ms', 180000)}; }};
 callbacks: {{ {x.get('callbacks', '')} }};
 compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
           ouqiang = {"true" if x.get("ouqiang") else "false"};

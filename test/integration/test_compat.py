@@ -111,3 +111,19 @@ def test_changsongl_add_pop_finish_delete(stack):
     doc = cs(d, "POST", "/topic/mytopic/job", {"id": "x", "delay": -1, "ttr": 1, "body": "b"})
     assert doc["success"] is False and "delay" in doc["message"], doc
     assert Delayqd(stack).start().http("GET", "/topic/mytopic/job")[0] == 404   # switch off
+
+
+def test_an_ouqiang_pop_whose_client_left_takes_nothing(stack):
+    """ouqiang's pop waits 178 s, past a proxy's idle timeout: a client cut off meanwhile leaves
+    the job to the next pop."""
+    import http.client
+    d = Delayqd(stack, extra={"ouqiang": True}).start()
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("POST", "/pop", json.dumps({"topic": "left"}), {"Content-Type": "application/json"})
+    time.sleep(1)
+    conn.close()
+    time.sleep(0.3)
+    oq(d, "/push", {"topic": "left", "id": "left-1", "delay": 1, "ttr": 30, "body": "b"})
+    doc = oq(d, "/pop", {"topic": "left"})
+    assert doc["data"] == {"id": "left-1", "body": "b"}, doc
+    assert d.metric("delayq_pull_pops_left_total") == 1

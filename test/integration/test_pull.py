@@ -426,3 +426,95 @@ def check_pull_round(d, n=300, ntopics=3):
     assert sorted(seen) == sorted(ids) and set(seen.values()) == {1}, \
         (len(seen), [k for k, v in seen.items() if v > 1][:5])
     return topics
+
+
+def park_and_leave(d, topic, wait_ms=60000, after_s=1.0):
+    """A pop that waits, whose client gives up and closes its connection after after_s."""
+    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+    conn.request("POST", API + "pop", json.dumps({"topic": topic, "wait_ms": wait_ms}),
+                 {"Content-Type": "application/json"})
+    time.sleep(after_s)
+    conn.close()
+
+
+def test_a_waiting_pop_whose_client_left_takes_nothing(stack):
+    """A proxy's idle timeout or a worker that gave up: its parked pop is dropped, and the job
+    that falls due next goes to a popper that is still there, a once job included."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    for once in (True, False):
+        park_and_leave(d, topic)
+        time.sleep(0.3)   # the pull thread notices within 100 ms
+        extra = {"once": True} if once else {"ttr": 30}
+        job_id = d.add_ok(topic=topic, delay_ms=300, body="b", **extra)
+        got = Client(d).pop(topic, wait_ms=10000)
+        assert [j["id"] for j in got] == [job_id], (once, got)
+        assert got[0]["attempt"] == 1, got
+        if not once:
+            assert op(d, "finish", got[0])[0] == 200
+    assert d.metric("delayq_pull_pops_left_total") >= 2
+    assert d.metric("delayq_pull_jobs_popped_total") == 2
+
+
+def test_a_pop_waits_pull_max_wait_ms_at_most(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "max_wait_ms": 1000}).start()
+    start = time.monotonic()
+    assert Client(d).pop(topic, wait_ms=60000) == []
+    waited = time.monotonic() - start
+    assert 0.9 <= waited < 20, waited
+
+
+def test_once_and_ttr_hold_for_a_topic_of_pull_topics(stack):
+    """A topic that is a pull topic by configuration keeps what the add said of the pull job,
+    as "deliver": "pull" would."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "ttr_s": 60}).start()
+    c = Client(d)
+    once = d.add_ok(topic=topic, delay_ms=200, body="once", once=True)
+    got = c.pop(topic, wait_ms=10000)
+    assert [j["id"] for j in got] == [once] and got[0]["receipt"] in ("", None), got
+    assert d.get(once)["state"] == "finished"
+    quick = d.add_ok(topic=topic, delay_ms=200, body="quick", ttr_ms=1500)
+    first = c.pop(topic, wait_ms=10000)[0]
+    assert first["id"] == quick and first["reserved_until_ms"] - first["due_ms"] < 5000, first
+    again = c.pop(topic, wait_ms=10000)   # back after its own 1.5 s, not pull.ttr_s
+    assert [j["id"] for j in again] == [quick] and again[0]["attempt"] == 2, again
+    assert now_ms() >= first["reserved_until_ms"], first
+    assert c.pop(topic, wait_ms=500) == []   # the once job never came back
+
+
+def test_touch_without_a_ttr_renews_the_jobs_own(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "ttr_s": 5}).start()
+    c = Client(d)
+    d.add_ok(topic=topic, delay_ms=200, body="long", ttr=20)
+    j = c.pop(topic, wait_ms=10000)[0]
+    status, doc = op(d, "touch", j)
+    assert status == 200, doc
+    assert doc["data"]["reserved_until_ms"] >= now_ms() + 19000, doc   # 20 s, not pull.ttr_s
+    d.add_ok(topic=topic, delay_ms=200, body="popped with a ttr")
+    k = c.pop(topic, wait_ms=10000, ttr=30)[0]
+    status, doc = op(d, "touch", k)   # no ttr of its own: the one its pop gave
+    assert status == 200 and doc["data"]["reserved_until_ms"] >= now_ms() + 29000, doc
+
+
+def test_max_attempts_counts_receives_released_ones_too(stack):
+    """As SQS's maxReceiveCount: a worker that pops and releases a poison job gets it
+    pull.max_attempts times, then it is a dead letter that says why."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "max_attempts": 3}).start()
+    dlq = Reader(stack, d.dlq)
+    c = Client(d)
+    job_id = d.add_ok(topic=topic, delay_ms=200, body="poison")
+    attempts = []
+    for _ in range(3):
+        j = c.pop(topic, wait_ms=10000)[0]
+        attempts.append(j["attempt"])
+        assert op(d, "release", j)[0] == 200
+    assert attempts == [1, 2, 3], attempts
+    assert c.pop(topic, wait_ms=1500) == []   # the 4th receive never happens
+    m = dlq.wait_count(1, 30)[0]
+    assert m["headers"]["dq-id"] == job_id and m["headers"]["dq-attempts"] == "3", m
+    assert "received 3 times" in m["headers"]["dq-error"], m
+    wait_until(lambda: d.get(job_id)["state"] == "dead", 10, "the record to say dead")
