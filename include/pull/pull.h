@@ -50,7 +50,8 @@ struct pull_count {
     int64_t ready, reserved;
 };
 
-/* Copies up to max topics' counts into out; returns how many. */
-size_t pull_counts(struct pull *p, struct pull_count *out, size_t max);
+/* Every pull topic's counts at the last sweep, in *out (caller frees; NULL when out of
+ * memory, and then 0 counts); returns how many. */
+size_t pull_counts(struct pull *p, struct pull_count **out);
 
 #endif

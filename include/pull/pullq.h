@@ -8,8 +8,10 @@
  *                              st (r ready, R reserved, f finished, b bound for the dead
  *                              letters, d dead-lettered, c removed), att (pops so far), ttr (ms,
  *                              0: the default), rcpt (the receipt of the reservation), until
- *                              (its end), why (why it is bound for the dead letters)
- * and <prefix>pull:topics is the set of topics that ever had a ready job (for the sweepers).
+ *                              (its end), rttr (the ttr the reservation was given), why (why it
+ *                              is bound for the dead letters)
+ * and <prefix>pull:registry is a zset of the topics that have (or lately had) jobs, score when
+ * a job of it was last made ready (epoch ms), for the sweepers; an empty topic leaves it.
  * Every change is one script, so that no crash between two steps loses or doubles a job.
  * A struct pullq is one connection (conn): use it from one thread at a time. */
 #ifndef DQ_PULLQ_H
@@ -75,6 +77,8 @@ struct pullq_pop {
     struct pullq_popped *jobs;
     size_t n;
     int failed;
+    int unconfirmed;            /* the jobs were reserved, but too few replicas confirmed it
+                                 * (err says so): they are handed out all the same */
     char err[256];
 };
 
@@ -135,7 +139,7 @@ struct pullq_dead {
 struct pullq_sweep {
     const char *topic;
     int64_t back;
-    int64_t ready, reserved;
+    int64_t ready, reserved, buried;
     struct pullq_dead *dead;
     size_t ndead;
     int failed;
@@ -153,9 +157,21 @@ void pullq_sweep_release(struct pullq_sweep *sw);
 int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t retention_ms,
                     char *err, size_t errlen);
 
-/* Every pull topic that ever had a ready job: *topics (n strings; caller frees each and the
- * array). 0, or -1 with err. */
-int pullq_topics(struct pullq *q, char ***topics, size_t *n, char *err, size_t errlen);
+#define PULLQ_PAGE_TEXT "256"       /* topics a page of the registry holds, about */
+#define PULLQ_REGISTER_MS 60000     /* a topic is put in the registry again this often while jobs
+                                     * of it are made ready */
+#define PULLQ_FORGET_MS 600000      /* an empty topic not put there for this long leaves it */
+
+/* A page of the pull topics in the registry, from *cursor (0: the first; set to the next page's,
+ * 0 after the last): *topics (n strings; caller frees each and the array). 0, or -1 with err.
+ * The pages of one pass from 0 to 0 hold every topic registered before it began. */
+int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, size_t *n, char *err,
+                 size_t errlen);
+
+/* Takes the n topics (found empty: nothing ready, reserved or buried) out of the registry,
+ * each unless put there again since before_ms (epoch ms). 0, or -1 with err. */
+int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t before_ms,
+                 char *err, size_t errlen);
 
 /* How many jobs of each of n topics may be popped at now_ms, in one pipeline, into counts
  * (-1 where Redis did not answer). */

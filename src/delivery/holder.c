@@ -14,6 +14,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "lib/clock.h"
+#include "core/decide.h"
 #include "delivery/forwarder.h"
 #include "delivery/groups.h"
 #include "lib/heap.h"
@@ -189,8 +190,9 @@ static void set_times(struct holder *h, struct held *m, const rd_kafka_message_t
                        &m->due_ms);
         /* read ahead of its act time: its topic's metadata is fetched before it is sent (a
          * target it cannot be sent to gets no topic handle, nor a metadata request that could
-         * create it) */
+         * create it; a pull topic is no Kafka topic) */
         if (m->env.topic &&
+            !decide_pulls(h->cfg, m->env.topic, m->env.topic_len, m->env.deliver) &&
             levels_check_target(&h->cfg->delay.levels, h->cfg->delay.dlq_topic, m->env.topic,
                                 m->env.topic_len, why, sizeof(why)) == TARGET_OK)
             warm_topic(forwarder_warm(h->fw), m->env.topic, m->env.topic_len);

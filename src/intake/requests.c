@@ -503,8 +503,6 @@ static struct stats *stats_of(struct intake *in, char *err, size_t errlen)
 }
 
 /* A /stats request waiting for a look. */
-#define STATS_PULL_TOPICS 256   /* pull topics a /stats answer counts at most */
-
 struct stats_wait {
     const struct levels *levels;
     struct pull *pull;
@@ -518,10 +516,11 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
 
     if (v) {
         void *d = api_stats_data(v, w->levels);
-        struct pull_count counts[STATS_PULL_TOPICS];
-        size_t n = pull_counts(w->pull, counts, STATS_PULL_TOPICS);
+        struct pull_count *counts;
+        size_t n = pull_counts(w->pull, &counts);
         for (size_t i = 0; i < n; i++)
             api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
+        free(counts);
         api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
         char policy[64];
         int evicts = store_evicts(policy, sizeof(policy));

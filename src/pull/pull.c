@@ -20,7 +20,6 @@
 #define LOG_MODULE "pull"
 #define DEAD_RESEND_MS 30000       /* a dead letter Kafka did not acknowledge is sent again then */
 #define DEAD_TIMEOUT_MS 10000      /* a dead letter gives up on Kafka after this (sent again) */
-#define TOPICS_MAX 1024            /* pull topics swept and counted at most */
 #define BATCH_MAX 256              /* requests served in one pipeline at most */
 
 enum kind { K_POP, K_OP };
@@ -174,6 +173,11 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
                 answer_send(r->done, r->opaque, 503, API_UNAVAILABLE, pops[j].err, NULL);
                 free(r);
             } else if (pops[j].n) {
+                if (pops[j].unconfirmed)
+                    log_warn("pop of topic=%s: %zu jobs handed out though their reservation "
+                             "is not confirmed by redis.wait_replicas replicas (a failover "
+                             "now could hand them out again): %s", pops[j].topic, pops[j].n,
+                             pops[j].err);
                 answer_pop(r, &pops[j]);
             } else {
                 reqs[n++] = r;   /* on to its next topic */
@@ -499,70 +503,101 @@ static void mark_sent(struct pull *p)
     }
 }
 
-static void publish_counts(struct pull *p, const struct pullq_sweep *sw, size_t n)
+/* Publishes the counts of a whole sweep (counts, n of them; taken). */
+static void publish_counts(struct pull *p, struct pull_count *counts, size_t n)
 {
     const char *labels[METRICS_FAMILY_MAX];
     int64_t ready[METRICS_FAMILY_MAX], reserved[METRICS_FAMILY_MAX];
-    struct pull_count *counts = calloc(n ? n : 1, sizeof(*counts));
-    size_t k = 0;
+    int k = n < METRICS_FAMILY_MAX ? (int)n : METRICS_FAMILY_MAX;
 
-    for (size_t i = 0; i < n; i++) {
-        if (sw[i].failed || !counts)
-            continue;
-        snprintf(counts[k].topic, sizeof(counts[k].topic), "%s", sw[i].topic);
-        counts[k].ready = sw[i].ready;
-        counts[k].reserved = sw[i].reserved;
-        if (k < METRICS_FAMILY_MAX) {
-            labels[k] = sw[i].topic;
-            ready[k] = sw[i].ready;
-            reserved[k] = sw[i].reserved;
-        }
-        k++;
+    for (int i = 0; i < k; i++) {
+        labels[i] = counts[i].topic;
+        ready[i] = counts[i].ready;
+        reserved[i] = counts[i].reserved;
     }
-    metrics_set_family(MF_PULL_READY, labels, ready, k < METRICS_FAMILY_MAX ? (int)k : METRICS_FAMILY_MAX);
-    metrics_set_family(MF_PULL_RESERVED, labels, reserved,
-                       k < METRICS_FAMILY_MAX ? (int)k : METRICS_FAMILY_MAX);
-    if (!counts)
-        return;
+    metrics_set_family(MF_PULL_READY, labels, ready, k);
+    metrics_set_family(MF_PULL_RESERVED, labels, reserved, k);
     pthread_mutex_lock(&p->mu);
     free(p->counts);
     p->counts = counts;
-    p->ncounts = k;
+    p->ncounts = n;
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Every pull topic: expired reservations ready again or dead, dead letters sent, counts kept. */
-static void sweep(struct pull *p)
-{
-    struct pullq_sweep *sw;
-    char **topics, err[256];
-    size_t n, failed = 0;
+/* A sweep on its way through the pages of the registry. */
+struct sweeping {
+    struct pull_count *counts;
+    size_t n, cap;
+    size_t failed;
+    int64_t now_ms;
+};
 
-    if (pullq_topics(p->q, &topics, &n, err, sizeof(err)) < 0) {
-        log_warn("sweep: listing the pull topics failed: %s", err);
-        return;
-    }
-    n = n < TOPICS_MAX ? n : TOPICS_MAX;
-    if (n && (sw = calloc(n, sizeof(*sw)))) {
-        for (size_t i = 0; i < n; i++)
-            sw[i].topic = topics[i];
-        pullq_sweep_many(p->q, n, sw, clock_now_ms(), p->cfg->pull.max_attempts, DEAD_RESEND_MS);
-        for (size_t i = 0; i < n; i++) {
-            failed += sw[i].failed;
-            if (sw[i].failed && failed == 1)
+/* Sweeps the n topics of one page of the registry, BATCH_MAX to a pipeline: expired
+ * reservations ready again or dead, dead letters sent, counts noted in w; topics found empty
+ * leave the registry (unless a job of theirs was made ready since). */
+static void sweep_page(struct pull *p, char **topics, size_t n, struct sweeping *w)
+{
+    struct pullq_sweep *sw = calloc(BATCH_MAX, sizeof(*sw));
+    const char *empty[BATCH_MAX];
+    char err[256];
+
+    for (size_t at = 0; sw && at < n; at += BATCH_MAX) {
+        size_t k = n - at < BATCH_MAX ? n - at : BATCH_MAX, nempty = 0;
+        for (size_t i = 0; i < k; i++)
+            sw[i] = (struct pullq_sweep){ .topic = topics[at + i] };
+        pullq_sweep_many(p->q, k, sw, w->now_ms, p->cfg->pull.max_attempts, DEAD_RESEND_MS);
+        for (size_t i = 0; i < k; i++) {
+            if (sw[i].failed && !w->failed++)
                 log_warn("sweep of topic=%s failed: %s", sw[i].topic, sw[i].err);
             metrics_add(M_PULL_EXPIRIES, (uint64_t)sw[i].back);
             for (size_t d = 0; d < sw[i].ndead; d++)
                 send_dead(p, sw[i].topic, &sw[i].dead[d]);
-        }
-        publish_counts(p, sw, n);
-        for (size_t i = 0; i < n; i++)
+            if (!sw[i].failed && !sw[i].ready && !sw[i].reserved && !sw[i].buried)
+                empty[nempty++] = sw[i].topic;
+            if (!sw[i].failed && w->n == w->cap) {
+                size_t cap = w->cap ? 2 * w->cap : 64;
+                struct pull_count *c = realloc(w->counts, cap * sizeof(*c));
+                if (c)
+                    w->counts = c, w->cap = cap;
+            }
+            if (!sw[i].failed && w->n < w->cap) {
+                struct pull_count *c = &w->counts[w->n++];
+                snprintf(c->topic, sizeof(c->topic), "%s", sw[i].topic);
+                c->ready = sw[i].ready;
+                c->reserved = sw[i].reserved;
+            }
             pullq_sweep_release(&sw[i]);
-        free(sw);
+        }
+        if (nempty && pullq_forget(p->q, nempty, empty, clock_now_ms() - PULLQ_FORGET_MS, err,
+                                   sizeof(err)) < 0)
+            log_warn("sweep: taking %zu empty topics out of the registry failed: %s", nempty,
+                     err);
     }
-    for (size_t i = 0; i < n; i++)
-        free(topics[i]);
-    free(topics);
+    free(sw);
+}
+
+/* Every pull topic, page by page of the registry however many there are. */
+static void sweep(struct pull *p)
+{
+    struct sweeping w = { .now_ms = clock_now_ms() };
+    uint64_t cursor = 0;
+    char **topics, err[256];
+    size_t n;
+
+    do {
+        if (pullq_topics(p->q, &cursor, &topics, &n, err, sizeof(err)) < 0) {
+            log_warn("sweep: listing the pull topics failed: %s", err);
+            free(w.counts);
+            return;   /* the counts stay those of the last sweep */
+        }
+        sweep_page(p, topics, n, &w);
+        for (size_t i = 0; i < n; i++)
+            free(topics[i]);
+        free(topics);
+    } while (cursor != 0);
+    if (w.failed > 1)
+        log_warn("sweep: %zu topics failed", w.failed);
+    publish_counts(p, w.counts, w.n);
 }
 
 /* When the thread must next wake by itself: the next sweep, or the next look while pops wait. */
@@ -680,14 +715,17 @@ void pull_free(struct pull *p)
     free(p);
 }
 
-size_t pull_counts(struct pull *p, struct pull_count *out, size_t max)
+size_t pull_counts(struct pull *p, struct pull_count **out)
 {
     size_t n;
 
     pthread_mutex_lock(&p->mu);
-    n = p->ncounts < max ? p->ncounts : max;
-    if (n)
-        memcpy(out, p->counts, n * sizeof(*out));
+    n = p->ncounts;
+    *out = malloc((n ? n : 1) * sizeof(**out));
+    if (!*out)
+        n = 0;
+    else if (n)
+        memcpy(*out, p->counts, n * sizeof(**out));
     pthread_mutex_unlock(&p->mu);
     return n;
 }

@@ -1,190 +1,39 @@
-/* pullq: the pull queues' keys and Lua scripts, and the pipelines that run them. The contract
- * and the key layout are in include/pull/pullq.h. */
+/* pullq: the pull queues' keys, the registry of pull topics, and the pipelines that run the
+ * scripts (their text is in pullq_lua.c). The contract and the key layout are in
+ * include/pull/pullq.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "pull/pullq.h"
+#include "pull/pullq_link.h"
 #include "redis/conn.h"
 
-_Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS");
-
 #define KEY_MAX (CONFIG_STR_MAX + 2 * TOPIC_NAME_MAX + JOB_ID_MAX + 32)
-#define JOB_TTR_ONCE_TEXT "1"   /* JOB_TTR_ONCE_MS, for the Lua text */
 #define SWEEP_LIMIT 1000   /* reservations and dead letters one sweep of a topic takes at most */
 
-enum script { S_READY, S_POP, S_OP, S_SWEEP, S_SENT, S_COUNT };
-
-/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms. A hash of the same due time is this
- * job's, made ready before (its message read again after a crash): left alone, also when it
- * has been finished since. */
-static const char ready_lua[] =
-    "local st = redis.call('HGET', KEYS[2], 'st')\n"
-    "if st then\n"
-    "  if redis.call('HGET', KEYS[2], 'due') == ARGV[3] then return 1 end\n"
-    "  if st == 'r' or st == 'R' or st == 'b' then return 2 end\n"
-    "  redis.call('DEL', KEYS[2])\n"
-    "end\n"
-    "redis.call('HSET', KEYS[2], 'rec', ARGV[2], 'due', ARGV[3], 'st', 'r', 'att', '0',\n"
-    "           'ttr', ARGV[4])\n"
-    "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
-    "return 0\n";
-
-/* KEYS: ready, reserved, dead. ARGV: now, max, ttr_ms (0: the job's, else default), default
- * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
- * Answers id, record, attempt, receipt, until, due for each job handed out. A job whose own
- * ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no receipt. A job received
- * max_attempts times already (reservations that ran out, or released) is not handed out
- * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
- * it was given (rttr), which a touch without one renews. */
-static const char pop_lua[] =
-    "local now = tonumber(ARGV[1])\n"
-    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
-    "local out = {}\n"
-    "for i, id in ipairs(ids) do\n"
-    "  local jk = ARGV[6] .. id\n"
-    "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
-    "  redis.call('ZREM', KEYS[1], id)\n"
-    "  local max = tonumber(ARGV[9])\n"
-    "  if f[1] and f[5] == 'r' and max > 0 and (tonumber(f[2]) or 0) >= max then\n"
-    "    redis.call('ZADD', KEYS[3], now, id)\n"
-    "    redis.call('HSET', jk, 'st', 'b', 'why', 'received ' .. f[2] .. ' times without being '\n"
-    "               .. 'finished (pull.max_attempts is ' .. max .. ')')\n"
-    "  elseif f[1] and f[5] == 'r' then\n"
-    "    local att = (tonumber(f[2]) or 0) + 1\n"
-    "    local rc, untl = '', tostring(now)\n"
-    "    if tonumber(f[3]) == " JOB_TTR_ONCE_TEXT " then\n"
-    "      redis.call('HSET', jk, 'st', 'f', 'att', tostring(att), 'done', ARGV[1])\n"
-    "      redis.call('PEXPIRE', jk, ARGV[8])\n"
-    "    else\n"
-    "      local ttr = tonumber(ARGV[3])\n"
-    "      if ttr <= 0 then ttr = tonumber(f[3]) or 0 end\n"
-    "      if ttr <= 0 then ttr = tonumber(ARGV[4]) end\n"
-    "      untl = tostring(now + ttr)\n"
-    "      rc = ARGV[5] .. i .. '.' .. att .. ARGV[7]\n"
-    "      redis.call('HSET', jk, 'st', 'R', 'att', tostring(att), 'rcpt', rc, 'until', untl,\n"
-    "                 'rttr', tostring(ttr))\n"
-    "      redis.call('ZADD', KEYS[2], untl, id)\n"
-    "    end\n"
-    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, att)\n"
-    "    table.insert(out, rc); table.insert(out, untl); table.insert(out, f[4])\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
-/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms (a touch's: -1 for the
- * job's own ttr, else the reservation's, else default_ttr_ms), now, retention_ms, reason,
- * default_ttr_ms.
- * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
- * -2 not live.
- * A finish repeated with its receipt is done again (the first answer may have been lost). */
-static const char op_lua[] =
-    "local f = redis.call('HMGET', KEYS[4], 'st', 'rcpt')\n"
-    "local st, verb, id = f[1], ARGV[1], ARGV[2]\n"
-    "if not st then return {0, ''} end\n"
-    "local function gone(s)\n"
-    "  redis.call('HSET', KEYS[4], 'st', s, 'done', ARGV[5])\n"
-    "  redis.call('HDEL', KEYS[4], 'until')\n"
-    "  redis.call('PEXPIRE', KEYS[4], ARGV[6])\n"
-    "end\n"
-    "if verb == 'cancel' then\n"
-    "  if st ~= 'r' and st ~= 'R' then return {-2, st} end\n"
-    "  redis.call('ZREM', KEYS[1], id); redis.call('ZREM', KEYS[2], id)\n"
-    "  redis.call('HDEL', KEYS[4], 'rcpt')\n"
-    "  gone('c')\n"
-    "  return {1, 'c'}\n"
-    "end\n"
-    "if verb == 'finish' and st == 'f' and f[2] == ARGV[3] then return {2, 'f'} end\n"
-    "if st ~= 'R' or f[2] ~= ARGV[3] then return {-1, st} end\n"
-    "if verb == 'finish' then\n"
-    "  redis.call('ZREM', KEYS[2], id)\n"
-    "  gone('f')\n"
-    "  return {1, 'f'}\n"
-    "elseif verb == 'release' then\n"
-    "  redis.call('ZREM', KEYS[2], id)\n"
-    "  redis.call('ZADD', KEYS[1], ARGV[4], id)\n"
-    "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
-    "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
-    "  return {1, 'r'}\n"
-    "elseif verb == 'touch' then\n"
-    "  local untl = ARGV[4]\n"
-    "  if tonumber(untl) < 0 then\n"
-    "    local own = redis.call('HMGET', KEYS[4], 'ttr', 'rttr')\n"
-    "    local ttr = tonumber(own[1]) or 0\n"
-    "    if ttr <= " JOB_TTR_ONCE_TEXT " then ttr = tonumber(own[2]) or tonumber(ARGV[8]) end\n"
-    "    untl = tostring(tonumber(ARGV[5]) + ttr)\n"
-    "  end\n"
-    "  redis.call('ZADD', KEYS[2], untl, id)\n"
-    "  redis.call('HSET', KEYS[4], 'until', untl)\n"
-    "  return {1, 'R', untl}\n"
-    "end\n"
-    "redis.call('ZREM', KEYS[2], id)\n"
-    "redis.call('ZADD', KEYS[3], ARGV[5], id)\n"
-    "redis.call('HSET', KEYS[4], 'st', 'b', 'why', ARGV[7])\n"
-    "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
-    "return {1, 'b'}\n";
-
-/* KEYS: ready, reserved, dead. ARGV: now, max_attempts, limit, job key prefix, resend_ms.
- * Answers back, ready, reserved, then id, record, why, attempt of each dead letter to send. */
-static const char sweep_lua[] =
-    "local now, max, lim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
-    "local back = 0\n"
-    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
-    "  local jk = ARGV[4] .. id\n"
-    "  local f = redis.call('HMGET', jk, 'att', 'due', 'st')\n"
-    "  redis.call('ZREM', KEYS[2], id)\n"
-    "  if f[3] == 'R' then\n"
-    "    local att = tonumber(f[1]) or 0\n"
-    "    if max > 0 and att >= max then\n"
-    "      redis.call('ZADD', KEYS[3], now, id)\n"
-    "      redis.call('HSET', jk, 'st', 'b', 'why', 'not finished within its time to run ' ..\n"
-    "                 att .. ' times (pull.max_attempts is ' .. max .. ')')\n"
-    "    else\n"
-    "      redis.call('ZADD', KEYS[1], f[2] or now, id)\n"
-    "      redis.call('HSET', jk, 'st', 'r')\n"
-    "      back = back + 1\n"
-    "    end\n"
-    "    redis.call('HDEL', jk, 'rcpt', 'until')\n"
-    "  end\n"
-    "end\n"
-    "local out = {back, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}\n"
-    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, lim)) do\n"
-    "  local f = redis.call('HMGET', ARGV[4] .. id, 'rec', 'why', 'att', 'st')\n"
-    "  if f[1] and f[4] == 'b' then\n"
-    "    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), id)\n"
-    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, f[2] or '')\n"
-    "    table.insert(out, tonumber(f[3]) or 0)\n"
-    "  else\n"
-    "    redis.call('ZREM', KEYS[3], id)\n"
-    "  end\n"
-    "end\n"
-    "return out\n";
-
-/* KEYS: dead, job. ARGV: id, retention_ms. */
-static const char sent_lua[] =
-    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-    "if redis.call('HGET', KEYS[2], 'st') == 'b' then\n"
-    "  redis.call('HSET', KEYS[2], 'st', 'd')\n"
-    "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
-    "end\n"
-    "return 1\n";
-
-static const char *const script_text[S_COUNT] = { ready_lua, pop_lua, op_lua, sweep_lua, sent_lua };
+/* A topic this connection put in the registry, and when. */
+struct noted {
+    char *topic;
+    int64_t at_ms;           /* monotonic */
+};
 
 struct pullq {
     const struct config *cfg;
     struct conn *db;
-    char **noted;            /* topics this connection put in the registry */
+    struct noted *noted;
     size_t nnoted;
+    int migrated;            /* the registry of an older delayqd was moved (or was none) */
 };
 
-static int note_topic(struct pullq *q, const char *topic);
+static int note_topic(struct pullq *q, const char *topic, char *err, size_t errlen);
 
 struct pullq *pullq_new(const struct config *cfg)
 {
     struct pullq *q = calloc(1, sizeof(*q));
 
-    if (!q || !(q->db = conn_new(cfg, script_text, S_COUNT))) {
+    if (!q || !(q->db = conn_new(cfg, pullq_script_text, S_COUNT))) {
         free(q);
         return NULL;
     }
@@ -198,7 +47,7 @@ void pullq_free(struct pullq *q)
         return;
     conn_free(q->db);
     for (size_t i = 0; i < q->nnoted; i++)
-        free(q->noted[i]);
+        free(q->noted[i].topic);
     free(q->noted);
     free(q);
 }
@@ -339,9 +188,13 @@ int pullq_ready_many(struct pullq *q, size_t n, struct pullq_entry *entries)
 
     RESET(entries, n);
     for (size_t i = 0; i < n; i++) {
-        if (note_topic(q, entries[i].topic) < 0) {   /* the sweepers must know of it first */
-            for (size_t k = 0; k < n; k++)
-                fail_note(&entries[k].failed, entries[k].err, sizeof(entries[k].err), NULL, NULL);
+        char err[256];
+        if (note_topic(q, entries[i].topic, err, sizeof(err)) < 0) {   /* the sweepers first */
+            for (size_t k = 0; k < n; k++) {
+                entries[k].failed = 1;
+                snprintf(entries[k].err, sizeof(entries[k].err), "registering topic %.60s: %.160s",
+                         entries[i].topic, err);
+            }
             return -1;
         }
     }
@@ -384,6 +237,13 @@ static void on_pop(void *ctx, size_t j, const struct conn_reply *r, const struct
     struct pullq_pop *p = &((struct pullq_pop *)((struct build *)ctx)->items)[j];
     size_t n;
 
+    /* Reserved is reserved: a pop that answered 503 here would leave its jobs reserved for
+     * nobody (a once job finished for nobody), so what the script took is handed out. */
+    if (fail && fail->code == CONN_E_UNCONFIRMED && conn_type(r) == CONN_ARR) {
+        p->unconfirmed = 1;
+        snprintf(p->err, sizeof(p->err), "redis: %s", fail->text);
+        fail = NULL;
+    }
     if (!answered(&p->failed, p->err, sizeof(p->err), r, fail))
         return;
     n = conn_count(r) / POP_FIELDS;
@@ -432,6 +292,7 @@ int pullq_pop_many(struct pullq *q, size_t n, struct pullq_pop *pops, int64_t no
     for (size_t i = 0; i < n; i++) {
         pops[i].jobs = NULL;
         pops[i].n = 0;
+        pops[i].unconfirmed = 0;
     }
     run(q, &b, n, build_pop, on_pop, CONN_WAIT_END);
     ANY_FAILED(pops, n, rc);
@@ -524,6 +385,7 @@ static void build_sweep(void *ctx, size_t j, struct conn_call *call)
 }
 
 #define DEAD_FIELDS 4   /* id, record, why, attempt */
+#define SWEEP_COUNTS 4  /* back, ready, reserved, buried */
 
 static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
 {
@@ -532,19 +394,20 @@ static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const stru
 
     if (!answered(&sw->failed, sw->err, sizeof(sw->err), r, fail))
         return;
-    if (conn_type(r) != CONN_ARR || conn_count(r) < 3) {
+    if (conn_type(r) != CONN_ARR || conn_count(r) < SWEEP_COUNTS) {
         fail_note(&sw->failed, sw->err, sizeof(sw->err), NULL, NULL);
         return;
     }
     sw->back = num_of(conn_at(r, 0));
     sw->ready = num_of(conn_at(r, 1));
     sw->reserved = num_of(conn_at(r, 2));
-    n = (conn_count(r) - 3) / DEAD_FIELDS;
+    sw->buried = num_of(conn_at(r, 3));
+    n = (conn_count(r) - SWEEP_COUNTS) / DEAD_FIELDS;
     if (!n || !(sw->dead = calloc(n, sizeof(*sw->dead))))
         return;   /* out of memory: handed out again after resend_ms */
     for (size_t i = 0; i < n; i++) {
         struct pullq_dead *d = &sw->dead[sw->ndead++];
-        size_t at = 3 + i * DEAD_FIELDS;
+        size_t at = SWEEP_COUNTS + i * DEAD_FIELDS;
         d->id = dup_reply(conn_at(r, at), NULL);
         d->rec = dup_reply(conn_at(r, at + 1), &d->rec_len);
         d->why = dup_reply(conn_at(r, at + 2), NULL);
@@ -572,7 +435,7 @@ int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int6
 
     RESET(sweeps, n);
     for (size_t i = 0; i < n; i++) {
-        sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = 0;
+        sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = sweeps[i].buried = 0;
         sweeps[i].dead = NULL;
         sweeps[i].ndead = 0;
     }
@@ -598,54 +461,139 @@ int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t 
     return 0;
 }
 
-/* The registry of pull topics. */
+/* The registry of pull topics: a sorted set, each topic scored with when it was last put
+ * there. The set of an older delayqd, which only grew, is read once and moved into it. */
 static void topics_key(const struct pullq *q, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%spull:registry", q->cfg->redis.prefix);
+}
+
+static void old_topics_key(const struct pullq *q, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%spull:topics", q->cfg->redis.prefix);
 }
 
-/* Puts topic in the registry, once per connection. 0, or -1 when Redis did not answer. */
-static int note_topic(struct pullq *q, const char *topic)
+/* Puts topic in the registry (again when this connection put it there over
+ * PULLQ_REGISTER_MS ago), its write confirmed as a ready job's is. 0, or -1 with err. */
+static int note_topic(struct pullq *q, const char *topic, char *err, size_t errlen)
 {
-    char key[KEY_MAX], err[256];
+    char key[KEY_MAX], at[24];
+    const char *argv[4] = { "ZADD", key, at, topic };
+    struct conn_call call = { .script = -1, .argc = 4, .argv = argv };
+    int64_t now = clock_mono_ms();
     struct conn_reply *r;
-    char **more;
+    struct noted *more, *n = NULL;
 
-    for (size_t i = 0; i < q->nnoted; i++)
-        if (strcmp(q->noted[i], topic) == 0)
-            return 0;
+    for (size_t i = 0; i < q->nnoted && !n; i++)
+        if (strcmp(q->noted[i].topic, topic) == 0)
+            n = &q->noted[i];
+    if (n && now - n->at_ms < PULLQ_REGISTER_MS)
+        return 0;
     topics_key(q, key, sizeof(key));
-    if (!(r = conn_command(q->db, err, sizeof(err), "SADD", key, topic, NULL)))
+    snprintf(at, sizeof(at), "%lld", (long long)clock_now_ms());
+    if (!(r = conn_call(q->db, &call, CONN_WAIT_END, err, errlen)))
         return -1;
     conn_reply_free(r);
-    if ((more = realloc(q->noted, (q->nnoted + 1) * sizeof(*more)))) {
+    if (conn_unconfirmed(q->db)) {
+        snprintf(err, errlen, "%s", conn_unconfirmed(q->db));
+        return -1;
+    }
+    if (n) {
+        n->at_ms = now;
+    } else if ((more = realloc(q->noted, (q->nnoted + 1) * sizeof(*more)))) {
         q->noted = more;
-        if ((q->noted[q->nnoted] = strdup(topic)))
-            q->nnoted++;
+        if ((q->noted[q->nnoted].topic = strdup(topic)))
+            q->noted[q->nnoted++].at_ms = now;
     }
     return 0;
 }
 
-int pullq_topics(struct pullq *q, char ***topics, size_t *n, char *err, size_t errlen)
+/* Moves the topics of an older delayqd's registry (a set) into the sorted set, once. */
+static void migrate_registry(struct pullq *q)
 {
-    char key[KEY_MAX];
+    char old[KEY_MAX], key[KEY_MAX], at[24], err[256];
+    struct conn_reply *r, *z;
+
+    if (q->migrated)
+        return;
+    old_topics_key(q, old, sizeof(old));
+    topics_key(q, key, sizeof(key));
+    snprintf(at, sizeof(at), "%lld", (long long)clock_now_ms());
+    if (!(r = conn_command(q->db, err, sizeof(err), "SMEMBERS", old, NULL)))
+        return;
+    for (size_t i = 0; i < conn_count(r); i++) {
+        const char *t = conn_str(conn_at(r, i), NULL);
+        if (!t || !(z = conn_command(q->db, err, sizeof(err), "ZADD", key, "NX", at, t, NULL))) {
+            conn_reply_free(r);
+            return;   /* tried again at the next sweep */
+        }
+        conn_reply_free(z);
+    }
+    if (conn_count(r) && (z = conn_command(q->db, err, sizeof(err), "DEL", old, NULL)))
+        conn_reply_free(z);
+    q->migrated = conn_count(r) == 0 || z != NULL;
+    conn_reply_free(r);
+}
+
+int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, size_t *n, char *err,
+                 size_t errlen)
+{
+    char key[KEY_MAX], from[24];
     struct conn_reply *r;
+    const struct conn_reply *page;
     size_t count;
 
     *topics = NULL;
     *n = 0;
+    if (*cursor == 0)
+        migrate_registry(q);
     topics_key(q, key, sizeof(key));
-    if (!(r = conn_command(q->db, err, errlen, "SMEMBERS", key, NULL)))
+    snprintf(from, sizeof(from), "%llu", (unsigned long long)*cursor);
+    if (!(r = conn_command(q->db, err, errlen, "ZSCAN", key, from, "COUNT", PULLQ_PAGE_TEXT, NULL)))
         return -1;
-    count = conn_count(r);
+    if (conn_type(r) != CONN_ARR || conn_count(r) != 2 ||
+        conn_type(page = conn_at(r, 1)) != CONN_ARR) {
+        snprintf(err, errlen, "ZSCAN answered something else than a page");
+        conn_reply_free(r);
+        return -1;
+    }
+    *cursor = strtoull(conn_str(conn_at(r, 0), NULL) ? conn_str(conn_at(r, 0), NULL) : "0",
+                       NULL, 10);
+    count = conn_count(page) / 2;   /* topic, score */
     if (count && !(*topics = calloc(count, sizeof(**topics)))) {
         conn_reply_free(r);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (size_t i = 0; i < count; i++)
-        if (((*topics)[*n] = dup_reply(conn_at(r, i), NULL)))
+        if (((*topics)[*n] = dup_reply(conn_at(page, 2 * i), NULL)))
             (*n)++;
+    conn_reply_free(r);
+    return 0;
+}
+
+int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t before_ms,
+                 char *err, size_t errlen)
+{
+    char key[KEY_MAX], before[24];
+    const char **argv = calloc(n + 2, sizeof(*argv));
+    struct conn_call call = { .script = S_FORGET, .nkeys = 1, .argc = (int)n + 2, .argv = argv };
+    struct conn_reply *r;
+
+    if (!argv) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    topics_key(q, key, sizeof(key));
+    snprintf(before, sizeof(before), "%lld", (long long)before_ms);
+    argv[0] = key;
+    argv[1] = before;
+    for (size_t i = 0; i < n; i++)
+        argv[i + 2] = topics[i];
+    r = n ? conn_call(q->db, &call, CONN_NO_WAIT, err, errlen) : NULL;
+    free(argv);
+    if (n && !r)
+        return -1;
     conn_reply_free(r);
     return 0;
 }

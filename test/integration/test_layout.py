@@ -29,6 +29,7 @@ PARTS = {
     "delivery/calls": "delivery/forwarder",
     "http/routes": "http/http",
     "schedules/schedroutes": "schedules/schedules",
+    "pull/pullq_lua": "pull/pullq",
 }
 MAX_LINES = 800
 

@@ -518,3 +518,54 @@ def test_max_attempts_counts_receives_released_ones_too(stack):
     assert m["headers"]["dq-id"] == job_id and m["headers"]["dq-attempts"] == "3", m
     assert "received 3 times" in m["headers"]["dq-error"], m
     wait_until(lambda: d.get(job_id)["state"] == "dead", 10, "the record to say dead")
+
+
+def test_every_pull_topic_is_swept_however_many(stack):
+    """1,100 pull topics, one job each, reserved and never finished: every one is ready again
+    after its ttr, and /stats counts every topic."""
+    d = Delayqd(stack, extra={"pull_topics": ["many-*"]}).start()
+    run = uuid.uuid4().hex[:6]
+    topics = [f"many-{run}-{i}" for i in range(1100)]
+    for at in range(0, len(topics), 550):
+        status, doc = d.http("POST", "/delay-queue/api/jobs/add_batch",
+                             {"jobs": [{"topic": t, "delay_ms": 500, "body": t, "ttr": 2}
+                                       for t in topics[at:at + 550]]})
+        assert status == 200 and all(a["code"] == 0 for a in doc["data"]["jobs"]), doc
+    c = Client(d)
+    first = {}
+    deadline = time.monotonic() + 60
+    while len(first) < len(topics) and time.monotonic() < deadline:
+        for t in topics:
+            if t not in first:
+                got = c.pop(t)
+                if got:
+                    first[t] = got[0]
+    assert len(first) == len(topics), len(first)
+    deadline = time.monotonic() + 60
+    left = set(topics)
+    while left and time.monotonic() < deadline:
+        for t in list(left):
+            got = c.pop(t)
+            if got:
+                assert got[0]["attempt"] == 2, got
+                left.discard(t)
+        time.sleep(0.2)
+    assert not left, f"{len(left)} of {len(topics)} never came back, e.g. {sorted(left)[:3]}"
+    stats = d.http("GET", "/delay-queue/api/stats")[1]["data"]["pull"]
+    assert sum(1 for t in topics if t in stats) == len(topics), len(stats)
+    assert "many-" not in d.log_text(), "a pull topic was looked up in Kafka"
+
+
+def test_an_empty_pull_topic_leaves_the_registry(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    registry = d.prefix + "pull:registry"
+    d.add_ok(topic=topic, delay_ms=200, body="x")
+    j = Client(d).pop(topic, wait_ms=10000)[0]
+    assert stack.redis("ZSCORE", registry, topic) != ""
+    assert op(d, "finish", j)[0] == 200
+    time.sleep(1)
+    assert stack.redis("ZSCORE", registry, topic) != ""   # registered lately: kept
+    stack.redis("ZADD", registry, "1", topic)   # as if no job came for a long time
+    wait_until(lambda: stack.redis("ZSCORE", registry, topic) == "", 10,
+               "the empty topic to leave the registry")

@@ -1,0 +1,180 @@
+/* pullq_lua: the text of the pull queues' Lua scripts, part of pullq; the shared inside is
+ * include/pull/pullq_link.h. Each script changes one topic's keys (one hash tag) in one step,
+ * so that no crash between two steps loses or doubles a job. */
+#include "pull/pullq_link.h"
+
+_Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS");
+
+#define JOB_TTR_ONCE_TEXT "1"   /* JOB_TTR_ONCE_MS, for the Lua text */
+
+
+/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms. A hash of the same due time is this
+ * job's, made ready before (its message read again after a crash): left alone, also when it
+ * has been finished since. */
+static const char ready_lua[] =
+    "local st = redis.call('HGET', KEYS[2], 'st')\n"
+    "if st then\n"
+    "  if redis.call('HGET', KEYS[2], 'due') == ARGV[3] then return 1 end\n"
+    "  if st == 'r' or st == 'R' or st == 'b' then return 2 end\n"
+    "  redis.call('DEL', KEYS[2])\n"
+    "end\n"
+    "redis.call('HSET', KEYS[2], 'rec', ARGV[2], 'due', ARGV[3], 'st', 'r', 'att', '0',\n"
+    "           'ttr', ARGV[4])\n"
+    "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
+    "return 0\n";
+
+/* KEYS: ready, reserved, dead. ARGV: now, max, ttr_ms (0: the job's, else default), default
+ * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
+ * Answers id, record, attempt, receipt, until, due for each job handed out. A job whose own
+ * ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no receipt. A job received
+ * max_attempts times already (reservations that ran out, or released) is not handed out
+ * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
+ * it was given (rttr), which a touch without one renews. */
+static const char pop_lua[] =
+    "local now = tonumber(ARGV[1])\n"
+    "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
+    "local out = {}\n"
+    "for i, id in ipairs(ids) do\n"
+    "  local jk = ARGV[6] .. id\n"
+    "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
+    "  redis.call('ZREM', KEYS[1], id)\n"
+    "  local max = tonumber(ARGV[9])\n"
+    "  if f[1] and f[5] == 'r' and max > 0 and (tonumber(f[2]) or 0) >= max then\n"
+    "    redis.call('ZADD', KEYS[3], now, id)\n"
+    "    redis.call('HSET', jk, 'st', 'b', 'why', 'received ' .. f[2] .. ' times without being '\n"
+    "               .. 'finished (pull.max_attempts is ' .. max .. ')')\n"
+    "  elseif f[1] and f[5] == 'r' then\n"
+    "    local att = (tonumber(f[2]) or 0) + 1\n"
+    "    local rc, untl = '', tostring(now)\n"
+    "    if tonumber(f[3]) == " JOB_TTR_ONCE_TEXT " then\n"
+    "      redis.call('HSET', jk, 'st', 'f', 'att', tostring(att), 'done', ARGV[1])\n"
+    "      redis.call('PEXPIRE', jk, ARGV[8])\n"
+    "    else\n"
+    "      local ttr = tonumber(ARGV[3])\n"
+    "      if ttr <= 0 then ttr = tonumber(f[3]) or 0 end\n"
+    "      if ttr <= 0 then ttr = tonumber(ARGV[4]) end\n"
+    "      untl = tostring(now + ttr)\n"
+    "      rc = ARGV[5] .. i .. '.' .. att .. ARGV[7]\n"
+    "      redis.call('HSET', jk, 'st', 'R', 'att', tostring(att), 'rcpt', rc, 'until', untl,\n"
+    "                 'rttr', tostring(ttr))\n"
+    "      redis.call('ZADD', KEYS[2], untl, id)\n"
+    "    end\n"
+    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, att)\n"
+    "    table.insert(out, rc); table.insert(out, untl); table.insert(out, f[4])\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms (a touch's: -1 for the
+ * job's own ttr, else the reservation's, else default_ttr_ms), now, retention_ms, reason,
+ * default_ttr_ms.
+ * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
+ * -2 not live.
+ * A finish repeated with its receipt is done again (the first answer may have been lost). */
+static const char op_lua[] =
+    "local f = redis.call('HMGET', KEYS[4], 'st', 'rcpt')\n"
+    "local st, verb, id = f[1], ARGV[1], ARGV[2]\n"
+    "if not st then return {0, ''} end\n"
+    "local function gone(s)\n"
+    "  redis.call('HSET', KEYS[4], 'st', s, 'done', ARGV[5])\n"
+    "  redis.call('HDEL', KEYS[4], 'until')\n"
+    "  redis.call('PEXPIRE', KEYS[4], ARGV[6])\n"
+    "end\n"
+    "if verb == 'cancel' then\n"
+    "  if st ~= 'r' and st ~= 'R' then return {-2, st} end\n"
+    "  redis.call('ZREM', KEYS[1], id); redis.call('ZREM', KEYS[2], id)\n"
+    "  redis.call('HDEL', KEYS[4], 'rcpt')\n"
+    "  gone('c')\n"
+    "  return {1, 'c'}\n"
+    "end\n"
+    "if verb == 'finish' and st == 'f' and f[2] == ARGV[3] then return {2, 'f'} end\n"
+    "if st ~= 'R' or f[2] ~= ARGV[3] then return {-1, st} end\n"
+    "if verb == 'finish' then\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  gone('f')\n"
+    "  return {1, 'f'}\n"
+    "elseif verb == 'release' then\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  redis.call('ZADD', KEYS[1], ARGV[4], id)\n"
+    "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
+    "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
+    "  return {1, 'r'}\n"
+    "elseif verb == 'touch' then\n"
+    "  local untl = ARGV[4]\n"
+    "  if tonumber(untl) < 0 then\n"
+    "    local own = redis.call('HMGET', KEYS[4], 'ttr', 'rttr')\n"
+    "    local ttr = tonumber(own[1]) or 0\n"
+    "    if ttr <= " JOB_TTR_ONCE_TEXT " then ttr = tonumber(own[2]) or tonumber(ARGV[8]) end\n"
+    "    untl = tostring(tonumber(ARGV[5]) + ttr)\n"
+    "  end\n"
+    "  redis.call('ZADD', KEYS[2], untl, id)\n"
+    "  redis.call('HSET', KEYS[4], 'until', untl)\n"
+    "  return {1, 'R', untl}\n"
+    "end\n"
+    "redis.call('ZREM', KEYS[2], id)\n"
+    "redis.call('ZADD', KEYS[3], ARGV[5], id)\n"
+    "redis.call('HSET', KEYS[4], 'st', 'b', 'why', ARGV[7])\n"
+    "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
+    "return {1, 'b'}\n";
+
+/* KEYS: ready, reserved, dead. ARGV: now, max_attempts, limit, job key prefix, resend_ms.
+ * Answers back, ready, reserved, buried, then id, record, why, attempt of each dead letter to
+ * send. */
+static const char sweep_lua[] =
+    "local now, max, lim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local back = 0\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
+    "  local jk = ARGV[4] .. id\n"
+    "  local f = redis.call('HMGET', jk, 'att', 'due', 'st')\n"
+    "  redis.call('ZREM', KEYS[2], id)\n"
+    "  if f[3] == 'R' then\n"
+    "    local att = tonumber(f[1]) or 0\n"
+    "    if max > 0 and att >= max then\n"
+    "      redis.call('ZADD', KEYS[3], now, id)\n"
+    "      redis.call('HSET', jk, 'st', 'b', 'why', 'not finished within its time to run ' ..\n"
+    "                 att .. ' times (pull.max_attempts is ' .. max .. ')')\n"
+    "    else\n"
+    "      redis.call('ZADD', KEYS[1], f[2] or now, id)\n"
+    "      redis.call('HSET', jk, 'st', 'r')\n"
+    "      back = back + 1\n"
+    "    end\n"
+    "    redis.call('HDEL', jk, 'rcpt', 'until')\n"
+    "  end\n"
+    "end\n"
+    "local out = {back, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
+    "             redis.call('ZCARD', KEYS[3])}\n"
+    "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, lim)) do\n"
+    "  local f = redis.call('HMGET', ARGV[4] .. id, 'rec', 'why', 'att', 'st')\n"
+    "  if f[1] and f[4] == 'b' then\n"
+    "    redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), id)\n"
+    "    table.insert(out, id); table.insert(out, f[1]); table.insert(out, f[2] or '')\n"
+    "    table.insert(out, tonumber(f[3]) or 0)\n"
+    "  else\n"
+    "    redis.call('ZREM', KEYS[3], id)\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
+/* KEYS: dead, job. ARGV: id, retention_ms. */
+static const char sent_lua[] =
+    "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+    "if redis.call('HGET', KEYS[2], 'st') == 'b' then\n"
+    "  redis.call('HSET', KEYS[2], 'st', 'd')\n"
+    "  redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+    "end\n"
+    "return 1\n";
+
+/* KEYS: registry. ARGV: before_ms, topics... Each topic registered before before_ms leaves
+ * the registry; one registered since (a job made ready meanwhile) stays. Answers how many left. */
+static const char forget_lua[] =
+    "local n = 0\n"
+    "for i = 2, #ARGV do\n"
+    "  local at = redis.call('ZSCORE', KEYS[1], ARGV[i])\n"
+    "  if at and tonumber(at) < tonumber(ARGV[1]) then\n"
+    "    redis.call('ZREM', KEYS[1], ARGV[i]); n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "return n\n";
+
+const char *const pullq_script_text[S_COUNT] = { ready_lua, pop_lua, op_lua, sweep_lua,
+                                                sent_lua, forget_lua };
