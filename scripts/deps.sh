@@ -17,6 +17,7 @@ pkgs=(
   tzdata                        # schedules: the IANA time zones (TZif files) delayqd reads itself
   chromium chromium-driver python3-selenium   # the console's browser test (test_console.py)
   python3-yaml                  # the build turns docs/openapi.yaml into the JSON delayqd serves
+  faketime                      # tests run an instance whose clock is off (libfaketime)
   python3-venv                  # .venv/: the test tools, pinned (Debian's pytest is too old)
   curl procps iproute2 python3
 )

@@ -101,16 +101,16 @@ enum pullq_op_result {
     PULLQ_NOT_LIVE,     /* PULLQ_CANCEL: the job is neither ready nor reserved */
 };
 
-/* One operation: verb, topic, id, receipt (not for PULLQ_CANCEL), at_ms (RELEASE: ready
- * again from then; TOUCH: reserved until then, or -1: for the job's own ttr, else the one its
- * pop gave, else pull.ttr_s), reason (BURY) in; res, state (a letter of the hash's st) and
- * until_ms (TOUCH) out, or failed. */
+/* One operation: verb, topic, id, receipt (not for PULLQ_CANCEL), after_ms (RELEASE: ready
+ * again that long after now; TOUCH: reserved that long from now, or -1: for the job's own ttr,
+ * else the one its pop gave, else pull.ttr_s; now is Redis's clock), reason (BURY) in; res,
+ * state (a letter of the hash's st) and until_ms (TOUCH) out, or failed. */
 struct pullq_op {
     enum pullq_verb verb;
     const char *topic;
     const char *id;
     const char *receipt;
-    int64_t at_ms;
+    int64_t after_ms;
     const char *reason;
     enum pullq_op_result res;
     int repeated;               /* PULLQ_DONE of a finish already done with this receipt */

@@ -261,9 +261,9 @@ static void serve_ops(struct pull *p, struct req **reqs, size_t n)
                                     .id = a->id, .receipt = a->receipt,
                                     .reason = a->reason[0] ? a->reason : "buried by a worker" };
         if (reqs[i]->verb == API_RELEASE)
-            ops[k].at_ms = now + a->delay_ms;
+            ops[k].after_ms = a->delay_ms;
         else if (reqs[i]->verb == API_TOUCH)
-            ops[k].at_ms = a->ttr_ms ? now + a->ttr_ms : -1;   /* -1: the job's own ttr */
+            ops[k].after_ms = a->ttr_ms ? a->ttr_ms : -1;   /* -1: the job's own ttr */
         k++;
     }
     pullq_run_many(p->q, k, ops, now, p->cfg->job.retention_s * 1000);

@@ -318,7 +318,7 @@ static void build_op(void *ctx, size_t j, struct conn_call *call)
     arg(b, 4, verb_word[o->verb]);
     arg(b, 5, o->id);
     arg(b, 6, o->receipt ? o->receipt : "");
-    arg_num(b, 7, 0, o->at_ms);
+    arg_num(b, 7, 0, o->after_ms);
     arg_num(b, 8, 1, b->now_ms);
     arg_num(b, 9, 2, b->a);
     arg(b, 10, o->reason ? o->reason : "");

@@ -7,6 +7,12 @@ _Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS
 
 #define JOB_TTR_ONCE_TEXT "1"   /* JOB_TTR_ONCE_MS, for the Lua text */
 
+/* now: Redis's own clock, epoch ms, so that every instance's scripts agree on what is ready
+ * and when a reservation ends, whatever their own clocks say. */
+#define LUA_NOW \
+    "local tm = redis.call('TIME')\n" \
+    "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+
 
 /* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms. A hash of the same due time is this
  * job's, made ready before (its message read again after a crash): left alone, also when it
@@ -23,7 +29,7 @@ static const char ready_lua[] =
     "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
     "return 0\n";
 
-/* KEYS: ready, reserved, dead. ARGV: now, max, ttr_ms (0: the job's, else default), default
+/* KEYS: ready, reserved, dead. ARGV: (unused), max, ttr_ms (0: the job's, else default), default
  * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
  * Answers id, record, attempt, receipt, until, due for each job handed out. A job whose own
  * ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no receipt. A job received
@@ -31,7 +37,7 @@ static const char ready_lua[] =
  * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
  * it was given (rttr), which a touch without one renews. */
 static const char pop_lua[] =
-    "local now = tonumber(ARGV[1])\n"
+    LUA_NOW
     "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
     "local out = {}\n"
     "for i, id in ipairs(ids) do\n"
@@ -47,7 +53,7 @@ static const char pop_lua[] =
     "    local att = (tonumber(f[2]) or 0) + 1\n"
     "    local rc, untl = '', tostring(now)\n"
     "    if tonumber(f[3]) == " JOB_TTR_ONCE_TEXT " then\n"
-    "      redis.call('HSET', jk, 'st', 'f', 'att', tostring(att), 'done', ARGV[1])\n"
+    "      redis.call('HSET', jk, 'st', 'f', 'att', tostring(att), 'done', tostring(now))\n"
     "      redis.call('PEXPIRE', jk, ARGV[8])\n"
     "    else\n"
     "      local ttr = tonumber(ARGV[3])\n"
@@ -65,18 +71,19 @@ static const char pop_lua[] =
     "end\n"
     "return out\n";
 
-/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, at_ms (a touch's: -1 for the
- * job's own ttr, else the reservation's, else default_ttr_ms), now, retention_ms, reason,
- * default_ttr_ms.
+/* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, after_ms (a release's delay; a
+ * touch's ttr, or -1 for the job's own ttr, else the reservation's, else default_ttr_ms),
+ * (unused), retention_ms, reason, default_ttr_ms.
  * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
  * -2 not live.
  * A finish repeated with its receipt is done again (the first answer may have been lost). */
 static const char op_lua[] =
+    LUA_NOW
     "local f = redis.call('HMGET', KEYS[4], 'st', 'rcpt')\n"
     "local st, verb, id = f[1], ARGV[1], ARGV[2]\n"
     "if not st then return {0, ''} end\n"
     "local function gone(s)\n"
-    "  redis.call('HSET', KEYS[4], 'st', s, 'done', ARGV[5])\n"
+    "  redis.call('HSET', KEYS[4], 'st', s, 'done', tostring(now))\n"
     "  redis.call('HDEL', KEYS[4], 'until')\n"
     "  redis.call('PEXPIRE', KEYS[4], ARGV[6])\n"
     "end\n"
@@ -95,33 +102,34 @@ static const char op_lua[] =
     "  return {1, 'f'}\n"
     "elseif verb == 'release' then\n"
     "  redis.call('ZREM', KEYS[2], id)\n"
-    "  redis.call('ZADD', KEYS[1], ARGV[4], id)\n"
+    "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), id)\n"
     "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
     "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "  return {1, 'r'}\n"
     "elseif verb == 'touch' then\n"
-    "  local untl = ARGV[4]\n"
-    "  if tonumber(untl) < 0 then\n"
+    "  local ttr = tonumber(ARGV[4])\n"
+    "  if ttr < 0 then\n"
     "    local own = redis.call('HMGET', KEYS[4], 'ttr', 'rttr')\n"
-    "    local ttr = tonumber(own[1]) or 0\n"
+    "    ttr = tonumber(own[1]) or 0\n"
     "    if ttr <= " JOB_TTR_ONCE_TEXT " then ttr = tonumber(own[2]) or tonumber(ARGV[8]) end\n"
-    "    untl = tostring(tonumber(ARGV[5]) + ttr)\n"
     "  end\n"
+    "  local untl = tostring(now + ttr)\n"
     "  redis.call('ZADD', KEYS[2], untl, id)\n"
     "  redis.call('HSET', KEYS[4], 'until', untl)\n"
     "  return {1, 'R', untl}\n"
     "end\n"
     "redis.call('ZREM', KEYS[2], id)\n"
-    "redis.call('ZADD', KEYS[3], ARGV[5], id)\n"
+    "redis.call('ZADD', KEYS[3], now, id)\n"
     "redis.call('HSET', KEYS[4], 'st', 'b', 'why', ARGV[7])\n"
     "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "return {1, 'b'}\n";
 
-/* KEYS: ready, reserved, dead. ARGV: now, max_attempts, limit, job key prefix, resend_ms.
+/* KEYS: ready, reserved, dead. ARGV: (unused), max_attempts, limit, job key prefix, resend_ms.
  * Answers back, ready, reserved, buried, then id, record, why, attempt of each dead letter to
  * send. */
 static const char sweep_lua[] =
-    "local now, max, lim = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    LUA_NOW
+    "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local back = 0\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local jk = ARGV[4] .. id\n"

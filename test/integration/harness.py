@@ -361,8 +361,14 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
 
     def start(self):
         self.log = open(self.log_path, "a")
+        env = None
+        if self.extra.get("faketime"):   # its clock off by that much ("+30s"), libfaketime's way
+            env = dict(os.environ, FAKETIME=self.extra["faketime"],
+                       LD_PRELOAD="/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+                       ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
+                       ":verify_asan_link_order=0")
         self.proc = subprocess.Popen([DELAYQD, "-c", self.conf_path], stdout=self.log,
-                                     stderr=subprocess.STDOUT)
+                                     stderr=subprocess.STDOUT, env=env)
         _running.append(self)
         if self not in _started:
             _started.append(self)
