@@ -81,6 +81,7 @@ struct intake {
     struct pull *pull;          /* pops and what workers do with popped jobs */
     pthread_mutex_t stats_mu;
     struct stats *stats;        /* the pending view's Kafka handle, made at its first use */
+    struct pullq *stats_pq;     /* the stats thread's pull queues connection (/stats' counts) */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;

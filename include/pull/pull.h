@@ -15,9 +15,18 @@
 #include "core/config.h"
 
 #define PULL_WAIT_POLL_MS 5     /* a waiting pop hears of a ready job this late at most, from
-                                 * any instance: well within the 50 ms poppers are promised */
+                                 * any instance, while announcements cannot be heard: well
+                                 * within the 50 ms poppers are promised */
+#define PULL_LOOK_MS 30000      /* while they are heard, waiting pops look at their topics this
+                                 * often all the same (a missed announcement) */
 #define PULL_GONE_POLL_MS 100  /* a waiting pop whose client left is dropped this late at most */
-#define PULL_SWEEP_MS 250       /* a reservation that ran out is ready again this late at most */
+#define PULL_SWEEP_MS 250       /* a reservation that ran out is ready again this late at most,
+                                 * when the instance that handed it out (or one that swept the
+                                 * topic since) is up */
+#define PULL_IDLE_SWEEP_MS 10000   /* every topic is swept this often, by one instance at a
+                                    * time: reservations of an instance that died come back */
+#define PULL_COUNT_MS 1000      /* the counts of /stats and /metrics are this old at most... */
+#define PULL_COUNT_WANTED_MS 10000   /* ...while asked for within this */
 
 struct pull;
 
@@ -44,14 +53,8 @@ void pull_pop(struct pull *p, const struct api_pop *req, answer_fn done, answer_
 void pull_op(struct pull *p, enum api_verb verb, const struct api_pull_op *req, answer_fn done,
              void *opaque);
 
-/* One pull topic's jobs at the last sweep. */
-struct pull_count {
-    char topic[TOPIC_NAME_MAX + 1];
-    int64_t ready, reserved;
-};
-
-/* Every pull topic's counts at the last sweep, in *out (caller frees; NULL when out of
- * memory, and then 0 counts); returns how many. */
-size_t pull_counts(struct pull *p, struct pull_count **out);
+/* The counts of the /metrics gauges are wanted: kept up to date (PULL_COUNT_MS) for
+ * PULL_COUNT_WANTED_MS. */
+void pull_counts_wanted(struct pull *p);
 
 #endif

@@ -11,7 +11,9 @@
  *                              (its end), rttr (the ttr the reservation was given), why (why it
  *                              is bound for the dead letters)
  * and <prefix>pull:registry is a zset of the topics that have (or lately had) jobs, score when
- * a job of it was last made ready (epoch ms), for the sweepers; an empty topic leaves it.
+ * a job of it was last made ready (epoch ms), for the sweepers; an empty topic leaves it. A job
+ * made ready (by the forwarder, a release, a sweep) is announced on the channel
+ * <prefix>pull:ready, the message its topic, so that waiting pops hear of it at once.
  * Every change is one script, so that no crash between two steps loses or doubles a job.
  * A struct pullq is one connection (conn): use it from one thread at a time. */
 #ifndef DQ_PULLQ_H
@@ -77,6 +79,8 @@ struct pullq_pop {
     struct pullq_popped *jobs;
     size_t n;
     int failed;
+    int64_t buried;             /* jobs it sent to the dead letters instead (received
+                                 * pull.max_attempts times already) */
     int unconfirmed;            /* the jobs were reserved, but too few replicas confirmed it
                                  * (err says so): they are handed out all the same */
     char err[256];
@@ -140,6 +144,8 @@ struct pullq_sweep {
     const char *topic;
     int64_t back;
     int64_t ready, reserved, buried;
+    int64_t next_ms;            /* when its next reservation ends or dead letter is due (epoch
+                                 * ms, Redis's clock); -1: none */
     struct pullq_dead *dead;
     size_t ndead;
     int failed;
@@ -157,26 +163,56 @@ void pullq_sweep_release(struct pullq_sweep *sw);
 int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t retention_ms,
                     char *err, size_t errlen);
 
+/* The channel a job made ready is announced on (its topic the message): <prefix>pull:ready. */
+void pullq_channel(const struct pullq *q, char *out, size_t outlen);
+
+/* Makes q, used for nothing else from then on, hear the announcements. 0, or -1 with err. */
+int pullq_listen(struct pullq *q, char *err, size_t errlen);
+/* Waits up to timeout_ms for an announcement: 1 with its topic in topic, 0 when none came, -1
+ * with err when the connection failed (pullq_listen again). */
+int pullq_heard(struct pullq *q, int timeout_ms, char *topic, size_t len, char *err,
+                size_t errlen);
+
 #define PULLQ_PAGE_TEXT "256"       /* topics a page of the registry holds, about */
 #define PULLQ_REGISTER_MS 60000     /* a topic is put in the registry again this often while jobs
                                      * of it are made ready */
 #define PULLQ_FORGET_MS 600000      /* an empty topic not put there for this long leaves it */
 
 /* A page of the pull topics in the registry, from *cursor (0: the first; set to the next page's,
- * 0 after the last): *topics (n strings; caller frees each and the array). 0, or -1 with err.
- * The pages of one pass from 0 to 0 hold every topic registered before it began. */
-int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, size_t *n, char *err,
-                 size_t errlen);
+ * 0 after the last): *topics (n strings; caller frees each and the array) and when each was
+ * last registered, *scores (epoch ms; caller frees). 0, or -1 with err. The pages of one pass
+ * from 0 to 0 hold every topic registered before it began. */
+int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, int64_t **scores, size_t *n,
+                 char *err, size_t errlen);
+
+/* 1 when this instance takes the turn of sweeping every topic for the next ms (no other has
+ * it); 0 when another has it or Redis did not answer. */
+int pullq_take_turn(struct pullq *q, int64_t ms);
+
+/* One pull topic's jobs ready (released ones waiting out their delay included) and reserved. */
+struct pullq_count {
+    char topic[TOPIC_NAME_MAX + 1];
+    int64_t ready, reserved;
+};
+
+/* Every registered pull topic's counts, page by page, into *out (n of them; caller frees).
+ * 0, or -1 with err (*out NULL). */
+int pullq_counts(struct pullq *q, struct pullq_count **out, size_t *n, char *err, size_t errlen);
+
+/* The jobs ready and reserved of n topics, in one pipeline (-1 where Redis did not answer). */
+void pullq_sizes(struct pullq *q, size_t n, const char *const *topics, int64_t *ready,
+                 int64_t *reserved);
 
 /* Takes the n topics (found empty: nothing ready, reserved or buried) out of the registry,
  * each unless put there again since before_ms (epoch ms). 0, or -1 with err. */
 int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t before_ms,
                  char *err, size_t errlen);
 
-/* How many jobs of each of n topics may be popped at now_ms, in one pipeline, into counts
- * (-1 where Redis did not answer). */
-void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t now_ms,
-                     int64_t *counts);
+/* How many jobs of each of n topics may be popped now (Redis's clock), in one pipeline, into
+ * counts, and when none may, in how many ms the first one may, into waits (0 when some may
+ * now; -1 where none is ready, or Redis did not answer, with counts -1 too). */
+void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t *counts,
+                     int64_t *waits);
 
 /* A job's pull state, for get: in topic, id; out found, state (a letter of st), attempt,
  * until_ms (-1 when not reserved), or failed. */

@@ -126,4 +126,13 @@ int conn_eviction(char *policy, size_t len);
 /* PING: 0 when Redis answers. */
 int conn_ping(struct conn *db, char *err, size_t errlen);
 
+/* Subscribes db, a conn used for nothing else from then on, to channel: on the one server or
+ * the master the Sentinels name (a replica hears the PUBLISH of its master too), or on any node
+ * of a Redis Cluster (every node hears every PUBLISH). 0, or -1 with err set. */
+int conn_subscribe(struct conn *db, const char *channel, char *err, size_t errlen);
+/* Waits up to timeout_ms for a message of the subscription: 1 with its payload in out, 0 when
+ * none came, or -1 with err set when the connection failed (subscribe again). */
+int conn_message(struct conn *db, int timeout_ms, char *out, size_t outlen, char *err,
+                 size_t errlen);
+
 #endif

@@ -30,6 +30,7 @@ struct conn {
     int unconfirmed;            /* conn_call: its writes lack redis.wait_replicas replicas */
     char wait_err[160];         /* why, when unconfirmed */
     enum conn_code code;         /* conn_call: the kind of its failure */
+    int sub;                    /* conn_subscribe: the link subscribed (-1: one) */
 };
 
 /* Where the master is (master.c). */

@@ -333,6 +333,7 @@ void intake_free(struct intake *in, int timeout_ms)
     flights_free_all(in);
     store_free(in->st);
     stats_free(in->stats);
+    pullq_free(in->stats_pq);
     close(in->wake[0]);
     close(in->wake[1]);
     pthread_mutex_destroy(&in->stats_mu);

@@ -504,8 +504,7 @@ static struct stats *stats_of(struct intake *in, char *err, size_t errlen)
 
 /* A /stats request waiting for a look. */
 struct stats_wait {
-    const struct levels *levels;
-    struct pull *pull;
+    struct intake *in;
     answer_fn done;
     void *opaque;
 };
@@ -515,9 +514,19 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
     struct stats_wait *w = opaque;
 
     if (v) {
-        void *d = api_stats_data(v, w->levels);
-        struct pull_count *counts;
-        size_t n = pull_counts(w->pull, &counts);
+        struct intake *in = w->in;
+        void *d = api_stats_data(v, &in->cfg->delay.levels);
+        struct pullq_count *counts = NULL;
+        char why[256];
+        size_t n = 0;
+        /* one connection for the counts of every /stats, one at a time: answers come from
+         * the stats thread, or at once from an HTTP thread when the last look is recent */
+        pthread_mutex_lock(&in->stats_mu);
+        if (!in->stats_pq)
+            in->stats_pq = pullq_new(in->cfg);
+        if (in->stats_pq && pullq_counts(in->stats_pq, &counts, &n, why, sizeof(why)) < 0)
+            log_warn("stats: counting the pull topics failed: %s", why);
+        pthread_mutex_unlock(&in->stats_mu);
         for (size_t i = 0; i < n; i++)
             api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
         free(counts);
@@ -544,8 +553,7 @@ void intake_stats(struct intake *in, answer_fn done, void *opaque)
         answer_send(done, opaque, 503, API_UNAVAILABLE, err, NULL);
         return;
     }
-    *w = (struct stats_wait){ .levels = &in->cfg->delay.levels, .pull = in->pull, .done = done,
-                              .opaque = opaque };
+    *w = (struct stats_wait){ .in = in, .done = done, .opaque = opaque };
     stats_get(s, stats_answered, w);
 }
 
@@ -556,4 +564,5 @@ void intake_stats_gauges(struct intake *in)
 
     if ((s = stats_of(in, err, sizeof(err))))
         stats_gauges(s);
+    pull_counts_wanted(in->pull);
 }

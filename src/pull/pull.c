@@ -1,9 +1,12 @@
 /* pull: the thread that serves pops and what workers do with the jobs they popped, parks the
- * pops that wait, and sweeps the pull topics. The contract is in include/pull/pull.h. */
+ * pops that wait and wakes them when a job is announced ready; the sweeps are in sweep.c. The
+ * contract is in include/pull/pull.h. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/apidata.h"
 #include "core/apijson.h"
@@ -13,59 +16,11 @@
 #include "core/metrics.h"
 #include "kafka/letter.h"
 #include "kafka/producer.h"
-#include "pull/pull.h"
-#include "pull/pullq.h"
+#include "pull/pull_link.h"
 #include "redis/store.h"
 
 #define LOG_MODULE "pull"
-#define DEAD_RESEND_MS 30000       /* a dead letter Kafka did not acknowledge is sent again then */
-#define DEAD_TIMEOUT_MS 10000      /* a dead letter gives up on Kafka after this (sent again) */
-#define BATCH_MAX 256              /* requests served in one pipeline at most */
-
-enum kind { K_POP, K_OP };
-
-struct req {
-    enum kind kind;
-    struct api_pop pop;
-    enum api_verb verb;
-    struct api_pull_op op;
-    answer_fn done;
-    answer_wanted_fn wanted;       /* a pop's; NULL: always wanted */
-    void *opaque;
-    int64_t deadline_ms;           /* monotonic: when a parked pop's wait ends */
-    struct req *next;
-};
-
-/* A dead letter on its way to Kafka: what to mark once acknowledged, and what to send again
- * without the body should the dead-letter topic refuse it for good. */
-struct pull_letter {
-    char topic[TOPIC_NAME_MAX + 1];
-    char id[JOB_ID_MAX + 1];
-    char *key;                     /* owned */
-    rd_kafka_headers_t *hdrs;      /* owned: a copy of the letter's headers; NULL once bare */
-    int64_t due_ms;                /* epoch ms: the due time the job was made ready with */
-    char why[256];                 /* why it was dead-lettered */
-    struct pull_letter *next;
-};
-
-struct pull {
-    const struct config *cfg;
-    struct pullq *q;
-    struct store *st;                  /* job records: a dead-lettered job's is marked failed */
-    rd_kafka_t *rk;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t wake;
-    struct req *queue, **queue_tail;   /* new requests (mu) */
-    int no_waiting;                    /* pull_stop_waiting was called (mu) */
-    int quit;                          /* (mu) */
-    struct pull_count *counts;         /* at the last sweep (mu) */
-    size_t ncounts;
-    /* the thread's own: */
-    struct req *parked;                /* pops waiting for a job, oldest first */
-    int64_t next_sweep_ms, next_look_ms, next_gone_ms;   /* monotonic */
-    struct pull_letter *sent;               /* dead letters acknowledged, to mark */
-};
+#define LISTEN_RETRY_MS 1000       /* a subscription that failed is tried again this late */
 
 static void queue_req(struct pull *p, struct req *r)
 {
@@ -136,6 +91,15 @@ static void answer_pop(struct req *r, struct pullq_pop *pp)
     free(r);
 }
 
+/* 1 when topic is one of the n in woken. */
+static int among(char (*woken)[TOPIC_NAME_MAX + 1], size_t n, const char *topic)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(woken[i], topic) == 0)
+            return 1;
+    return 0;
+}
+
 /* Pops for n requests in one pipeline per round: round r pops the r-th topic of each request
  * that has one and got no job yet. Those that got jobs (or may not wait) are answered, the
  * others parked in their order: after the pops parked already, or (parked, a list head the
@@ -173,6 +137,9 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
                 answer_send(r->done, r->opaque, 503, API_UNAVAILABLE, pops[j].err, NULL);
                 free(r);
             } else if (pops[j].n) {
+                for (size_t i = 0; i < pops[j].n; i++)
+                    if (pops[j].jobs[i].receipt[0])   /* reserved: swept when it ends */
+                        pull_sweep_by(p, pops[j].topic, pull_mono_of(pops[j].jobs[i].until_ms));
                 if (pops[j].unconfirmed)
                     log_warn("pop of topic=%s: %zu jobs handed out though their reservation "
                              "is not confirmed by redis.wait_replicas replicas (a failover "
@@ -182,6 +149,8 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
             } else {
                 reqs[n++] = r;   /* on to its next topic */
             }
+            if (pops[j].buried)   /* bound for the dead letters: sent by a sweep */
+                pull_sweep_by(p, pops[j].topic, clock_mono_ms());
             pullq_pop_release(&pops[j]);
         }
     }
@@ -190,10 +159,18 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
         struct pullq_pop none = { .topic = r->pop.topics[0] };
         if (!may_wait || clock_mono_ms() >= r->deadline_ms) {
             answer_pop(r, &none);
-        } else {
-            r->next = NULL;
-            *tail = r;
-            tail = &r->next;
+            continue;
+        }
+        r->next = NULL;
+        *tail = r;
+        tail = &r->next;
+        /* a first wait: when its topics' next job comes is looked up (one released with a
+         * delay is announced before it is ready) */
+        for (int t = 0; !parked && t < r->pop.ntopics; t++) {
+            if (p->nfresh == WOKEN_MAX)
+                p->fresh_all = 1;
+            else if (!among(p->fresh, p->nfresh, r->pop.topics[t]))
+                snprintf(p->fresh[p->nfresh++], TOPIC_NAME_MAX + 1, "%s", r->pop.topics[t]);
         }
     }
     if (parked && *parked) {   /* parked again: ahead of the pops that came after them */
@@ -267,8 +244,13 @@ static void serve_ops(struct pull *p, struct req **reqs, size_t n)
         k++;
     }
     pullq_run_many(p->q, k, ops, now, p->cfg->job.retention_s * 1000);
-    for (size_t i = 0; i < k; i++)
+    for (size_t i = 0; i < k; i++) {
+        if (!ops[i].failed && ops[i].res == PULLQ_DONE && ops[i].verb == PULLQ_TOUCH)
+            pull_sweep_by(p, ops[i].topic, pull_mono_of(ops[i].until_ms));   /* its new end */
+        else if (!ops[i].failed && ops[i].res == PULLQ_DONE && ops[i].verb == PULLQ_BURY)
+            pull_sweep_by(p, ops[i].topic, clock_mono_ms());   /* its dead letter: sent by a sweep */
         answer_op(reqs[i], &ops[i]);
+    }
 }
 
 /* Serves the requests taken from the queue: operations first (a release may ready a job for
@@ -325,7 +307,7 @@ static void expire_parked(struct pull *p, int all, int gone)
 }
 
 /* The index of topic in topics (n of them), or n. */
-static size_t topic_index(const char *const *topics, size_t n, const char *topic)
+static size_t topic_index(const char **topics, size_t n, const char *topic)
 {
     size_t i = 0;
 
@@ -334,270 +316,71 @@ static size_t topic_index(const char *const *topics, size_t n, const char *topic
     return i;
 }
 
-/* Looks for ready jobs of the topics parked pops wait on; where there are, the oldest pops of
- * such a topic (enough of them to take what is ready) pop again. */
-static void look_for_parked(struct pull *p)
+/* Looks for ready jobs of the topics parked pops wait on (with nwoken > 0, only of those in
+ * woken); where there are, the oldest pops of such a topic (enough of them to take what is
+ * ready) pop again. Returns in how many ms the first job of a topic looked at that has none
+ * ready now may be popped (-1: none is known). */
+static int64_t look_for_parked(struct pull *p, char (*woken)[TOPIC_NAME_MAX + 1], size_t nwoken)
 {
-    const char *topics[BATCH_MAX];
-    int64_t counts[BATCH_MAX];
+    const char **topics = NULL, **more;
+    int64_t *counts = NULL, *waits = NULL, soonest = -1;
     struct req *take[BATCH_MAX], *again;
-    size_t nt = 0, n = 0;
+    size_t nt = 0, cap = 0, n;
     struct req **at;
 
     for (struct req *r = p->parked; r; r = r->next)
-        for (int t = 0; t < r->pop.ntopics && nt < BATCH_MAX; t++)
-            if (topic_index(topics, nt, r->pop.topics[t]) == nt)
-                topics[nt++] = r->pop.topics[t];
-    pullq_ready_now(p->q, nt, topics, clock_now_ms(), counts);
-    at = &p->parked;
-    while (*at && n < BATCH_MAX) {
-        struct req *r = *at;
-        size_t i = nt;
-        for (int t = 0; t < r->pop.ntopics && i == nt; t++) {
-            i = topic_index(topics, nt, r->pop.topics[t]);
-            if (i < nt && counts[i] <= 0)
-                i = nt;
+        for (int t = 0; t < r->pop.ntopics; t++) {
+            const char *topic = r->pop.topics[t];
+            if ((nwoken && !among(woken, nwoken, topic)) || topic_index(topics, nt, topic) < nt)
+                continue;
+            if (nt == cap) {
+                cap = cap ? 2 * cap : 64;
+                if (!(more = realloc(topics, cap * sizeof(*more))))
+                    goto out;
+                topics = more;
+            }
+            topics[nt++] = topic;
         }
-        if (i < nt && !wanted(r)) {   /* its asker left: it takes nothing */
-            struct pullq_pop none = { .topic = r->pop.topics[0] };
-            metrics_inc(M_PULL_POPS_LEFT);
-            *at = r->next;
-            answer_pop(r, &none);
-        } else if (i < nt) {
-            counts[i] -= r->pop.max;
-            *at = r->next;
-            take[n++] = r;
-        } else {
-            at = &r->next;
-        }
-    }
-    if (n)
-        serve_pops(p, take, n, 1, &again);
-}
-
-static void letter_free(struct pull_letter *l)
-{
-    if (l->hdrs)
-        rd_kafka_headers_destroy(l->hdrs);
-    free(l->key);
-    free(l);
-}
-
-/* The headers of l's letter without its body (taken from l, which has none left after). */
-static rd_kafka_headers_t *bare_headers(struct pull_letter *l)
-{
-    rd_kafka_headers_t *bare = l->hdrs;
-
-    l->hdrs = NULL;
-    headers_add(bare, LETTER_BODY, LETTER_BODY_OMITTED_JOB, strlen(LETTER_BODY_OMITTED_JOB));
-    return bare;
-}
-
-/* Produces l's letter: value (len bytes) with hdrs (taken). One librdkafka refuses for good at
- * once (over its message.max.bytes) goes again without its body, once, as dr_cb does for one
- * the broker refuses. 0, or -1 with l freed and the failure logged (the sweep sends it again). */
-static int produce_letter(struct pull *p, struct pull_letter *l, rd_kafka_headers_t *hdrs,
-                          const char *value, size_t len)
-{
-    rd_kafka_resp_err_t e;
-
-    e = rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->cfg->delay.dlq_topic),
-                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_KEY(l->key, strlen(l->key)),
-                          RD_KAFKA_V_VALUE((void *)(uintptr_t)value, len),
-                          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(l), RD_KAFKA_V_END);
-    if (!e)
-        return 0;
-    rd_kafka_headers_destroy(hdrs);
-    if (l->hdrs && letter_refusal_of(e) == LETTER_REFUSED_NEVER) {
-        log_warn("dead letter of topic=%s job=%s refused (%s): sent again without its body",
-                 l->topic, l->id, rd_kafka_err2str(e));
-        return produce_letter(p, l, bare_headers(l), NULL, 0);
-    }
-    log_warn("dead letter of topic=%s job=%s not sent (again in %d s): %s", l->topic, l->id,
-             DEAD_RESEND_MS / 1000, rd_kafka_err2str(e));
-    letter_free(l);
-    return -1;
-}
-
-/* Sends a dead letter of a pull job to the dead-letter topic (kafka/letter.h builds it). */
-static void send_dead(struct pull *p, const char *topic, const struct pullq_dead *d)
-{
-    char *own_topic;
-    struct job_record rec;
-    struct pull_letter *l;
-    struct job job;
-    char err[256];
-
-    if (job_record_read(d->id, d->rec, d->rec_len, &job, &rec, err, sizeof(err)) < 0) {
-        log_error("dead letter of topic=%s job=%s: record does not decode (%s); its bytes go as "
-                  "they are", topic, d->id, err);
-        job_release(&job);
-        job = (struct job){ .body = d->rec, .body_len = d->rec_len };
-        snprintf(job.id, sizeof(job.id), "%s", d->id);
-    }
-    own_topic = job.topic;   /* the record's, released with it */
-    if (!job.topic || !job.topic[0])
-        job.topic = (char *)(uintptr_t)topic;   /* the pull topic it was popped from */
-    if (!(l = calloc(1, sizeof(*l))) || !(l->key = strdup(job.key ? job.key : d->id)) ||
-        !(l->hdrs = letter_job_headers(&job, d->why, d->attempt, 0))) {
-        if (l)
-            free(l->key);
-        free(l);
+    if (!nt || !(counts = calloc(nt, sizeof(*counts))) || !(waits = calloc(nt, sizeof(*waits))))
         goto out;
-    }
-    snprintf(l->topic, sizeof(l->topic), "%s", topic);
-    snprintf(l->id, sizeof(l->id), "%s", d->id);
-    snprintf(l->why, sizeof(l->why), "%s", d->why);
-    l->due_ms = job.due_ms;
-    if (produce_letter(p, l, rd_kafka_headers_copy(l->hdrs), job.body, job.body_len) == 0)
-        log_warn("dead letter topic=%s job=%s: %s", topic, d->id, d->why);
-out:
-    job.topic = own_topic;
-    if (job.body != d->rec)
-        job_release(&job);
-}
-
-/* The report of a dead letter: acknowledged, to be marked; refused for good (too large), sent
- * again without its body, once; else sent again by the sweep. */
-static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
-{
-    struct pull *p = opaque;
-    struct pull_letter *l = m->_private;
-
-    (void)rk;
-    if (m->err && l->hdrs && letter_refusal_of(m->err) == LETTER_REFUSED_NEVER) {
-        log_warn("dead letter of topic=%s job=%s refused (%s): sent again without its body",
-                 l->topic, l->id, rd_kafka_err2str(m->err));
-        produce_letter(p, l, bare_headers(l), NULL, 0);
-        return;
-    }
-    if (m->err) {
-        log_warn("dead letter of topic=%s job=%s not acknowledged (again in %d s): %s", l->topic,
-                 l->id, DEAD_RESEND_MS / 1000, rd_kafka_err2str(m->err));
-        letter_free(l);
-        return;
-    }
-    metrics_inc(M_PULL_DEAD);
-    l->next = p->sent;
-    p->sent = l;
-}
-
-/* Marks the acknowledged dead letters: the job's record failed (so that a redrive finds it, as
- * any job's that its target gave up on), then the pull job dead-lettered. One that fails is sent
- * again later, and marked then. */
-static void mark_sent(struct pull *p)
-{
-    char err[256];
-
-    rd_kafka_poll(p->rk, 0);
-    while (p->sent) {
-        struct pull_letter *l = p->sent;
-        p->sent = l->next;
-        if (store_fail_delivered(p->st, l->id, l->due_ms, l->why, err, sizeof(err)) < 0 ||
-            pullq_dead_sent(p->q, l->topic, l->id, p->cfg->job.retention_s * 1000, err,
-                            sizeof(err)) < 0)
-            log_warn("dead letter of topic=%s job=%s sent; marking it failed (it may be sent "
-                     "again): %s", l->topic, l->id, err);
-        letter_free(l);
-    }
-}
-
-/* Publishes the counts of a whole sweep (counts, n of them; taken). */
-static void publish_counts(struct pull *p, struct pull_count *counts, size_t n)
-{
-    const char *labels[METRICS_FAMILY_MAX];
-    int64_t ready[METRICS_FAMILY_MAX], reserved[METRICS_FAMILY_MAX];
-    int k = n < METRICS_FAMILY_MAX ? (int)n : METRICS_FAMILY_MAX;
-
-    for (int i = 0; i < k; i++) {
-        labels[i] = counts[i].topic;
-        ready[i] = counts[i].ready;
-        reserved[i] = counts[i].reserved;
-    }
-    metrics_set_family(MF_PULL_READY, labels, ready, k);
-    metrics_set_family(MF_PULL_RESERVED, labels, reserved, k);
-    pthread_mutex_lock(&p->mu);
-    free(p->counts);
-    p->counts = counts;
-    p->ncounts = n;
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* A sweep on its way through the pages of the registry. */
-struct sweeping {
-    struct pull_count *counts;
-    size_t n, cap;
-    size_t failed;
-    int64_t now_ms;
-};
-
-/* Sweeps the n topics of one page of the registry, BATCH_MAX to a pipeline: expired
- * reservations ready again or dead, dead letters sent, counts noted in w; topics found empty
- * leave the registry (unless a job of theirs was made ready since). */
-static void sweep_page(struct pull *p, char **topics, size_t n, struct sweeping *w)
-{
-    struct pullq_sweep *sw = calloc(BATCH_MAX, sizeof(*sw));
-    const char *empty[BATCH_MAX];
-    char err[256];
-
-    for (size_t at = 0; sw && at < n; at += BATCH_MAX) {
-        size_t k = n - at < BATCH_MAX ? n - at : BATCH_MAX, nempty = 0;
-        for (size_t i = 0; i < k; i++)
-            sw[i] = (struct pullq_sweep){ .topic = topics[at + i] };
-        pullq_sweep_many(p->q, k, sw, w->now_ms, p->cfg->pull.max_attempts, DEAD_RESEND_MS);
-        for (size_t i = 0; i < k; i++) {
-            if (sw[i].failed && !w->failed++)
-                log_warn("sweep of topic=%s failed: %s", sw[i].topic, sw[i].err);
-            metrics_add(M_PULL_EXPIRIES, (uint64_t)sw[i].back);
-            for (size_t d = 0; d < sw[i].ndead; d++)
-                send_dead(p, sw[i].topic, &sw[i].dead[d]);
-            if (!sw[i].failed && !sw[i].ready && !sw[i].reserved && !sw[i].buried)
-                empty[nempty++] = sw[i].topic;
-            if (!sw[i].failed && w->n == w->cap) {
-                size_t cap = w->cap ? 2 * w->cap : 64;
-                struct pull_count *c = realloc(w->counts, cap * sizeof(*c));
-                if (c)
-                    w->counts = c, w->cap = cap;
-            }
-            if (!sw[i].failed && w->n < w->cap) {
-                struct pull_count *c = &w->counts[w->n++];
-                snprintf(c->topic, sizeof(c->topic), "%s", sw[i].topic);
-                c->ready = sw[i].ready;
-                c->reserved = sw[i].reserved;
-            }
-            pullq_sweep_release(&sw[i]);
-        }
-        if (nempty && pullq_forget(p->q, nempty, empty, clock_now_ms() - PULLQ_FORGET_MS, err,
-                                   sizeof(err)) < 0)
-            log_warn("sweep: taking %zu empty topics out of the registry failed: %s", nempty,
-                     err);
-    }
-    free(sw);
-}
-
-/* Every pull topic, page by page of the registry however many there are. */
-static void sweep(struct pull *p)
-{
-    struct sweeping w = { .now_ms = clock_now_ms() };
-    uint64_t cursor = 0;
-    char **topics, err[256];
-    size_t n;
-
+    for (size_t i = 0; i < nt; i += BATCH_MAX)
+        pullq_ready_now(p->q, nt - i < BATCH_MAX ? nt - i : BATCH_MAX,
+                        (const char *const *)(topics + i), counts + i, waits + i);
+    for (size_t i = 0; i < nt; i++)
+        if (waits[i] > 0 && (soonest < 0 || waits[i] < soonest))
+            soonest = waits[i];
     do {
-        if (pullq_topics(p->q, &cursor, &topics, &n, err, sizeof(err)) < 0) {
-            log_warn("sweep: listing the pull topics failed: %s", err);
-            free(w.counts);
-            return;   /* the counts stay those of the last sweep */
+        n = 0;
+        at = &p->parked;
+        while (*at && n < BATCH_MAX) {
+            struct req *r = *at;
+            size_t i = nt;
+            for (int t = 0; t < r->pop.ntopics && i == nt; t++) {
+                i = topic_index(topics, nt, r->pop.topics[t]);
+                if (i < nt && counts[i] <= 0)
+                    i = nt;
+            }
+            if (i < nt && !wanted(r)) {   /* its asker left: it takes nothing */
+                struct pullq_pop none = { .topic = r->pop.topics[0] };
+                metrics_inc(M_PULL_POPS_LEFT);
+                *at = r->next;
+                answer_pop(r, &none);
+            } else if (i < nt) {
+                counts[i] -= r->pop.max;
+                *at = r->next;
+                take[n++] = r;
+            } else {
+                at = &r->next;
+            }
         }
-        sweep_page(p, topics, n, &w);
-        for (size_t i = 0; i < n; i++)
-            free(topics[i]);
-        free(topics);
-    } while (cursor != 0);
-    if (w.failed > 1)
-        log_warn("sweep: %zu topics failed", w.failed);
-    publish_counts(p, w.counts, w.n);
+        if (n)
+            serve_pops(p, take, n, 1, &again);
+    } while (n == BATCH_MAX);
+out:
+    free(topics);
+    free(counts);
+    free(waits);
+    return soonest;
 }
 
 /* When the thread must next wake by itself: the next sweep, or the next look while pops wait. */
@@ -610,42 +393,119 @@ static int64_t next_wake(const struct pull *p)
     return at;
 }
 
+/* Hears the announcements of jobs made ready (pullq_channel) on a connection of its own, and
+ * wakes the pull thread with their topics. While it hears them, waiting pops need no polling;
+ * when the subscription fails, the pull thread polls again until it is back. */
+static void *listen_main(void *arg)
+{
+    struct pull *p = arg;
+    struct pullq *q = pullq_new(p->cfg);
+    char topic[TOPIC_NAME_MAX + 1], err[256];
+    int64_t retry_ms = 0;
+
+    if (!q) {
+        log_error("cannot listen for jobs made ready (out of memory): waiting pops poll Redis");
+        return NULL;
+    }
+    while (!atomic_load(&p->stop_listening)) {
+        int rc;
+        if (!atomic_load(&p->listening)) {
+            if (clock_mono_ms() < retry_ms) {
+                usleep(50 * 1000);
+                continue;
+            }
+            if (pullq_listen(q, err, sizeof(err)) < 0) {
+                log_warn("listening for jobs made ready failed (waiting pops poll Redis "
+                         "meanwhile): %s", err);
+                retry_ms = clock_mono_ms() + LISTEN_RETRY_MS;
+                continue;
+            }
+            atomic_store(&p->listening, 1);
+            topic[0] = '\0';   /* announcements may have been missed: look at every topic */
+        } else if ((rc = pullq_heard(q, 250, topic, sizeof(topic), err, sizeof(err))) < 0) {
+            log_warn("listening for jobs made ready: %s (waiting pops poll Redis meanwhile)", err);
+            atomic_store(&p->listening, 0);
+            retry_ms = clock_mono_ms() + 100;
+            continue;
+        } else if (rc == 0) {
+            continue;
+        }
+        pthread_mutex_lock(&p->mu);
+        if (!topic[0] || p->nwoken == WOKEN_MAX)
+            p->woken_all = 1;
+        else if (!among(p->woken, p->nwoken, topic))
+            snprintf(p->woken[p->nwoken++], TOPIC_NAME_MAX + 1, "%s", topic);
+        pthread_cond_signal(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
+    pullq_free(q);
+    return NULL;
+}
+
+/* The next look at the topics waited on, soonest ms from now (-1: none known to be due): at
+ * once with nobody to announce jobs, else when the first known job comes, or after
+ * PULL_LOOK_MS at the latest. */
+static int64_t next_look(const struct pull *p, int64_t now, int64_t soonest)
+{
+    if (!atomic_load(&p->listening))
+        return now + PULL_WAIT_POLL_MS;
+    if (soonest >= 0 && soonest < PULL_LOOK_MS)
+        return now + (soonest > PULL_WAIT_POLL_MS ? soonest : PULL_WAIT_POLL_MS);
+    return now + PULL_LOOK_MS;
+}
+
 static void *pull_main(void *arg)
 {
     struct pull *p = arg;
 
     for (;;) {
         struct req *list;
-        int quit, may_wait;
+        int quit, may_wait, all;
+        size_t nwoken;
         int64_t now;
 
         pthread_mutex_lock(&p->mu);
-        while (!p->queue && !p->quit && !(p->no_waiting && p->parked) &&
-               clock_mono_ms() < next_wake(p))
+        while (!p->queue && !p->quit && !(p->no_waiting && p->parked) && !p->nwoken &&
+               !p->woken_all && clock_mono_ms() < next_wake(p))
             (void)cond_wait_until(&p->wake, &p->mu, next_wake(p));
         list = p->queue;
         p->queue = NULL;
         p->queue_tail = &p->queue;
         quit = p->quit;
         may_wait = !p->no_waiting;
+        all = p->woken_all;
+        nwoken = p->nwoken;
+        memcpy(p->looking, p->woken, nwoken * sizeof(*p->woken));
+        p->nwoken = 0;
+        p->woken_all = 0;
         pthread_mutex_unlock(&p->mu);
 
         serve(p, list, may_wait);
         now = clock_mono_ms();
         if (!may_wait || quit)
             expire_parked(p, 1, 0);
-        if (p->parked && now >= p->next_look_ms) {
-            look_for_parked(p);
-            p->next_look_ms = now + PULL_WAIT_POLL_MS;
+        for (size_t i = 0; i < p->nfresh && !all; i++) {
+            if (nwoken == WOKEN_MAX)
+                all = 1;
+            else if (!among(p->looking, nwoken, p->fresh[i]))
+                memcpy(p->looking[nwoken++], p->fresh[i], sizeof(p->fresh[i]));
+        }
+        all |= p->fresh_all;
+        p->nfresh = 0;
+        p->fresh_all = 0;
+        if (p->parked && (all || now >= p->next_look_ms)) {
+            p->next_look_ms = next_look(p, now, look_for_parked(p, NULL, 0));
+        } else if (p->parked && nwoken) {
+            int64_t soonest = look_for_parked(p, p->looking, nwoken);
+            if (next_look(p, now, soonest) < p->next_look_ms)
+                p->next_look_ms = next_look(p, now, soonest);
         }
         expire_parked(p, 0, now >= p->next_gone_ms);
         if (now >= p->next_gone_ms)
             p->next_gone_ms = now + PULL_GONE_POLL_MS;
-        if (now >= p->next_sweep_ms && !quit) {
-            sweep(p);
-            p->next_sweep_ms = clock_mono_ms() + PULL_SWEEP_MS;
-        }
-        mark_sent(p);
+        if (!quit)
+            pull_sweep(p, now);
+        pull_mark_sent(p);
         if (quit)
             break;
     }
@@ -656,18 +516,24 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
 {
     struct pull *p = calloc(1, sizeof(*p));
 
-    if (!p || !(p->q = pullq_new(cfg)) || !(p->st = store_new(cfg))) {
+    if (!p || !(p->q = pullq_new(cfg)) || !(p->st = store_new(cfg)) ||
+        !(p->woken = calloc(WOKEN_MAX, sizeof(*p->woken))) ||
+        !(p->looking = calloc(WOKEN_MAX, sizeof(*p->looking))) ||
+        !(p->fresh = calloc(WOKEN_MAX, sizeof(*p->fresh)))) {
         snprintf(err, errlen, "out of memory");
         if (p) {
             pullq_free(p->q);
             store_free(p->st);
+            free(p->woken);
+            free(p->looking);
+            free(p->fresh);
         }
         free(p);
         return NULL;
     }
     p->cfg = cfg;
     p->queue_tail = &p->queue;
-    if (!(p->rk = producer_new(cfg, "pull", DEAD_TIMEOUT_MS, 5, dr_cb, p, err, errlen))) {
+    if (!(p->rk = producer_new(cfg, "pull", DEAD_TIMEOUT_MS, 5, pull_dr_cb, p, err, errlen))) {
         pullq_free(p->q);
         store_free(p->st);
         free(p);
@@ -680,9 +546,14 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
         rd_kafka_destroy(p->rk);
         pullq_free(p->q);
         store_free(p->st);
+        free(p->woken);
+        free(p->looking);
+        free(p->fresh);
         free(p);
         return NULL;
     }
+    /* without it waiting pops poll Redis, as while its subscription fails */
+    p->listener_started = pthread_create(&p->listener, NULL, listen_main, p) == 0;
     return p;
 }
 
@@ -704,28 +575,27 @@ void pull_free(struct pull *p)
     pthread_cond_signal(&p->wake);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
+    atomic_store(&p->stop_listening, 1);
+    if (p->listener_started)
+        pthread_join(p->listener, NULL);
     rd_kafka_flush(p->rk, 2000);
-    mark_sent(p);
+    pull_mark_sent(p);
     rd_kafka_destroy(p->rk);
     pullq_free(p->q);
     store_free(p->st);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    free(p->counts);
+    free(p->due);
+    free(p->woken);
+    free(p->looking);
+    free(p->fresh);
     free(p);
 }
 
-size_t pull_counts(struct pull *p, struct pull_count **out)
+void pull_counts_wanted(struct pull *p)
 {
-    size_t n;
-
     pthread_mutex_lock(&p->mu);
-    n = p->ncounts;
-    *out = malloc((n ? n : 1) * sizeof(**out));
-    if (!*out)
-        n = 0;
-    else if (n)
-        memcpy(*out, p->counts, n * sizeof(**out));
+    p->counts_wanted_ms = clock_mono_ms();
     pthread_mutex_unlock(&p->mu);
-    return n;
 }
+

@@ -10,24 +10,8 @@
 #include "pull/pullq_link.h"
 #include "redis/conn.h"
 
-#define KEY_MAX (CONFIG_STR_MAX + 2 * TOPIC_NAME_MAX + JOB_ID_MAX + 32)
 #define SWEEP_LIMIT 1000   /* reservations and dead letters one sweep of a topic takes at most */
 
-/* A topic this connection put in the registry, and when. */
-struct noted {
-    char *topic;
-    int64_t at_ms;           /* monotonic */
-};
-
-struct pullq {
-    const struct config *cfg;
-    struct conn *db;
-    struct noted *noted;
-    size_t nnoted;
-    int migrated;            /* the registry of an older delayqd was moved (or was none) */
-};
-
-static int note_topic(struct pullq *q, const char *topic, char *err, size_t errlen);
 
 struct pullq *pullq_new(const struct config *cfg)
 {
@@ -53,13 +37,12 @@ void pullq_free(struct pullq *q)
 }
 
 /* The key of part ("ready", "reserved", "dead", or "j:" for a job's hash, then id) of topic. */
-static void topic_key(const struct pullq *q, const char *topic, const char *part, const char *id,
-                      char *out, size_t outlen)
+void pullq_topic_key(const struct pullq *q, const char *topic, const char *part, const char *id,
+                     char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s{pull:%s}:%s%s", q->cfg->redis.prefix, topic, part, id ? id : "");
 }
 
-static void topics_key(const struct pullq *q, char *out, size_t outlen);
 
 static void fail_note(int *failed, char *err, size_t errlen, const struct conn_reply *r,
                       const struct conn_fail *fail)
@@ -80,7 +63,7 @@ static int answered(int *failed, char *err, size_t errlen, const struct conn_rep
     return 1;
 }
 
-static char *dup_reply(const struct conn_reply *r, size_t *len)
+char *pullq_dup_reply(const struct conn_reply *r, size_t *len)
 {
     size_t n = 0;
     const char *s = conn_str(r, &n);
@@ -96,7 +79,7 @@ static char *dup_reply(const struct conn_reply *r, size_t *len)
 }
 
 /* A reply element as a number: integers as they are, strings read as decimals. */
-static int64_t num_of(const struct conn_reply *r)
+int64_t pullq_num_of(const struct conn_reply *r)
 {
     const char *s;
 
@@ -136,8 +119,8 @@ static void build_ready(void *ctx, size_t j, struct conn_call *call)
     struct build *b = ctx;
     struct pullq_entry *e = &((struct pullq_entry *)b->items)[j];
 
-    topic_key(b->q, e->topic, "ready", NULL, b->k[0], KEY_MAX);
-    topic_key(b->q, e->topic, "j:", e->id, b->k[1], KEY_MAX);
+    pullq_topic_key(b->q, e->topic, "ready", NULL, b->k[0], KEY_MAX);
+    pullq_topic_key(b->q, e->topic, "j:", e->id, b->k[1], KEY_MAX);
     arg(b, 0, b->k[0]);
     arg(b, 1, b->k[1]);
     arg(b, 2, e->id);
@@ -145,7 +128,10 @@ static void build_ready(void *ctx, size_t j, struct conn_call *call)
     b->lens[3] = e->rec_len;
     arg_num(b, 4, 0, e->due_ms);
     arg_num(b, 5, 1, e->ttr_ms);
-    *call = (struct conn_call){ .script = S_READY, .nkeys = 2, .argc = 6, .argv = b->argv,
+    pullq_channel(b->q, b->k[2], KEY_MAX);
+    arg(b, 6, b->k[2]);
+    arg(b, 7, e->topic);
+    *call = (struct conn_call){ .script = S_READY, .nkeys = 2, .argc = 8, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -189,7 +175,7 @@ int pullq_ready_many(struct pullq *q, size_t n, struct pullq_entry *entries)
     RESET(entries, n);
     for (size_t i = 0; i < n; i++) {
         char err[256];
-        if (note_topic(q, entries[i].topic, err, sizeof(err)) < 0) {   /* the sweepers first */
+        if (pullq_note_topic(q, entries[i].topic, err, sizeof(err)) < 0) {   /* the sweepers first */
             for (size_t k = 0; k < n; k++) {
                 entries[k].failed = 1;
                 snprintf(entries[k].err, sizeof(entries[k].err), "registering topic %.60s: %.160s",
@@ -208,10 +194,10 @@ static void build_pop(void *ctx, size_t j, struct conn_call *call)
     struct build *b = ctx;
     struct pullq_pop *p = &((struct pullq_pop *)b->items)[j];
 
-    topic_key(b->q, p->topic, "ready", NULL, b->k[0], KEY_MAX);
-    topic_key(b->q, p->topic, "reserved", NULL, b->k[1], KEY_MAX);
-    topic_key(b->q, p->topic, "dead", NULL, b->k[2], KEY_MAX);
-    topic_key(b->q, p->topic, "j:", NULL, b->k[3], KEY_MAX);
+    pullq_topic_key(b->q, p->topic, "ready", NULL, b->k[0], KEY_MAX);
+    pullq_topic_key(b->q, p->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    pullq_topic_key(b->q, p->topic, "dead", NULL, b->k[2], KEY_MAX);
+    pullq_topic_key(b->q, p->topic, "j:", NULL, b->k[3], KEY_MAX);
     snprintf(b->k[4], KEY_MAX, ":%s", p->topic);
     job_new_tag(b->tag);   /* a fresh start for every call, also one sent again */
     arg(b, 0, b->k[0]);
@@ -246,23 +232,24 @@ static void on_pop(void *ctx, size_t j, const struct conn_reply *r, const struct
     }
     if (!answered(&p->failed, p->err, sizeof(p->err), r, fail))
         return;
-    n = conn_count(r) / POP_FIELDS;
-    if (conn_type(r) != CONN_ARR || !(p->jobs = calloc(n ? n : 1, sizeof(*p->jobs)))) {
+    n = conn_count(r) ? (conn_count(r) - 1) / POP_FIELDS : 0;
+    if (conn_type(r) != CONN_ARR || !conn_count(r) ||
+        !(p->jobs = calloc(n ? n : 1, sizeof(*p->jobs)))) {
         fail_note(&p->failed, p->err, sizeof(p->err), NULL, NULL);
         return;
     }
+    p->buried = pullq_num_of(conn_at(r, 0));
     for (size_t i = 0; i < n; i++) {
-        const struct conn_reply *const *f = NULL;
+        size_t at = 1 + i * POP_FIELDS;
         struct pullq_popped *o = &p->jobs[p->n];
-        const char *rc = conn_str(conn_at(r, i * POP_FIELDS + 3), NULL);
+        const char *rc = conn_str(conn_at(r, at + 3), NULL);
 
-        (void)f;
-        o->id = dup_reply(conn_at(r, i * POP_FIELDS), NULL);
-        o->rec = dup_reply(conn_at(r, i * POP_FIELDS + 1), &o->rec_len);
-        o->attempt = num_of(conn_at(r, i * POP_FIELDS + 2));
+        o->id = pullq_dup_reply(conn_at(r, at), NULL);
+        o->rec = pullq_dup_reply(conn_at(r, at + 1), &o->rec_len);
+        o->attempt = pullq_num_of(conn_at(r, at + 2));
         snprintf(o->receipt, sizeof(o->receipt), "%s", rc ? rc : "");
-        o->until_ms = num_of(conn_at(r, i * POP_FIELDS + 4));
-        o->due_ms = num_of(conn_at(r, i * POP_FIELDS + 5));
+        o->until_ms = pullq_num_of(conn_at(r, at + 4));
+        o->due_ms = pullq_num_of(conn_at(r, at + 5));
         p->n++;
         if (!o->id || !o->rec) {   /* reserved all the same: it comes back after its ttr */
             fail_note(&p->failed, p->err, sizeof(p->err), NULL, NULL);
@@ -293,6 +280,7 @@ int pullq_pop_many(struct pullq *q, size_t n, struct pullq_pop *pops, int64_t no
         pops[i].jobs = NULL;
         pops[i].n = 0;
         pops[i].unconfirmed = 0;
+        pops[i].buried = 0;
     }
     run(q, &b, n, build_pop, on_pop, CONN_WAIT_END);
     ANY_FAILED(pops, n, rc);
@@ -309,10 +297,10 @@ static void build_op(void *ctx, size_t j, struct conn_call *call)
     struct build *b = ctx;
     struct pullq_op *o = &((struct pullq_op *)b->items)[j];
 
-    topic_key(b->q, o->topic, "ready", NULL, b->k[0], KEY_MAX);
-    topic_key(b->q, o->topic, "reserved", NULL, b->k[1], KEY_MAX);
-    topic_key(b->q, o->topic, "dead", NULL, b->k[2], KEY_MAX);
-    topic_key(b->q, o->topic, "j:", o->id, b->k[3], KEY_MAX);
+    pullq_topic_key(b->q, o->topic, "ready", NULL, b->k[0], KEY_MAX);
+    pullq_topic_key(b->q, o->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    pullq_topic_key(b->q, o->topic, "dead", NULL, b->k[2], KEY_MAX);
+    pullq_topic_key(b->q, o->topic, "j:", o->id, b->k[3], KEY_MAX);
     for (int i = 0; i < 4; i++)
         arg(b, i, b->k[i]);
     arg(b, 4, verb_word[o->verb]);
@@ -323,7 +311,10 @@ static void build_op(void *ctx, size_t j, struct conn_call *call)
     arg_num(b, 9, 2, b->a);
     arg(b, 10, o->reason ? o->reason : "");
     arg_num(b, 11, 3, b->q->cfg->pull.ttr_s * 1000);
-    *call = (struct conn_call){ .script = S_OP, .nkeys = 4, .argc = 12, .argv = b->argv,
+    pullq_channel(b->q, b->k[4], KEY_MAX);
+    arg(b, 12, b->k[4]);
+    arg(b, 13, o->topic);
+    *call = (struct conn_call){ .script = S_OP, .nkeys = 4, .argc = 14, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -339,13 +330,13 @@ static void on_op(void *ctx, size_t j, const struct conn_reply *r, const struct 
         fail_note(&o->failed, o->err, sizeof(o->err), NULL, NULL);
         return;
     }
-    v = num_of(conn_at(r, 0));
+    v = pullq_num_of(conn_at(r, 0));
     st = conn_str(conn_at(r, 1), NULL);
     o->state = st && st[0] ? st[0] : '-';
     o->res = v >= 1 ? PULLQ_DONE : v == 0 ? PULLQ_NO_JOB : v == -1 ? PULLQ_STALE : PULLQ_NOT_LIVE;
     o->repeated = v == 2;
     if (conn_count(r) > 2)
-        o->until_ms = num_of(conn_at(r, 2));
+        o->until_ms = pullq_num_of(conn_at(r, 2));
 }
 
 int pullq_run_many(struct pullq *q, size_t n, struct pullq_op *ops, int64_t now_ms,
@@ -369,10 +360,10 @@ static void build_sweep(void *ctx, size_t j, struct conn_call *call)
     struct build *b = ctx;
     struct pullq_sweep *sw = &((struct pullq_sweep *)b->items)[j];
 
-    topic_key(b->q, sw->topic, "ready", NULL, b->k[0], KEY_MAX);
-    topic_key(b->q, sw->topic, "reserved", NULL, b->k[1], KEY_MAX);
-    topic_key(b->q, sw->topic, "dead", NULL, b->k[2], KEY_MAX);
-    topic_key(b->q, sw->topic, "j:", NULL, b->k[3], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "ready", NULL, b->k[0], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "reserved", NULL, b->k[1], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "dead", NULL, b->k[2], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "j:", NULL, b->k[3], KEY_MAX);
     for (int i = 0; i < 3; i++)
         arg(b, i, b->k[i]);
     arg_num(b, 3, 0, b->now_ms);
@@ -380,12 +371,15 @@ static void build_sweep(void *ctx, size_t j, struct conn_call *call)
     arg_num(b, 5, 2, SWEEP_LIMIT);
     arg(b, 6, b->k[3]);
     arg_num(b, 7, 3, b->b);
-    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 3, .argc = 8, .argv = b->argv,
+    pullq_channel(b->q, b->k[4], KEY_MAX);
+    arg(b, 8, b->k[4]);
+    arg(b, 9, sw->topic);
+    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 3, .argc = 10, .argv = b->argv,
                                .lens = b->lens };
 }
 
 #define DEAD_FIELDS 4   /* id, record, why, attempt */
-#define SWEEP_COUNTS 4  /* back, ready, reserved, buried */
+#define SWEEP_COUNTS 5  /* back, ready, reserved, buried, next */
 
 static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
 {
@@ -398,20 +392,21 @@ static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const stru
         fail_note(&sw->failed, sw->err, sizeof(sw->err), NULL, NULL);
         return;
     }
-    sw->back = num_of(conn_at(r, 0));
-    sw->ready = num_of(conn_at(r, 1));
-    sw->reserved = num_of(conn_at(r, 2));
-    sw->buried = num_of(conn_at(r, 3));
+    sw->back = pullq_num_of(conn_at(r, 0));
+    sw->ready = pullq_num_of(conn_at(r, 1));
+    sw->reserved = pullq_num_of(conn_at(r, 2));
+    sw->buried = pullq_num_of(conn_at(r, 3));
+    sw->next_ms = pullq_num_of(conn_at(r, 4));
     n = (conn_count(r) - SWEEP_COUNTS) / DEAD_FIELDS;
     if (!n || !(sw->dead = calloc(n, sizeof(*sw->dead))))
         return;   /* out of memory: handed out again after resend_ms */
     for (size_t i = 0; i < n; i++) {
         struct pullq_dead *d = &sw->dead[sw->ndead++];
         size_t at = SWEEP_COUNTS + i * DEAD_FIELDS;
-        d->id = dup_reply(conn_at(r, at), NULL);
-        d->rec = dup_reply(conn_at(r, at + 1), &d->rec_len);
-        d->why = dup_reply(conn_at(r, at + 2), NULL);
-        d->attempt = num_of(conn_at(r, at + 3));
+        d->id = pullq_dup_reply(conn_at(r, at), NULL);
+        d->rec = pullq_dup_reply(conn_at(r, at + 1), &d->rec_len);
+        d->why = pullq_dup_reply(conn_at(r, at + 2), NULL);
+        d->attempt = pullq_num_of(conn_at(r, at + 3));
     }
 }
 
@@ -436,6 +431,7 @@ int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int6
     RESET(sweeps, n);
     for (size_t i = 0; i < n; i++) {
         sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = sweeps[i].buried = 0;
+        sweeps[i].next_ms = -1;
         sweeps[i].dead = NULL;
         sweeps[i].ndead = 0;
     }
@@ -452,147 +448,10 @@ int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t 
     struct conn_call call = { .script = S_SENT, .nkeys = 2, .argc = 4, .argv = argv };
     struct conn_reply *r;
 
-    topic_key(q, topic, "dead", NULL, dead, sizeof(dead));
-    topic_key(q, topic, "j:", id, job, sizeof(job));
+    pullq_topic_key(q, topic, "dead", NULL, dead, sizeof(dead));
+    pullq_topic_key(q, topic, "j:", id, job, sizeof(job));
     snprintf(ttl, sizeof(ttl), "%lld", (long long)retention_ms);
     if (!(r = conn_call(q->db, &call, CONN_NO_WAIT, err, errlen)))
-        return -1;
-    conn_reply_free(r);
-    return 0;
-}
-
-/* The registry of pull topics: a sorted set, each topic scored with when it was last put
- * there. The set of an older delayqd, which only grew, is read once and moved into it. */
-static void topics_key(const struct pullq *q, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%spull:registry", q->cfg->redis.prefix);
-}
-
-static void old_topics_key(const struct pullq *q, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%spull:topics", q->cfg->redis.prefix);
-}
-
-/* Puts topic in the registry (again when this connection put it there over
- * PULLQ_REGISTER_MS ago), its write confirmed as a ready job's is. 0, or -1 with err. */
-static int note_topic(struct pullq *q, const char *topic, char *err, size_t errlen)
-{
-    char key[KEY_MAX], at[24];
-    const char *argv[4] = { "ZADD", key, at, topic };
-    struct conn_call call = { .script = -1, .argc = 4, .argv = argv };
-    int64_t now = clock_mono_ms();
-    struct conn_reply *r;
-    struct noted *more, *n = NULL;
-
-    for (size_t i = 0; i < q->nnoted && !n; i++)
-        if (strcmp(q->noted[i].topic, topic) == 0)
-            n = &q->noted[i];
-    if (n && now - n->at_ms < PULLQ_REGISTER_MS)
-        return 0;
-    topics_key(q, key, sizeof(key));
-    snprintf(at, sizeof(at), "%lld", (long long)clock_now_ms());
-    if (!(r = conn_call(q->db, &call, CONN_WAIT_END, err, errlen)))
-        return -1;
-    conn_reply_free(r);
-    if (conn_unconfirmed(q->db)) {
-        snprintf(err, errlen, "%s", conn_unconfirmed(q->db));
-        return -1;
-    }
-    if (n) {
-        n->at_ms = now;
-    } else if ((more = realloc(q->noted, (q->nnoted + 1) * sizeof(*more)))) {
-        q->noted = more;
-        if ((q->noted[q->nnoted].topic = strdup(topic)))
-            q->noted[q->nnoted++].at_ms = now;
-    }
-    return 0;
-}
-
-/* Moves the topics of an older delayqd's registry (a set) into the sorted set, once. */
-static void migrate_registry(struct pullq *q)
-{
-    char old[KEY_MAX], key[KEY_MAX], at[24], err[256];
-    struct conn_reply *r, *z;
-
-    if (q->migrated)
-        return;
-    old_topics_key(q, old, sizeof(old));
-    topics_key(q, key, sizeof(key));
-    snprintf(at, sizeof(at), "%lld", (long long)clock_now_ms());
-    if (!(r = conn_command(q->db, err, sizeof(err), "SMEMBERS", old, NULL)))
-        return;
-    for (size_t i = 0; i < conn_count(r); i++) {
-        const char *t = conn_str(conn_at(r, i), NULL);
-        if (!t || !(z = conn_command(q->db, err, sizeof(err), "ZADD", key, "NX", at, t, NULL))) {
-            conn_reply_free(r);
-            return;   /* tried again at the next sweep */
-        }
-        conn_reply_free(z);
-    }
-    if (conn_count(r) && (z = conn_command(q->db, err, sizeof(err), "DEL", old, NULL)))
-        conn_reply_free(z);
-    q->migrated = conn_count(r) == 0 || z != NULL;
-    conn_reply_free(r);
-}
-
-int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, size_t *n, char *err,
-                 size_t errlen)
-{
-    char key[KEY_MAX], from[24];
-    struct conn_reply *r;
-    const struct conn_reply *page;
-    size_t count;
-
-    *topics = NULL;
-    *n = 0;
-    if (*cursor == 0)
-        migrate_registry(q);
-    topics_key(q, key, sizeof(key));
-    snprintf(from, sizeof(from), "%llu", (unsigned long long)*cursor);
-    if (!(r = conn_command(q->db, err, errlen, "ZSCAN", key, from, "COUNT", PULLQ_PAGE_TEXT, NULL)))
-        return -1;
-    if (conn_type(r) != CONN_ARR || conn_count(r) != 2 ||
-        conn_type(page = conn_at(r, 1)) != CONN_ARR) {
-        snprintf(err, errlen, "ZSCAN answered something else than a page");
-        conn_reply_free(r);
-        return -1;
-    }
-    *cursor = strtoull(conn_str(conn_at(r, 0), NULL) ? conn_str(conn_at(r, 0), NULL) : "0",
-                       NULL, 10);
-    count = conn_count(page) / 2;   /* topic, score */
-    if (count && !(*topics = calloc(count, sizeof(**topics)))) {
-        conn_reply_free(r);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < count; i++)
-        if (((*topics)[*n] = dup_reply(conn_at(page, 2 * i), NULL)))
-            (*n)++;
-    conn_reply_free(r);
-    return 0;
-}
-
-int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t before_ms,
-                 char *err, size_t errlen)
-{
-    char key[KEY_MAX], before[24];
-    const char **argv = calloc(n + 2, sizeof(*argv));
-    struct conn_call call = { .script = S_FORGET, .nkeys = 1, .argc = (int)n + 2, .argv = argv };
-    struct conn_reply *r;
-
-    if (!argv) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    topics_key(q, key, sizeof(key));
-    snprintf(before, sizeof(before), "%lld", (long long)before_ms);
-    argv[0] = key;
-    argv[1] = before;
-    for (size_t i = 0; i < n; i++)
-        argv[i + 2] = topics[i];
-    r = n ? conn_call(q->db, &call, CONN_NO_WAIT, err, errlen) : NULL;
-    free(argv);
-    if (n && !r)
         return -1;
     conn_reply_free(r);
     return 0;
@@ -601,37 +460,38 @@ int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t b
 struct counts {
     struct pullq *q;
     const char *const *topics;
-    int64_t *counts;
+    int64_t *counts, *waits;
     char key[KEY_MAX];
-    char now[24];
-    const char *argv[4];
+    const char *argv[1];
 };
 
 static void build_count(void *ctx, size_t j, struct conn_call *call)
 {
     struct counts *c = ctx;
 
-    topic_key(c->q, c->topics[j], "ready", NULL, c->key, sizeof(c->key));
-    c->argv[0] = "ZCOUNT", c->argv[1] = c->key, c->argv[2] = "-inf", c->argv[3] = c->now;
-    *call = (struct conn_call){ .script = -1, .argc = 4, .argv = c->argv };
+    pullq_topic_key(c->q, c->topics[j], "ready", NULL, c->key, sizeof(c->key));
+    c->argv[0] = c->key;
+    *call = (struct conn_call){ .script = S_PEEK, .nkeys = 1, .argc = 1, .argv = c->argv };
 }
 
 static void on_count(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
 {
     struct counts *c = ctx;
 
-    c->counts[j] = !fail && conn_type(r) == CONN_INT ? conn_int(r) : -1;
+    if (fail || conn_type(r) != CONN_ARR || conn_count(r) != 2)
+        return;
+    c->counts[j] = pullq_num_of(conn_at(r, 0));
+    c->waits[j] = pullq_num_of(conn_at(r, 1));
 }
 
-void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t now_ms,
-                     int64_t *counts)
+void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t *counts,
+                     int64_t *waits)
 {
-    struct counts c = { .q = q, .topics = topics, .counts = counts };
+    struct counts c = { .q = q, .topics = topics, .counts = counts, .waits = waits };
     char err[256];
 
-    snprintf(c.now, sizeof(c.now), "%lld", (long long)now_ms);
     for (size_t i = 0; i < n; i++)
-        counts[i] = -1;
+        counts[i] = waits[i] = -1;
     if (n)
         (void)conn_pipeline(q->db, n, build_count, on_count, &c, CONN_NO_WAIT, err, sizeof(err));
 }
@@ -641,7 +501,7 @@ static void build_look(void *ctx, size_t j, struct conn_call *call)
     struct build *b = ctx;
     struct pullq_look *l = &((struct pullq_look *)b->items)[j];
 
-    topic_key(b->q, l->topic, "j:", l->id, b->k[0], KEY_MAX);
+    pullq_topic_key(b->q, l->topic, "j:", l->id, b->k[0], KEY_MAX);
     arg(b, 0, "HMGET");
     arg(b, 1, b->k[0]);
     arg(b, 2, "st");
@@ -664,8 +524,8 @@ static void on_look(void *ctx, size_t j, const struct conn_reply *r, const struc
     st = conn_str(conn_at(r, 0), NULL);
     l->found = st && st[0];
     l->state = l->found ? st[0] : '-';
-    l->attempt = num_of(conn_at(r, 1));
-    l->until_ms = conn_type(conn_at(r, 2)) == CONN_NIL ? -1 : num_of(conn_at(r, 2));
+    l->attempt = pullq_num_of(conn_at(r, 1));
+    l->until_ms = conn_type(conn_at(r, 2)) == CONN_NIL ? -1 : pullq_num_of(conn_at(r, 2));
 }
 
 int pullq_look_many(struct pullq *q, size_t n, struct pullq_look *looks)

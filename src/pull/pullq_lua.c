@@ -14,9 +14,10 @@ _Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 
-/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms. A hash of the same due time is this
- * job's, made ready before (its message read again after a crash): left alone, also when it
- * has been finished since. */
+/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms, channel, topic. A hash of the same due
+ * time is this job's, made ready before (its message read again after a crash): left alone,
+ * also when it has been finished since. A job made ready is announced on channel (the topic),
+ * for the pops that wait on any instance. */
 static const char ready_lua[] =
     "local st = redis.call('HGET', KEYS[2], 'st')\n"
     "if st then\n"
@@ -27,19 +28,21 @@ static const char ready_lua[] =
     "redis.call('HSET', KEYS[2], 'rec', ARGV[2], 'due', ARGV[3], 'st', 'r', 'att', '0',\n"
     "           'ttr', ARGV[4])\n"
     "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
+    "redis.call('PUBLISH', ARGV[5], ARGV[6])\n"
     "return 0\n";
 
 /* KEYS: ready, reserved, dead. ARGV: (unused), max, ttr_ms (0: the job's, else default), default
  * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
- * Answers id, record, attempt, receipt, until, due for each job handed out. A job whose own
- * ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no receipt. A job received
+ * Answers how many it buried, then id, record, attempt, receipt, until, due for each job
+ * handed out. A job whose own ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no
+ * receipt. A job received
  * max_attempts times already (reservations that ran out, or released) is not handed out
  * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
  * it was given (rttr), which a touch without one renews. */
 static const char pop_lua[] =
     LUA_NOW
     "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
-    "local out = {}\n"
+    "local out = {0}\n"
     "for i, id in ipairs(ids) do\n"
     "  local jk = ARGV[6] .. id\n"
     "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
@@ -49,6 +52,7 @@ static const char pop_lua[] =
     "    redis.call('ZADD', KEYS[3], now, id)\n"
     "    redis.call('HSET', jk, 'st', 'b', 'why', 'received ' .. f[2] .. ' times without being '\n"
     "               .. 'finished (pull.max_attempts is ' .. max .. ')')\n"
+    "    out[1] = out[1] + 1\n"
     "  elseif f[1] and f[5] == 'r' then\n"
     "    local att = (tonumber(f[2]) or 0) + 1\n"
     "    local rc, untl = '', tostring(now)\n"
@@ -73,7 +77,8 @@ static const char pop_lua[] =
 
 /* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, after_ms (a release's delay; a
  * touch's ttr, or -1 for the job's own ttr, else the reservation's, else default_ttr_ms),
- * (unused), retention_ms, reason, default_ttr_ms.
+ * (unused), retention_ms, reason, default_ttr_ms, channel, topic. A released job is announced
+ * on channel (one ready later is looked for then by the pops that heard of it).
  * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
  * -2 not live.
  * A finish repeated with its receipt is done again (the first answer may have been lost). */
@@ -103,6 +108,7 @@ static const char op_lua[] =
     "elseif verb == 'release' then\n"
     "  redis.call('ZREM', KEYS[2], id)\n"
     "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), id)\n"
+    "  redis.call('PUBLISH', ARGV[9], ARGV[10])\n"
     "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
     "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "  return {1, 'r'}\n"
@@ -124,13 +130,17 @@ static const char op_lua[] =
     "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "return {1, 'b'}\n";
 
-/* KEYS: ready, reserved, dead. ARGV: (unused), max_attempts, limit, job key prefix, resend_ms.
- * Answers back, ready, reserved, buried, then id, record, why, attempt of each dead letter to
- * send. */
+/* KEYS: ready, reserved, dead. ARGV: (unused), max_attempts, limit, job key prefix, resend_ms,
+ * channel, topic. Answers back, ready, reserved, buried, next (when the next reservation ends
+ * or dead letter is due, epoch ms; -1: none), then id, record, why, attempt of each dead letter
+ * to send. Jobs ready again are announced on channel. */
 static const char sweep_lua[] =
     LUA_NOW
     "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local back = 0\n"
+    "local out = {0, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
+    "             redis.call('ZCARD', KEYS[3]), -1}\n"
+    "if out[3] == 0 and out[4] == 0 then return out end\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local jk = ARGV[4] .. id\n"
     "  local f = redis.call('HMGET', jk, 'att', 'due', 'st')\n"
@@ -149,8 +159,8 @@ static const char sweep_lua[] =
     "    redis.call('HDEL', jk, 'rcpt', 'until')\n"
     "  end\n"
     "end\n"
-    "local out = {back, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
-    "             redis.call('ZCARD', KEYS[3])}\n"
+    "if back > 0 then redis.call('PUBLISH', ARGV[6], ARGV[7]) end\n"
+    "out[1] = back\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local f = redis.call('HMGET', ARGV[4] .. id, 'rec', 'why', 'att', 'st')\n"
     "  if f[1] and f[4] == 'b' then\n"
@@ -159,6 +169,14 @@ static const char sweep_lua[] =
     "    table.insert(out, tonumber(f[3]) or 0)\n"
     "  else\n"
     "    redis.call('ZREM', KEYS[3], id)\n"
+    "  end\n"
+    "end\n"
+    "out[2], out[3], out[4] = redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
+    "                         redis.call('ZCARD', KEYS[3])\n"
+    "for k = 2, 3 do\n"
+    "  local first = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')\n"
+    "  if first[2] and (out[5] < 0 or tonumber(first[2]) < out[5]) then\n"
+    "    out[5] = tonumber(first[2])\n"
     "  end\n"
     "end\n"
     "return out\n";
@@ -184,5 +202,14 @@ static const char forget_lua[] =
     "end\n"
     "return n\n";
 
+/* KEYS: ready. Answers {how many may be popped now, 0}, or {0, in how many ms the first may}
+ * ({0, -1}: none is ready). */
+static const char peek_lua[] =
+    LUA_NOW
+    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "if not first[2] then return {0, -1} end\n"
+    "if tonumber(first[2]) > now then return {0, tonumber(first[2]) - now} end\n"
+    "return {redis.call('ZCOUNT', KEYS[1], '-inf', now), 0}\n";
+
 const char *const pullq_script_text[S_COUNT] = { ready_lua, pop_lua, op_lua, sweep_lua,
-                                                sent_lua, forget_lua };
+                                                sent_lua, forget_lua, peek_lua };

@@ -2,6 +2,8 @@
  * (rpipe.h: rounds, redirections, waits; rlink.h: one connection), WAIT, single calls and the
  * reply accessors. Where the master is lives in master.c. The contract is in
  * include/redis/conn.h. */
+#include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +83,7 @@ struct conn *conn_new(const struct config *cfg, const char *const *scripts, int 
         return NULL;
     }
     db->cfg = cfg;
+    db->sub = -1;
     db->lc = (struct link_conf){ cfg, scripts, nscripts, db->lc.sha };
     for (int i = 0; i < cfg->redis.nsentinels; i++)
         db->order[i] = i;
@@ -445,6 +448,76 @@ int conn_eviction(char *policy, size_t len)
 enum conn_code conn_code(const struct conn *db)
 {
     return db->code;
+}
+
+int conn_subscribe(struct conn *db, const char *channel, char *err, size_t errlen)
+{
+    struct link *l;
+    redisReply *r;
+    int node = -1;
+
+    if (db->topo) {   /* every node of a cluster hears every PUBLISH: any one will do */
+        if (slots_any(db->topo) < 0)
+            refresh_map(db);
+        if ((node = slots_any(db->topo)) < 0) {
+            snprintf(err, errlen, "no node of the cluster is known yet");
+            return -1;
+        }
+    }
+    if (!(l = link_of(db, node))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (ensure(db, l, node, err, errlen) < 0)
+        return -1;
+    r = redisCommand(l->c, "SUBSCRIBE %s", channel);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "SUBSCRIBE: %s", r ? r->str : link_error(l));
+        freeReplyObject(r);
+        link_drop(l);
+        return -1;
+    }
+    freeReplyObject(r);
+    db->sub = node;
+    return 0;
+}
+
+int conn_message(struct conn *db, int timeout_ms, char *out, size_t outlen, char *err,
+                 size_t errlen)
+{
+    struct link *l = link_of(db, db->sub);
+    struct pollfd pfd;
+    void *reply = NULL;
+    redisReply *r;
+    int n;
+
+    if (!l || !l->c || l->c->err) {
+        snprintf(err, errlen, "not subscribed");
+        return -1;
+    }
+    if (redisGetReplyFromReader(l->c, &reply) != REDIS_OK)
+        goto fail;
+    if (!reply) {
+        pfd = (struct pollfd){ .fd = l->c->fd, .events = POLLIN };
+        if ((n = poll(&pfd, 1, timeout_ms)) <= 0)
+            return n < 0 && errno != EINTR ? (snprintf(err, errlen, "poll failed"), -1) : 0;
+        if (redisBufferRead(l->c) != REDIS_OK || redisGetReplyFromReader(l->c, &reply) != REDIS_OK)
+            goto fail;
+        if (!reply)
+            return 0;
+    }
+    r = reply;
+    n = r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
+        r->element[2]->type == REDIS_REPLY_STRING;
+    if (n)
+        snprintf(out, outlen, "%.*s", (int)r->element[2]->len, r->element[2]->str);
+    freeReplyObject(r);
+    return n;
+fail:
+    snprintf(err, errlen, "%s", l->c->errstr[0] ? l->c->errstr : "the connection closed");
+    link_drop(l);
+    return -1;
 }
 
 int conn_ping(struct conn *db, char *err, size_t errlen)

@@ -30,6 +30,8 @@ PARTS = {
     "http/routes": "http/http",
     "schedules/schedroutes": "schedules/schedules",
     "pull/pullq_lua": "pull/pullq",
+    "pull/registry": "pull/pullq",
+    "pull/sweep": "pull/pull",
 }
 MAX_LINES = 800
 

@@ -3,6 +3,7 @@ time to run, finished, released, touched or buried by its receipt; a reservation
 makes the job ready again, and after pull.max_attempts a dead letter."""
 
 import base64
+import re
 import http.client
 import json
 import threading
@@ -314,7 +315,9 @@ def test_a_waiting_pop_is_answered_when_a_job_becomes_ready_on_another_instance(
     assert len(jobs) == 1 and jobs[0]["id"] == job_id and at >= jobs[0]["due_ms"], results
     wait_until(lambda: waiter.http("GET", "/delay-queue/api/stats")[1]["data"].get("pull", {})
                .get(topic) == {"ready": 0, "reserved": 1}, 10, "/stats to count the reserved job")
-    assert 'delayq_pull_reserved_jobs{topic="%s"} 1' % topic in waiter.http("GET", "/metrics")[1]
+    # counted while /metrics is scraped: the first scrape asks for the counts
+    wait_until(lambda: 'delayq_pull_reserved_jobs{topic="%s"} 1' % topic
+               in waiter.http("GET", "/metrics")[1], 10, "the gauge to count the reserved job")
 
 
 def test_shutdown_answers_a_waiting_pop(stack):
@@ -589,3 +592,49 @@ def test_an_instance_whose_clock_runs_ahead_ends_no_reservation_early(stack):
     status, doc = op(ahead, "touch", j, ttr=5)
     assert status == 200 and doc["data"]["reserved_until_ms"] < now_ms() + 10000, doc
     assert op(a, "finish", j)[0] == 200
+
+
+def redis_commands(stack):
+    info = stack.redis("INFO", "stats")
+    return int(re.search(r"total_commands_processed:(\d+)", info).group(1))
+
+
+def test_idle_pull_topics_cost_redis_next_to_nothing(stack):
+    """Three instances, 100 pops waiting on 50 topics that had jobs and have none now: Redis
+    hears about 100 commands a second from all of them together (leases and schedules
+    included), and a job made ready still reaches a waiting pop at once."""
+    run = uuid.uuid4().hex[:6]
+    topics = [f"idle-{run}-{i}" for i in range(50)]
+    a = Delayqd(stack, extra={"pull_topics": ["idle-*"]}).start()
+    others = [Delayqd(stack, cluster=a).start() for _ in range(2)]
+    c = Client(a)
+    for t in topics:   # each topic had a job, done now: it stays registered
+        a.add_ok(topic=t, delay_ms=100, body="once")
+    for t in topics:
+        got = c.pop(t, wait_ms=10000)
+        assert got and op(a, "finish", got[0])[0] == 200, got
+    results = []
+
+    def wait(d, t):
+        results.append((t, Client(d, timeout=90).pop(t, wait_ms=40000), now_ms()))
+
+    threads = [threading.Thread(target=wait, args=((a, *others)[i % 3], topics[i % 50]))
+               for i in range(100)]
+    for th in threads:
+        th.start()
+    time.sleep(3)   # every pop parked, every instance settled
+    before, start = redis_commands(stack), time.monotonic()
+    time.sleep(10)
+    rate = (redis_commands(stack) - before) / (time.monotonic() - start)
+    job_id = a.add_ok(topic=topics[7], delay_ms=100, body="now")
+    deadline = time.monotonic() + 10
+    while not any(r[1] for r in results) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    got = [r for r in results if r[1]]
+    assert len(got) == 1 and got[0][1][0]["id"] == job_id, results
+    assert got[0][2] - got[0][1][0]["due_ms"] < 1000, got   # heard of, not polled for
+    assert rate <= 100, f"{rate:.0f} Redis commands a second with nothing to do"
+    for d in (a, *others):
+        d.stop()
+    for th in threads:
+        th.join(60)
