@@ -80,9 +80,10 @@ int api_check_job_id(const char *id, char out[JOB_ID_MAX + 1], struct api_error 
 
 #define API_POP_TOPICS_MAX 16        /* topics one pop may name (the first with a job serves it) */
 
-/* A pop request {"topic", "wait_ms" (0..API_POP_WAIT_MAX_MS, default 0), "ttr" | "ttr_ms"
- * (default 0: the job's own or the config's), "max" (1..100, default 1)}. The compatibility
- * routes may name several topics, tried in their order. */
+/* A pop request {"topic" | "topics" (up to API_POP_TOPICS_MAX, tried in their order: the first
+ * with a ready job serves the pop, as beanstalkd's watch list), "wait_ms"
+ * (0..API_POP_WAIT_MAX_MS, default 0), "ttr" | "ttr_ms" (default 0: the job's own or the
+ * config's), "max" (1..100, default 1)}. */
 struct api_pop {
     char topics[API_POP_TOPICS_MAX][TOPIC_NAME_MAX + 1];
     int ntopics;
@@ -91,7 +92,7 @@ struct api_pop {
     int max;
 };
 
-/* Parses a pop request into out (one topic). Returns 0, or -1 with e set. */
+/* Parses a pop request into out. Returns 0, or -1 with e set. */
 int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
                   struct api_error *e);
 

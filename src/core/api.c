@@ -487,20 +487,42 @@ int api_parse_group(const char *body, size_t len, int ngroups, int *group, struc
 int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
                   struct api_error *e)
 {
-    json_t *root = api_json_object(body, len, e), *w, *m;
+    json_t *root = api_json_object(body, len, e), *w, *m, *list, *t;
     struct job topic = { .id = "" };
     int64_t n;
+    size_t i;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
     out->max = 1;
     if (!root)
         return -1;
-    if (parse_topic(json_object_get(root, "topic"), lim, &topic, e) < 0 ||
-        parse_ttr(root, &out->ttr_ms, e) < 0)
+    list = json_object_get(root, "topics");
+    if (list && json_object_get(root, "topic")) {
+        api_fail(e, 400, API_BAD_REQUEST, "give either topic or topics");
         goto out;
-    snprintf(out->topics[0], sizeof(out->topics[0]), "%s", topic.topic);
-    out->ntopics = 1;
+    }
+    if (list && (!json_is_array(list) || json_array_size(list) < 1 ||
+                 json_array_size(list) > API_POP_TOPICS_MAX)) {
+        api_fail(e, 400, API_BAD_REQUEST, "topics must be an array of 1 to %d topics, the first "
+                 "with a ready job serving the pop", API_POP_TOPICS_MAX);
+        goto out;
+    }
+    json_array_foreach(list ? list : NULL, i, t) {
+        if (parse_topic(t, lim, &topic, e) < 0)
+            goto out;
+        snprintf(out->topics[out->ntopics++], sizeof(out->topics[0]), "%s", topic.topic);
+        free(topic.topic);
+        topic.topic = NULL;
+    }
+    if (!list) {
+        if (parse_topic(json_object_get(root, "topic"), lim, &topic, e) < 0)
+            goto out;
+        snprintf(out->topics[0], sizeof(out->topics[0]), "%s", topic.topic);
+        out->ntopics = 1;
+    }
+    if (parse_ttr(root, &out->ttr_ms, e) < 0)
+        goto out;
     if ((w = json_object_get(root, "wait_ms"))) {
         if (api_json_int(w, &n) < 0 || n < 0 || n > API_POP_WAIT_MAX_MS) {
             api_fail(e, 400, API_BAD_REQUEST, "wait_ms must be an integer from 0 to %d",

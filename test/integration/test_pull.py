@@ -28,7 +28,7 @@ class Client:
         return r.status, json.loads(r.read())
 
     def pop(self, topic, **kw):
-        status, doc = self.call("pop", dict(topic=topic, **kw))
+        status, doc = self.call("pop", dict(kw, **({"topic": topic} if topic else {})))
         assert status == 200 and doc["code"] == 0, (status, doc)
         return doc["data"]["jobs"]
 
@@ -638,3 +638,22 @@ def test_idle_pull_topics_cost_redis_next_to_nothing(stack):
         d.stop()
     for th in threads:
         th.join(60)
+
+
+def test_a_pop_of_several_topics_is_served_by_the_first_with_a_job(stack):
+    first, second = pull_topic(), pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": ["pull-*"]}).start()
+    c = Client(d)
+    later = d.add_ok(topic=second, delay_ms=200, body="second")
+    got = c.pop(None, topics=[first, second], wait_ms=10000)   # waits on both
+    assert [j["id"] for j in got] == [later] and got[0]["topic"] == second, got
+    a = d.add_ok(topic=first, delay_ms=100, body="a")
+    b = d.add_ok(topic=second, delay_ms=100, body="b")
+    time.sleep(0.5)
+    got = c.pop(None, topics=[first, second], max=10)
+    assert [j["id"] for j in got] == [a], got   # the first topic with a job serves it
+    assert [j["id"] for j in c.pop(None, topics=[first, second])] == [b]
+    for body, word in (({"topics": []}, "topics"), ({"topics": [first], "topic": first}, "either"),
+                       ({"topics": [d.delay_topic("1s")]}, "delay topic")):
+        status, doc = d.http("POST", API + "pop", body)
+        assert status == 400 and word in doc["message"], (body, doc)
