@@ -114,6 +114,25 @@ struct api_pull_op {
 int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
                       const struct api_limits *lim, struct api_pull_op *out, struct api_error *e);
 
+#define API_PULL_OPS_MAX 100   /* jobs one finish, release, touch or bury request may name */
+
+/* The operations of one request: one job's fields, or {"jobs": [...]} of up to
+ * API_PULL_OPS_MAX (batch 1), each with its own fault (errs[i].status 0: none). */
+struct api_pull_batch {
+    struct api_pull_op *ops;
+    struct api_error *errs;
+    size_t n;
+    int batch;
+};
+
+/* Parses the request of verb into out (api_pull_batch_free frees it). 0, or -1 with e set: a
+ * request that is not JSON, a one-job request at fault, or jobs that is no array of 1 to
+ * API_PULL_OPS_MAX. */
+int api_parse_pull_ops(const char *body, size_t len, enum api_verb verb,
+                       const struct api_limits *lim, struct api_pull_batch *out,
+                       struct api_error *e);
+void api_pull_batch_free(struct api_pull_batch *b);
+
 /* Reads {"group": <0 .. ngroups - 1>} (a release request). 0, or -1 with e set. */
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e);
 

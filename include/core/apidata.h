@@ -63,6 +63,20 @@ void *api_pop_data(const struct api_popped *jobs, size_t n);
  * (until_ms < 0: left out). */
 void *api_pull_op_data(const char *id, const char *state, int64_t until_ms);
 
+/* One job's answer in a batch of pull operations: its HTTP status, code and message, and the
+ * data a one-job request would answer (a json_t the caller still frees; NULL: none). */
+struct api_pull_answer {
+    int status;
+    int code;
+    char message[256];
+    char job_id[JOB_ID_MAX + 1];
+    void *data;
+};
+
+/* data of a batch of pull operations: {"jobs": [{"code", "message", "job_id", and the data's
+ * members} in the request's order]}. */
+void *api_pull_batch_data(const struct api_pull_answer *answers, size_t n);
+
 /* data of a release answer: {"group", "owner" (its token, or null when nobody held it)}. */
 void *api_release_data(int group, const char *owner);
 

@@ -590,26 +590,99 @@ static int parse_reason(json_t *v, char out[API_REASON_MAX + 1], struct api_erro
     return 0;
 }
 
+/* One operation of verb from the JSON object root. 0, or -1 with e set. */
+static int read_pull_op(json_t *root, enum api_verb verb, const struct api_limits *lim,
+                        struct api_pull_op *out, struct api_error *e)
+{
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(root))
+        return api_fail(e, 400, API_BAD_REQUEST, "each of jobs must be an object");
+    if (job_id_of(root, out->id, e) < 0 ||
+        parse_receipt(json_object_get(root, "receipt"), out->receipt, e) < 0)
+        return -1;
+    if (verb == API_RELEASE && parse_release_delay(root, lim, &out->delay_ms, e) < 0)
+        return -1;
+    if (verb == API_TOUCH && parse_ttr(root, &out->ttr_ms, e) < 0)
+        return -1;
+    if (verb == API_BURY && parse_reason(json_object_get(root, "reason"), out->reason, e) < 0)
+        return -1;
+    return 0;
+}
+
 int api_parse_pull_op(const char *body, size_t len, enum api_verb verb,
                       const struct api_limits *lim, struct api_pull_op *out, struct api_error *e)
 {
     json_t *root = api_json_object(body, len, e);
-    int rc = -1;
+    int rc;
 
     memset(out, 0, sizeof(*out));
     if (!root)
         return -1;
-    if (job_id_of(root, out->id, e) < 0 ||
-        parse_receipt(json_object_get(root, "receipt"), out->receipt, e) < 0)
-        goto out;
-    if (verb == API_RELEASE && parse_release_delay(root, lim, &out->delay_ms, e) < 0)
-        goto out;
-    if (verb == API_TOUCH && parse_ttr(root, &out->ttr_ms, e) < 0)
-        goto out;
-    if (verb == API_BURY && parse_reason(json_object_get(root, "reason"), out->reason, e) < 0)
-        goto out;
-    rc = 0;
-out:
+    rc = read_pull_op(root, verb, lim, out, e);
     json_decref(root);
     return rc;
+}
+
+int api_parse_pull_ops(const char *body, size_t len, enum api_verb verb,
+                       const struct api_limits *lim, struct api_pull_batch *out,
+                       struct api_error *e)
+{
+    json_t *root = api_json_object(body, len, e), *list, *item;
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    if (!root)
+        return -1;
+    if (!(list = json_object_get(root, "jobs"))) {
+        out->n = 1;
+        out->ops = calloc(1, sizeof(*out->ops));
+        out->errs = calloc(1, sizeof(*out->errs));
+        if (!out->ops || !out->errs) {
+            api_pull_batch_free(out);
+            json_decref(root);
+            return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
+        }
+        out->errs[0].status = read_pull_op(root, verb, lim, &out->ops[0], &out->errs[0]) < 0
+                              ? out->errs[0].status : 0;
+        json_decref(root);
+        if (out->errs[0].status) {
+            *e = out->errs[0];
+            api_pull_batch_free(out);
+            return -1;
+        }
+        return 0;
+    }
+    if (!json_is_array(list) || json_array_size(list) < 1 ||
+        json_array_size(list) > API_PULL_OPS_MAX) {
+        json_decref(root);
+        return api_fail(e, 400, API_BAD_REQUEST, "jobs must be an array of 1 to %d jobs, each "
+                        "{\"job_id\", \"receipt\", ...}", API_PULL_OPS_MAX);
+    }
+    json_array_foreach(list, i, item)
+        if (!json_is_object(item)) {
+            json_decref(root);
+            return api_fail(e, 400, API_BAD_REQUEST, "jobs[%zu] must be an object "
+                            "{\"job_id\", \"receipt\", ...}", i);
+        }
+    out->batch = 1;
+    out->n = json_array_size(list);
+    out->ops = calloc(out->n, sizeof(*out->ops));
+    out->errs = calloc(out->n, sizeof(*out->errs));
+    if (!out->ops || !out->errs) {
+        api_pull_batch_free(out);
+        json_decref(root);
+        return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
+    }
+    json_array_foreach(list, i, item)
+        if (read_pull_op(item, verb, lim, &out->ops[i], &out->errs[i]) == 0)
+            out->errs[i].status = 0;   /* no fault: the job's own answer comes from the pull */
+    json_decref(root);
+    return 0;
+}
+
+void api_pull_batch_free(struct api_pull_batch *b)
+{
+    free(b->ops);
+    free(b->errs);
+    memset(b, 0, sizeof(*b));
 }

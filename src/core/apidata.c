@@ -153,6 +153,20 @@ void *api_pull_op_data(const char *id, const char *state, int64_t until_ms)
     return d;
 }
 
+void *api_pull_batch_data(const struct api_pull_answer *answers, size_t n)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *o = json_pack("{s:i, s:s, s:s}", "code", answers[i].code, "message",
+                              answers[i].message, "job_id", answers[i].job_id);
+        if (o && answers[i].data)
+            json_object_update_missing(o, (json_t *)answers[i].data);
+        json_array_append_new(list, o ? o : json_null());
+    }
+    return list ? json_pack("{s:o}", "jobs", list) : NULL;
+}
+
 void api_job_pull_state(void *data, const char *state, int64_t attempt, int64_t until_ms)
 {
     json_t *p = json_pack("{s:s, s:I}", "state", state, "attempt", (json_int_t)attempt);

@@ -445,16 +445,96 @@ void intake_pop_request(struct intake *in, const struct api_pop *pop, answer_fn 
     pull_pop(in->pull, pop, done, wanted, opaque);
 }
 
+/* A request of several pull operations, each answered on its own: the last answer answers
+ * the request. */
+struct op_batch {
+    pthread_mutex_t mu;
+    size_t n, left;
+    struct api_pull_answer *answers;
+    answer_fn done;
+    void *opaque;
+};
+
+/* One operation of an op_batch and where its answer goes. */
+struct op_slot {
+    struct op_batch *b;
+    size_t i;
+};
+
+/* Notes the answer of one job of b; the last answers the request and frees b. */
+static void op_noted(struct op_batch *b, size_t i, const struct answer *a)
+{
+    struct api_pull_answer *to = &b->answers[i];
+    size_t left;
+
+    to->status = a->status;
+    to->code = a->code;
+    snprintf(to->message, sizeof(to->message), "%s", a->message);
+    to->data = api_data_ref(a->data);
+    pthread_mutex_lock(&b->mu);
+    left = --b->left;
+    pthread_mutex_unlock(&b->mu);
+    if (left > 0)
+        return;
+    answer_send(b->done, b->opaque, 200, API_OK, "ok", api_pull_batch_data(b->answers, b->n));
+    for (size_t k = 0; k < b->n; k++)
+        api_data_free(b->answers[k].data);
+    pthread_mutex_destroy(&b->mu);
+    free(b->answers);
+    free(b);
+}
+
+static void op_answered(void *opaque, const struct answer *a)
+{
+    struct op_slot *s = opaque;
+
+    op_noted(s->b, s->i, a);
+    free(s);
+}
+
 void intake_pull_op(struct intake *in, enum api_verb verb, const char *body, size_t len,
                   answer_fn done, void *opaque)
 {
-    struct api_pull_op op;
+    struct api_pull_batch req;
+    struct op_batch *b;
     struct api_error e;
 
-    if (api_parse_pull_op(body, len, verb, &in->limits, &op, &e) < 0)
+    if (api_parse_pull_ops(body, len, verb, &in->limits, &req, &e) < 0) {
         answer_send(done, opaque, e.status, e.code, e.message, NULL);
-    else
-        pull_op(in->pull, verb, &op, done, opaque);
+        return;
+    }
+    if (!req.batch) {
+        pull_op(in->pull, verb, &req.ops[0], done, opaque);
+        api_pull_batch_free(&req);
+        return;
+    }
+    if (!(b = calloc(1, sizeof(*b))) || !(b->answers = calloc(req.n, sizeof(*b->answers)))) {
+        free(b);
+        api_pull_batch_free(&req);
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
+        return;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    b->n = b->left = req.n;
+    b->done = done;
+    b->opaque = opaque;
+    for (size_t i = 0; i < req.n; i++)
+        snprintf(b->answers[i].job_id, sizeof(b->answers[i].job_id), "%s", req.ops[i].id);
+    for (size_t i = 0; i < req.n; i++) {   /* the last answer may free b: nothing of it after */
+        struct op_slot *s = req.errs[i].status ? NULL : malloc(sizeof(*s));
+        if (req.errs[i].status) {
+            struct answer a = { req.errs[i].status, req.errs[i].code, ANSWER_REFUSED,
+                                req.errs[i].message, NULL };
+            op_noted(b, i, &a);
+        } else if (!s) {
+            struct answer a = { 503, API_UNAVAILABLE, ANSWER_FAILED, "out of memory", NULL };
+            op_noted(b, i, &a);
+        } else {
+            *s = (struct op_slot){ b, i };
+            pull_op(in->pull, verb, &req.ops[i], op_answered, s);
+        }
+    }
+    api_pull_batch_free(&req);
 }
 
 void intake_stop_waiting(struct intake *in)

@@ -657,3 +657,32 @@ def test_a_pop_of_several_topics_is_served_by_the_first_with_a_job(stack):
                        ({"topics": [d.delay_topic("1s")]}, "delay topic")):
         status, doc = d.http("POST", API + "pop", body)
         assert status == 400 and word in doc["message"], (body, doc)
+
+
+def test_finish_touch_and_release_many_jobs_in_one_request(stack):
+    """As SQS's DeleteMessageBatch: up to 100 jobs in one request, each with its own answer."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    c = Client(d)
+    ids = [d.add_ok(topic=topic, delay_ms=200, body=f"b{i}") for i in range(6)]
+    jobs = []
+    while len(jobs) < 6:
+        jobs += c.pop(topic, wait_ms=10000, max=10)
+    mine = lambda js: [{"job_id": j["id"], "receipt": j["receipt"]} for j in js]
+    status, doc = c.call("touch", {"jobs": [dict(o, ttr=120) for o in mine(jobs[:2])]})
+    assert status == 200 and [a["code"] for a in doc["data"]["jobs"]] == [0, 0], doc
+    assert all(a["reserved_until_ms"] > now_ms() + 110000 for a in doc["data"]["jobs"]), doc
+    stale = {"job_id": ids[0], "receipt": "x" * 13 + "1:" + topic}
+    status, doc = c.call("finish", {"jobs": mine(jobs[:4]) + [stale, {"job_id": "a b"}]})
+    answers = doc["data"]["jobs"]
+    assert status == 200 and len(answers) == 6, doc
+    assert [a["code"] for a in answers[:4]] == [0] * 4 and answers[0]["state"] == "finished", doc
+    assert answers[4]["code"] == 409 and answers[4]["job_id"] == ids[0], answers[4]
+    assert answers[5]["code"] == 400 and "job_id" in answers[5]["message"], answers[5]
+    status, doc = c.call("release", {"jobs": mine(jobs[4:])})
+    assert status == 200 and [a["state"] for a in doc["data"]["jobs"]] == ["ready"] * 2, doc
+    back = c.pop(topic, wait_ms=10000, max=10)
+    assert sorted(j["id"] for j in back) == sorted(j["id"] for j in jobs[4:]), back
+    for body, word in (({"jobs": []}, "jobs"), ({"jobs": [{}] * 101}, "jobs")):
+        status, doc = c.call("finish", body)
+        assert status == 400 and word in doc["message"], (body, doc)
