@@ -87,6 +87,19 @@ struct scratch {
     size_t cap;
 };
 
+/* A job's message built while the pipeline of its claim still runs, produced once it is done
+ * (fw_send_held): its headers without dq-sent-ms, and one allocation holding its topic, key
+ * and value. */
+struct held_send {
+    struct held *m;
+    rd_kafka_headers_t *hdrs;
+    char *topic;                /* owned: the allocation key and value point into */
+    const char *key;
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+};
+
 struct forwarder {
     const struct config *cfg;
     struct groups *groups;   /* consulted right before each send, and on another's claim */
@@ -104,6 +117,9 @@ struct forwarder {
     size_t nready, ready_cap;
     struct pullq_entry *entries;   /* scratch for ready, ready_cap of them */
     int64_t claim_now;       /* epoch ms: the flush's, while its claims are answered */
+    int hold_sends;          /* 1 while claims are answered: deliveries wait in sends */
+    struct held_send *sends; /* nsends of them, room for sends_cap */
+    size_t nsends, sends_cap;
     size_t claim_failures;   /* of the claims being answered: not answered, with claim_err */
     char claim_err[256];
     struct callout *co;      /* callback jobs' calls (callout.c) */
@@ -236,8 +252,16 @@ uint64_t fw_fnv1a(const char *text);
 /* send.c */
 /* Produces a direct message to its business topic (retried on failure). */
 void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic);
-/* Produces a claimed job to its business topic; its record is marked after the report. */
+/* Produces a claimed job to its business topic; its record is marked after the report. While
+ * claims are answered (fw_hold_sends), the message waits, built, for fw_send_held. */
 void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job);
+/* Until fw_send_held, the deliveries of up to n claims answered wait, built, so that the
+ * answers are read and decoded while Redis runs the next claims, and the messages are produced
+ * together right after the last one, which no produce (nor the broker's work on it) slows
+ * down. 0, or -1 when out of memory (nothing waits then). */
+int fw_hold_sends(struct forwarder *fw, size_t n);
+/* Produces the deliveries that wait, each stamped dq-sent-ms as it is produced. */
+void fw_send_held(struct forwarder *fw);
 /* 1 when the business topic has refused m for job.refused_retry_s: it goes to the dead letters. */
 int fw_refused_for_good(const struct forwarder *fw, const struct held *m, int64_t now);
 /* Why m goes to the dead letters after refused_for_good. */

@@ -84,7 +84,10 @@ typedef void conn_build_fn(void *ctx, size_t j, struct conn_call *call);
  * in their order): fail NULL: r is the call's answer (an error reply too), its writes
  * confirmed when that was asked for; fail->code CONN_E_UNCONFIRMED: r is the answer but too few
  * replicas confirmed its writes (a failover could take them back); any other fail: r is NULL
- * and the call has no answer (it may or may not have run). r is valid only during the call. */
+ * and the call has no answer (it may or may not have run). r is valid only during the call.
+ * An answer is handed on as soon as it is read when nothing later can change it (no WAIT
+ * asked for, or CONN_WAIT_EACH), while the pipeline's later answers are still being read: the
+ * callback must not use the pipeline's struct conn. */
 typedef void conn_reply_fn(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail);
 
 /* Sends n calls in one pipeline, rounds of them per node, and hands each outcome to fn. A call

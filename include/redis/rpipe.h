@@ -4,8 +4,10 @@
  * failure, or another round (NOSCRIPT, MOVED, ASK, and while a failover or a slot migration
  * runs, TRYAGAIN, CLUSTERDOWN, LOADING, READONLY, MASTERDOWN, NOREPLICAS, a connection the
  * switch closed, a write the replicas did not confirm in the switch; and once, on a new link,
- * a call whose link was closed under it without a timeout). Waiting is bounded by
- * redis.failover_wait_ms from the start of the pipeline. No network library. */
+ * a call whose link was closed under it without a timeout). An answer that nothing read after
+ * it can change (no WAIT of its node still to come, no other round asked for) is handed on as
+ * soon as it is read, so that the caller acts on it while Redis runs the next calls. Waiting is
+ * bounded by redis.failover_wait_ms from the start of the pipeline. No network library. */
 #ifndef DQ_RPIPE_H
 #define DQ_RPIPE_H
 

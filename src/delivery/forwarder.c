@@ -490,6 +490,7 @@ void forwarder_free(struct forwarder *fw)
     free(fw->out);
     free(fw->batch.v);
     free(fw->claims.v);
+    free(fw->sends);
     free(fw->marks.v);
     free(fw);
 }

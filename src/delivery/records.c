@@ -202,8 +202,10 @@ void fw_run_claims(struct forwarder *fw, int64_t now)
         claim_args(fw, fw->claims.v[i], i);
     fw->claim_now = now;
     fw->claim_failures = 0;
+    (void)fw_hold_sends(fw, n);   /* out of memory: each is sent as its claim is answered */
     store_claim_batch(fw->st, n, fw->sc.ids, fw->instance, fw->sc.args, on_claim, fw, err,
                       sizeof(err));
+    fw_send_held(fw);
     if (fw->claim_failures) {
         metrics_inc(M_REDIS_ERRORS);
         warn_retried(&fw->redis_gate, "claiming %zu of %zu records failed (held, retried): %s",

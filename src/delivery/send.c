@@ -208,32 +208,85 @@ void fw_deliver_direct(struct forwarder *fw, struct held *m, const char *topic)
         note_forward(fw, topic);
 }
 
+/* Produces a job's message, stamped dq-sent-ms now; takes hdrs. */
+static void send_job(struct forwarder *fw, struct held *m, const char *topic, const char *key,
+                     size_t key_len, const char *value, size_t value_len, rd_kafka_headers_t *hdrs)
+{
+    int64_t now = clock_now_ms();   /* when it is sent, not when its batch began */
+    int rc;
+
+    headers_add_int(hdrs, HDR_SENT, now);
+    m->stage = ST_SEND_JOB;
+    m->sent_ms = now;
+    rc = fw_produce(fw, m, topic, key, key_len, value, value_len, hdrs, now);
+    if (rc < 0)
+        fw_retry(fw, m);
+    else if (rc == 0)
+        note_forward(fw, topic);
+}
+
+/* Keeps a job's message to send with fw_send_held: 0, or -1 when out of memory. */
+static int hold_send(struct forwarder *fw, struct held *m, const char *topic, const char *key,
+                     size_t key_len, const char *value, size_t value_len, rd_kafka_headers_t *hdrs)
+{
+    size_t topic_len = strlen(topic);
+    struct held_send *hs;
+    char *copy;
+
+    if (fw->nsends == fw->sends_cap || !(copy = malloc(topic_len + 1 + key_len + value_len + 1)))
+        return -1;
+    hs = &fw->sends[fw->nsends++];
+    memcpy(copy, topic, topic_len + 1);
+    memcpy(copy + topic_len + 1, key, key_len);
+    memcpy(copy + topic_len + 1 + key_len, value, value_len);
+    *hs = (struct held_send){ m, hdrs, copy, copy + topic_len + 1, key_len,
+                              copy + topic_len + 1 + key_len, value_len };
+    return 0;
+}
+
 void fw_deliver_job(struct forwarder *fw, struct held *m, const struct job *job)
 {
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(job->nheaders + 3);
     const char *key = job->key ? job->key : job->id;
-    int64_t now = clock_now_ms();   /* when it is sent, not when its batch began */
-    int rc;
+    /* go-delayqueue's consumers take the job id from the message and get the job by it. */
+    const char *value = fw->cfg->compat.go_delayqueue ? job->id : job->body;
+    size_t value_len = fw->cfg->compat.go_delayqueue ? strlen(job->id) : job->body_len;
 
     for (size_t i = 0; i < job->nheaders; i++)
         headers_add(hdrs, job->headers[i].name, job->headers[i].value, strlen(job->headers[i].value));
     headers_add(hdrs, HDR_ID, job->id, strlen(job->id));
     headers_add_int(hdrs, HDR_DUE, job->due_ms);
-    headers_add_int(hdrs, HDR_SENT, now);
-    m->stage = ST_SEND_JOB;
     m->due_ms = job->due_ms;   /* for the lateness of the delivery */
-    m->sent_ms = now;
-    /* go-delayqueue's consumers take the job id from the message and get the job by it. */
-    if (fw->cfg->compat.go_delayqueue)
-        rc = fw_produce(fw, m, job->topic, key, strlen(key), job->id, strlen(job->id), hdrs, now);
-    else
-        rc = fw_produce(fw, m, job->topic, key, strlen(key), job->body, job->body_len, hdrs, now);
-    if (rc < 0)
-        fw_retry(fw, m);
-    else if (rc == 0)
-        note_forward(fw, job->topic);
+    if (fw->hold_sends &&
+        hold_send(fw, m, job->topic, key, strlen(key), value, value_len, hdrs) == 0)
+        return;
+    send_job(fw, m, job->topic, key, strlen(key), value, value_len, hdrs);
 }
 
+int fw_hold_sends(struct forwarder *fw, size_t n)
+{
+    struct held_send *hs;
+
+    if (n > fw->sends_cap) {
+        if (!(hs = realloc(fw->sends, n * sizeof(*hs))))
+            return -1;
+        fw->sends = hs;
+        fw->sends_cap = n;
+    }
+    fw->hold_sends = 1;
+    return 0;
+}
+
+void fw_send_held(struct forwarder *fw)
+{
+    fw->hold_sends = 0;
+    for (size_t i = 0; i < fw->nsends; i++) {
+        struct held_send *hs = &fw->sends[i];
+        send_job(fw, hs->m, hs->topic, hs->key, hs->key_len, hs->value, hs->value_len, hs->hdrs);
+        free(hs->topic);
+    }
+    fw->nsends = 0;
+}
 
 /* When Kafka acknowledged m: its send plus librdkafka's latency from the produce call to the
  * broker's answer, so that how often this thread polls does not count. */

@@ -43,6 +43,7 @@ struct pend {
     int sent;
     void *reply;        /* read this round */
     int short_of;       /* CONN_WAIT_EACH: its WAIT fell short */
+    int handed;         /* its answer was handed on as it was read (final_at_read) */
     struct conn_fail fail;   /* no reply this round: why (text in its node's buffer) */
 };
 
@@ -196,7 +197,21 @@ static int send_call(struct run *run, struct round *rd, struct pend *p, conn_bui
     return 0;
 }
 
-/* Reads one node's answers of the round into its calls. */
+/* Is call p's answer, just read, final? Yes when nothing read after it can change it: no WAIT
+ * of its node is still to come (its own WAIT, read already, or none asked for), and it asks
+ * for no other round (a redirection, NOSCRIPT, a master elsewhere). Such an answer is handed on
+ * at once, so that the caller acts on it while Redis runs the pipeline's next calls. */
+static int final_at_read(const struct run *run, const struct pend *p)
+{
+    const char *error;
+
+    if ((run->waits && run->confirm != CONN_WAIT_EACH) || p->short_of)
+        return 0;
+    error = run->p->ops->error_of(p->reply);
+    return !error || rpipe_verdict_of(error, run->p->topo != NULL) == RPIPE_ANSWER;
+}
+
+/* Reads one node's answers of the round into its calls, handing on each final one at once. */
 static void read_node(struct run *run, struct node_round *nr, struct pend *todo)
 {
     const struct rpipe_ops *ops = run->p->ops;
@@ -227,6 +242,11 @@ static void read_node(struct run *run, struct node_round *nr, struct pend *todo)
                 break;
             }
             p->short_of = w;
+        }
+        if (final_at_read(run, p)) {
+            p->handed = 1;
+            deliver(run, p, p->reply, NULL);
+            p->reply = NULL;
         }
     }
     if (nr->open && !nr->lost && run->waits && !each) {
@@ -307,11 +327,14 @@ static void decide(struct run *run, struct node_round *nr, struct pend *p, struc
 {
     const struct rpipe_ops *ops = run->p->ops;
     void *t = run->p->t;
-    int in_switch = ops->holding(t) || ops->switched(t, nr->node);
     struct conn_fail fail = nr->fail;
     enum rpipe_verdict v;
     const char *error;
+    int in_switch;
 
+    if (p->handed)
+        return;
+    in_switch = ops->holding(t) || ops->switched(t, nr->node);
     if (!p->reply) {
         if (nr->open && !p->sent && !nr->lost)
             fail = (struct conn_fail){ CONN_E_MEMORY, "out of memory queueing a redis call" };

@@ -259,7 +259,17 @@ static struct {
     int ok[8];
     enum conn_code code[8];
     char text[8][128];
+    int reads_at[8];    /* replies read from every node when the outcome came */
 } O;
+
+static int reads_so_far(void)
+{
+    int n = 0;
+
+    for (int i = 0; i < FNODES; i++)
+        n += F.n[i].qr;
+    return n;
+}
 
 static int got(void *ctx, size_t j, void *reply, const struct conn_fail *fail)
 {
@@ -268,6 +278,7 @@ static int got(void *ctx, size_t j, void *reply, const struct conn_fail *fail)
     O.answered[j]++;
     O.ok[j] = reply && !fail && !f_error_of(reply);
     O.code[j] = fail ? fail->code : CONN_OK;
+    O.reads_at[j] = reads_so_far();
     snprintf(O.text[j], sizeof(O.text[j]), "%s", fail ? fail->text : reply ? ((struct freply *)reply)->text : "");
     return 0;
 }
@@ -412,6 +423,35 @@ static void wait_is_per_node(void)
     }
 }
 
+/* An answer that nothing later can change is handed on as soon as it is read, while the
+ * pipeline's later answers are still to come (the caller acts on it while Redis runs the next
+ * calls): without WAIT, and with a WAIT per call once that WAIT is read. With one WAIT per node,
+ * no answer is handed on before its node's WAIT. */
+static void final_answers_are_handed_on_as_read(void)
+{
+    enum conn_confirm confirm[] = { CONN_NO_WAIT, CONN_WAIT_EACH, CONN_WAIT_END };
+
+    for (size_t c = 0; c < sizeof(confirm) / sizeof(confirm[0]); c++) {
+        int first = 1 << 30, last = 0;
+        fake_init();
+        fake_adopt();
+        CHECK_EQ_INT(run(8, confirm[c]), 0);
+        for (int j = 0; j < 8; j++) {
+            CHECK(O.ok[j]);
+            CHECK_EQ_INT(O.answered[j], 1);
+            first = O.reads_at[j] < first ? O.reads_at[j] : first;
+            last = O.reads_at[j] > last ? O.reads_at[j] : last;
+        }
+        CHECK_EQ_INT(last, reads_so_far());
+        if (confirm[c] == CONN_NO_WAIT)
+            CHECK_EQ_INT(first, 1);
+        else if (confirm[c] == CONN_WAIT_EACH)
+            CHECK_EQ_INT(first, 2);   /* the call's answer and its WAIT */
+        else
+            CHECK_EQ_INT(first, last);   /* after every node's answers and WAIT */
+    }
+}
+
 /* A map with unserved slots (cluster-require-full-coverage no, a slot without master): the
  * calls of those slots fail at once, the others are answered. */
 static void unserved_slots_fail_only_their_calls(void)
@@ -547,6 +587,7 @@ static void verdicts(void)
 void unit_rpipe(void)
 {
     RUN(verdicts);
+    RUN(final_answers_are_handed_on_as_read);
     RUN(moved_then_ask_with_a_stale_refresh_between);
     RUN(ask_to_a_node_not_in_the_map);
     RUN(tryagain_waits_and_succeeds);
