@@ -399,7 +399,8 @@ def documented_acl(user, password, prefix):
     words = line.split()
     assert words[2] == "delayq" and ">CHANGE-ME" in words and "~dq:*" in words, words
     return [user if w == "delayq" else f">{password}" if w == ">CHANGE-ME" else
-            f"~{prefix}*" if w == "~dq:*" else w for w in words]
+            f"~{prefix}*" if w == "~dq:*" else f"&{prefix}*" if w == "&dq:*" else w
+            for w in words]
 
 
 def test_the_documented_redis_acl_user_runs_every_flow(stack):
