@@ -64,6 +64,7 @@ struct pull {
     int no_waiting;                    /* pull_stop_waiting was called (mu) */
     int quit;                          /* (mu) */
     char (*woken)[TOPIC_NAME_MAX + 1]; /* topics announced ready since the last look (mu) */
+    int *wjobs;                        /* each one's jobs announced, 0: to look at (mu) */
     size_t nwoken;                     /* WOKEN_MAX at most; more: look at every topic */
     int woken_all;                     /* look at every topic waited on (mu) */
     pthread_t listener;                /* hears the announcements (listen_main) */
@@ -75,6 +76,7 @@ struct pull {
     struct req *parked;                /* pops waiting for a job, oldest first */
     int64_t next_sweep_ms, next_look_ms, next_gone_ms;   /* monotonic */
     char (*looking)[TOPIC_NAME_MAX + 1];   /* the woken topics being looked at */
+    int *ljobs;                            /* their jobs announced (wjobs) */
     char (*fresh)[TOPIC_NAME_MAX + 1];     /* topics of the pops parked since the last look */
     struct due *due;                       /* topics to sweep at a time known, ndue of them */
     size_t ndue, due_cap;

@@ -13,7 +13,9 @@
  * and <prefix>pull:registry is a zset of the topics that have (or lately had) jobs, score when
  * a job of it was last made ready (epoch ms), for the sweepers; an empty topic leaves it. A job
  * made ready (by the forwarder, a release, a sweep) is announced on the channel
- * <prefix>pull:ready, the message its topic, so that waiting pops hear of it at once.
+ * <prefix>pull:ready, so that waiting pops hear of it at once: the message is its topic when
+ * one job is ready now, "peek:" and the topic when some jobs are or one will be
+ * (PULLQ_PEEK).
  * Every change is one script, so that no crash between two steps loses or doubles a job.
  * A struct pullq is one connection (conn): use it from one thread at a time. */
 #ifndef DQ_PULLQ_H
@@ -162,6 +164,8 @@ void pullq_sweep_release(struct pullq_sweep *sw);
 /* The dead letter of job id of topic was acknowledged: its state is d, kept retention_ms. */
 int pullq_dead_sent(struct pullq *q, const char *topic, const char *id, int64_t retention_ms,
                     char *err, size_t errlen);
+
+#define PULLQ_PEEK "peek:"   /* an announcement of a topic to look at (a topic has no ':') */
 
 /* The channel a job made ready is announced on (its topic the message): <prefix>pull:ready. */
 void pullq_channel(const struct pullq *q, char *out, size_t outlen);

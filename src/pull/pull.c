@@ -393,6 +393,61 @@ static int64_t next_wake(const struct pull *p)
     return at;
 }
 
+/* Notes an announcement (pullq_channel): one job of a topic ready now, a topic to look at
+ * (PULLQ_PEEK), or, "", every topic. Under p->mu. */
+static void announced(struct pull *p, const char *message)
+{
+    int peek = strncmp(message, PULLQ_PEEK, strlen(PULLQ_PEEK)) == 0;
+    const char *topic = message + (peek ? strlen(PULLQ_PEEK) : 0);
+    size_t i = 0;
+
+    while (i < p->nwoken && strcmp(p->woken[i], topic) != 0)
+        i++;
+    if (!topic[0] || (i == p->nwoken && p->nwoken == WOKEN_MAX)) {
+        p->woken_all = 1;
+        return;
+    }
+    if (i == p->nwoken) {
+        snprintf(p->woken[p->nwoken++], TOPIC_NAME_MAX + 1, "%s", topic);
+        p->wjobs[i] = peek ? 0 : 1;
+    } else if (peek || !p->wjobs[i]) {
+        p->wjobs[i] = 0;   /* how many is not known: looked at */
+    } else {
+        p->wjobs[i]++;
+    }
+}
+
+/* For the n topics announced with their jobs (jobs[i] > 0), the oldest pops waiting on them
+ * (enough of them to take what was announced) pop again, with no look first. */
+static void take_announced(struct pull *p, char (*topics)[TOPIC_NAME_MAX + 1], int *jobs,
+                           size_t n)
+{
+    struct req *take[BATCH_MAX], *again, **at = &p->parked;
+    size_t k = 0;
+
+    while (*at && k < BATCH_MAX) {
+        struct req *r = *at;
+        size_t i = n;
+        for (int t = 0; t < r->pop.ntopics && i == n; t++)
+            for (i = 0; i < n && (jobs[i] <= 0 || strcmp(topics[i], r->pop.topics[t]) != 0); i++)
+                ;
+        if (i < n && !wanted(r)) {   /* its asker left: it takes nothing */
+            struct pullq_pop none = { .topic = r->pop.topics[0] };
+            metrics_inc(M_PULL_POPS_LEFT);
+            *at = r->next;
+            answer_pop(r, &none);
+        } else if (i < n) {
+            jobs[i] -= r->pop.max;
+            *at = r->next;
+            take[k++] = r;
+        } else {
+            at = &r->next;
+        }
+    }
+    if (k)
+        serve_pops(p, take, k, 1, &again);
+}
+
 /* Hears the announcements of jobs made ready (pullq_channel) on a connection of its own, and
  * wakes the pull thread with their topics. While it hears them, waiting pops need no polling;
  * when the subscription fails, the pull thread polls again until it is back. */
@@ -431,10 +486,7 @@ static void *listen_main(void *arg)
             continue;
         }
         pthread_mutex_lock(&p->mu);
-        if (!topic[0] || p->nwoken == WOKEN_MAX)
-            p->woken_all = 1;
-        else if (!among(p->woken, p->nwoken, topic))
-            snprintf(p->woken[p->nwoken++], TOPIC_NAME_MAX + 1, "%s", topic);
+        announced(p, topic);
         pthread_cond_signal(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
@@ -476,6 +528,7 @@ static void *pull_main(void *arg)
         all = p->woken_all;
         nwoken = p->nwoken;
         memcpy(p->looking, p->woken, nwoken * sizeof(*p->woken));
+        memcpy(p->ljobs, p->wjobs, nwoken * sizeof(*p->wjobs));
         p->nwoken = 0;
         p->woken_all = 0;
         pthread_mutex_unlock(&p->mu);
@@ -484,6 +537,15 @@ static void *pull_main(void *arg)
         now = clock_mono_ms();
         if (!may_wait || quit)
             expire_parked(p, 1, 0);
+        if (p->parked && !all && nwoken)
+            take_announced(p, p->looking, p->ljobs, nwoken);
+        {   /* the rest to look at: topics announced without a count, and new waits' topics */
+            size_t k = 0;
+            for (size_t i = 0; i < nwoken; i++)
+                if (!p->ljobs[i])
+                    memmove(p->looking[k++], p->looking[i], sizeof(p->looking[i]));
+            nwoken = k;
+        }
         for (size_t i = 0; i < p->nfresh && !all; i++) {
             if (nwoken == WOKEN_MAX)
                 all = 1;
@@ -519,6 +581,8 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
     if (!p || !(p->q = pullq_new(cfg)) || !(p->st = store_new(cfg)) ||
         !(p->woken = calloc(WOKEN_MAX, sizeof(*p->woken))) ||
         !(p->looking = calloc(WOKEN_MAX, sizeof(*p->looking))) ||
+        !(p->wjobs = calloc(WOKEN_MAX, sizeof(*p->wjobs))) ||
+        !(p->ljobs = calloc(WOKEN_MAX, sizeof(*p->ljobs))) ||
         !(p->fresh = calloc(WOKEN_MAX, sizeof(*p->fresh)))) {
         snprintf(err, errlen, "out of memory");
         if (p) {
@@ -526,6 +590,8 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
             store_free(p->st);
             free(p->woken);
             free(p->looking);
+            free(p->wjobs);
+            free(p->ljobs);
             free(p->fresh);
         }
         free(p);
@@ -548,6 +614,8 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
         store_free(p->st);
         free(p->woken);
         free(p->looking);
+        free(p->wjobs);
+        free(p->ljobs);
         free(p->fresh);
         free(p);
         return NULL;
@@ -588,6 +656,8 @@ void pull_free(struct pull *p)
     free(p->due);
     free(p->woken);
     free(p->looking);
+    free(p->wjobs);
+    free(p->ljobs);
     free(p->fresh);
     free(p);
 }

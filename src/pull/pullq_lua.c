@@ -78,7 +78,8 @@ static const char pop_lua[] =
 /* KEYS: ready, reserved, dead, job. ARGV: verb, id, receipt, after_ms (a release's delay; a
  * touch's ttr, or -1 for the job's own ttr, else the reservation's, else default_ttr_ms),
  * (unused), retention_ms, reason, default_ttr_ms, channel, topic. A released job is announced
- * on channel (one ready later is looked for then by the pops that heard of it).
+ * on channel: its topic when it is ready now, "peek:" and its topic when later (the pops that
+ * hear of it look when it comes).
  * Answers {result, state[, until]}: result 1 done, 2 done before, 0 no job, -1 stale receipt,
  * -2 not live.
  * A finish repeated with its receipt is done again (the first answer may have been lost). */
@@ -108,7 +109,7 @@ static const char op_lua[] =
     "elseif verb == 'release' then\n"
     "  redis.call('ZREM', KEYS[2], id)\n"
     "  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), id)\n"
-    "  redis.call('PUBLISH', ARGV[9], ARGV[10])\n"
+    "  redis.call('PUBLISH', ARGV[9], (tonumber(ARGV[4]) > 0 and 'peek:' or '') .. ARGV[10])\n"
     "  redis.call('HSET', KEYS[4], 'st', 'r')\n"
     "  redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "  return {1, 'r'}\n"
@@ -133,7 +134,7 @@ static const char op_lua[] =
 /* KEYS: ready, reserved, dead. ARGV: (unused), max_attempts, limit, job key prefix, resend_ms,
  * channel, topic. Answers back, ready, reserved, buried, next (when the next reservation ends
  * or dead letter is due, epoch ms; -1: none), then id, record, why, attempt of each dead letter
- * to send. Jobs ready again are announced on channel. */
+ * to send. Jobs ready again are announced on channel ("peek:" and the topic: some are). */
 static const char sweep_lua[] =
     LUA_NOW
     "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
@@ -159,7 +160,7 @@ static const char sweep_lua[] =
     "    redis.call('HDEL', jk, 'rcpt', 'until')\n"
     "  end\n"
     "end\n"
-    "if back > 0 then redis.call('PUBLISH', ARGV[6], ARGV[7]) end\n"
+    "if back > 0 then redis.call('PUBLISH', ARGV[6], 'peek:' .. ARGV[7]) end\n"
     "out[1] = back\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local f = redis.call('HMGET', ARGV[4] .. id, 'rec', 'why', 'att', 'st')\n"
