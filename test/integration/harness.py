@@ -362,8 +362,9 @@ compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
     def start(self):
         self.log = open(self.log_path, "a")
         env = None
-        if self.extra.get("faketime"):   # its clock off by that much ("+30s"), libfaketime's way
-            env = dict(os.environ, FAKETIME=self.extra["faketime"],
+        if self.extra.get("faketime"):   # its wall clock off by that much ("+5s"), libfaketime's
+            # way; its monotonic clock, which timed waits count on, left as it is
+            env = dict(os.environ, FAKETIME=self.extra["faketime"], FAKETIME_DONT_FAKE_MONOTONIC="1",
                        LD_PRELOAD="/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
                        ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") +
                        ":verify_asan_link_order=0")
