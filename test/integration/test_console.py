@@ -190,11 +190,14 @@ def test_console_overview_and_groups_show_what_the_api_says(stack):
         c.open()
         c.until(lambda: c.value("#ov-pending") == "3", 10, "the overview to show 3 pending")
         c.until(lambda: page_matches_stats(c, d), 20, "the overview to show /stats' counts", step=0.5)
-        assert c.value("@level-5m") == "2" and c.value("@level-2h") == "1" and c.value("@due-10m") == "2"
+        # the page renders again every second: an element read may be replaced meanwhile
+        c.until(lambda: c.value("@level-5m") == "2" and c.value("@level-2h") == "1"
+                and c.value("@due-10m") == "2", 10, "the levels' and due times' counts")
         c.until(lambda: c.find("#health-redis").get_attribute("data-state") == "ok"
                 and c.find("#health-kafka").get_attribute("data-state") == "ok", 10,
                 "Redis and Kafka healthy")
-        assert not c.find("#maxmemory-warning").is_displayed()
+        c.until(lambda: not c.find("#maxmemory-warning").is_displayed(), 10,
+                "no maxmemory warning")
 
         # Adds show in the adds/s sparkline, computed from /metrics' delayq_jobs_added_total.
         c.until(lambda: len(c.finds("#spark-adds polyline")) > 0, 10, "a line in the adds/s sparkline")
