@@ -316,6 +316,39 @@ static size_t topic_index(const char **topics, size_t n, const char *topic)
     return i;
 }
 
+/* Takes the oldest parked pops waiting on a topic of the n in topics whose count is above 0
+ * (each pop taken lowers it by its max), BATCH_MAX at most, into take; a pop whose asker left
+ * is answered with nothing instead. Returns how many were taken. */
+static size_t take_parked(struct pull *p, const char **topics, int64_t *counts, size_t n,
+                          struct req **take)
+{
+    struct req **at = &p->parked;
+    size_t k = 0;
+
+    while (*at && k < BATCH_MAX) {
+        struct req *r = *at;
+        size_t i = n;
+        for (int t = 0; t < r->pop.ntopics && i == n; t++) {
+            i = topic_index(topics, n, r->pop.topics[t]);
+            if (i < n && counts[i] <= 0)
+                i = n;
+        }
+        if (i < n && !wanted(r)) {   /* its asker left: it takes nothing */
+            struct pullq_pop none = { .topic = r->pop.topics[0] };
+            metrics_inc(M_PULL_POPS_LEFT);
+            *at = r->next;
+            answer_pop(r, &none);
+        } else if (i < n) {
+            counts[i] -= r->pop.max;
+            *at = r->next;
+            take[k++] = r;
+        } else {
+            at = &r->next;
+        }
+    }
+    return k;
+}
+
 /* Looks for ready jobs of the topics parked pops wait on (with nwoken > 0, only of those in
  * woken); where there are, the oldest pops of such a topic (enough of them to take what is
  * ready) pop again. Returns in how many ms the first job of a topic looked at that has none
@@ -326,7 +359,6 @@ static int64_t look_for_parked(struct pull *p, char (*woken)[TOPIC_NAME_MAX + 1]
     int64_t *counts = NULL, *waits = NULL, soonest = -1;
     struct req *take[BATCH_MAX], *again;
     size_t nt = 0, cap = 0, n;
-    struct req **at;
 
     for (struct req *r = p->parked; r; r = r->next)
         for (int t = 0; t < r->pop.ntopics; t++) {
@@ -350,30 +382,7 @@ static int64_t look_for_parked(struct pull *p, char (*woken)[TOPIC_NAME_MAX + 1]
         if (waits[i] > 0 && (soonest < 0 || waits[i] < soonest))
             soonest = waits[i];
     do {
-        n = 0;
-        at = &p->parked;
-        while (*at && n < BATCH_MAX) {
-            struct req *r = *at;
-            size_t i = nt;
-            for (int t = 0; t < r->pop.ntopics && i == nt; t++) {
-                i = topic_index(topics, nt, r->pop.topics[t]);
-                if (i < nt && counts[i] <= 0)
-                    i = nt;
-            }
-            if (i < nt && !wanted(r)) {   /* its asker left: it takes nothing */
-                struct pullq_pop none = { .topic = r->pop.topics[0] };
-                metrics_inc(M_PULL_POPS_LEFT);
-                *at = r->next;
-                answer_pop(r, &none);
-            } else if (i < nt) {
-                counts[i] -= r->pop.max;
-                *at = r->next;
-                take[n++] = r;
-            } else {
-                at = &r->next;
-            }
-        }
-        if (n)
+        if ((n = take_parked(p, topics, counts, nt, take)))
             serve_pops(p, take, n, 1, &again);
     } while (n == BATCH_MAX);
 out:
@@ -422,29 +431,16 @@ static void announced(struct pull *p, const char *message)
 static void take_announced(struct pull *p, char (*topics)[TOPIC_NAME_MAX + 1], int *jobs,
                            size_t n)
 {
-    struct req *take[BATCH_MAX], *again, **at = &p->parked;
-    size_t k = 0;
+    const char *names[WOKEN_MAX];
+    int64_t counts[WOKEN_MAX];
+    struct req *take[BATCH_MAX], *again;
+    size_t k;
 
-    while (*at && k < BATCH_MAX) {
-        struct req *r = *at;
-        size_t i = n;
-        for (int t = 0; t < r->pop.ntopics && i == n; t++)
-            for (i = 0; i < n && (jobs[i] <= 0 || strcmp(topics[i], r->pop.topics[t]) != 0); i++)
-                ;
-        if (i < n && !wanted(r)) {   /* its asker left: it takes nothing */
-            struct pullq_pop none = { .topic = r->pop.topics[0] };
-            metrics_inc(M_PULL_POPS_LEFT);
-            *at = r->next;
-            answer_pop(r, &none);
-        } else if (i < n) {
-            jobs[i] -= r->pop.max;
-            *at = r->next;
-            take[k++] = r;
-        } else {
-            at = &r->next;
-        }
+    for (size_t i = 0; i < n && i < WOKEN_MAX; i++) {
+        names[i] = topics[i];
+        counts[i] = jobs[i];
     }
-    if (k)
+    if ((k = take_parked(p, names, counts, n < WOKEN_MAX ? n : WOKEN_MAX, take)))
         serve_pops(p, take, k, 1, &again);
 }
 
