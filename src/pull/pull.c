@@ -570,6 +570,22 @@ static void *pull_main(void *arg)
     return NULL;
 }
 
+/* Frees p's connections and arrays, and p (NULL: nothing). */
+static void release(struct pull *p)
+{
+    if (!p)
+        return;
+    pullq_free(p->q);
+    store_free(p->st);
+    free(p->due);
+    free(p->woken);
+    free(p->looking);
+    free(p->wjobs);
+    free(p->ljobs);
+    free(p->fresh);
+    free(p);
+}
+
 struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
 {
     struct pull *p = calloc(1, sizeof(*p));
@@ -581,24 +597,13 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
         !(p->ljobs = calloc(WOKEN_MAX, sizeof(*p->ljobs))) ||
         !(p->fresh = calloc(WOKEN_MAX, sizeof(*p->fresh)))) {
         snprintf(err, errlen, "out of memory");
-        if (p) {
-            pullq_free(p->q);
-            store_free(p->st);
-            free(p->woken);
-            free(p->looking);
-            free(p->wjobs);
-            free(p->ljobs);
-            free(p->fresh);
-        }
-        free(p);
+        release(p);
         return NULL;
     }
     p->cfg = cfg;
     p->queue_tail = &p->queue;
     if (!(p->rk = producer_new(cfg, "pull", DEAD_TIMEOUT_MS, 5, pull_dr_cb, p, err, errlen))) {
-        pullq_free(p->q);
-        store_free(p->st);
-        free(p);
+        release(p);
         return NULL;
     }
     pthread_mutex_init(&p->mu, NULL);
@@ -606,14 +611,9 @@ struct pull *pull_new(const struct config *cfg, char *err, size_t errlen)
     if (pthread_create(&p->thread, NULL, pull_main, p) != 0) {
         snprintf(err, errlen, "cannot start the pull thread");
         rd_kafka_destroy(p->rk);
-        pullq_free(p->q);
-        store_free(p->st);
-        free(p->woken);
-        free(p->looking);
-        free(p->wjobs);
-        free(p->ljobs);
-        free(p->fresh);
-        free(p);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->wake);
+        release(p);
         return NULL;
     }
     /* without it waiting pops poll Redis, as while its subscription fails */
@@ -645,17 +645,9 @@ void pull_free(struct pull *p)
     rd_kafka_flush(p->rk, 2000);
     pull_mark_sent(p);
     rd_kafka_destroy(p->rk);
-    pullq_free(p->q);
-    store_free(p->st);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
-    free(p->due);
-    free(p->woken);
-    free(p->looking);
-    free(p->wjobs);
-    free(p->ljobs);
-    free(p->fresh);
-    free(p);
+    release(p);
 }
 
 void pull_counts_wanted(struct pull *p)
