@@ -232,7 +232,7 @@ def test_console_overview_and_groups_show_what_the_api_says(stack):
                 and c.find("@group-0-status").is_displayed(), 5, "group 0's partitions shown")
         c.until(lambda: partitions_shown(c, 0) == partitions_of_claims(d, 0), 20,
                 "group 0's partitions to be /claims' status of group 0", step=0.5)
-        assert len(partitions_shown(c, 0)) == 3, partitions_shown(c, 0)   # one per level
+        c.until(lambda: len(partitions_shown(c, 0)) == 3, 10, "one partition row per level")
         c.shot("groups-partitions")
         before = c.text("#groups-updated")
         c.until(lambda: c.text("#groups-updated") != before, 10, "a refresh of the groups")
