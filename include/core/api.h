@@ -133,6 +133,36 @@ int api_parse_pull_ops(const char *body, size_t len, enum api_verb verb,
                        struct api_error *e);
 void api_pull_batch_free(struct api_pull_batch *b);
 
+/* What a request of one pull topic's routes asks (below /delay-queue/api/pull/): {topic}
+ * (GET: its figures), {topic}/jobs (GET: a page of its jobs), {topic}/pause and
+ * {topic}/resume (POST). */
+enum api_topic_ask { API_TOPIC_FIGURES, API_TOPIC_JOBS, API_TOPIC_PAUSE, API_TOPIC_RESUME };
+
+#define API_TOPIC_LIMIT_DEFAULT 20   /* jobs a page holds unless limit says */
+#define API_TOPIC_LIMIT_MAX 100
+
+struct api_pull_topic {
+    char topic[TOPIC_NAME_MAX + 1];
+    enum api_topic_ask ask;
+    char state[9];              /* jobs: "ready" (default), "delayed" or "reserved" */
+    int limit;                  /* jobs: 1..API_TOPIC_LIMIT_MAX */
+    int has_after;              /* jobs: the page after the job after_ms:after_id (the next
+                                 * of the page before) */
+    int64_t after_ms;
+    char after_id[JOB_ID_MAX + 1];
+};
+
+/* Parses the path below /delay-queue/api/pull/ (post: the method is POST, else GET) and the
+ * query values state, limit, after (NULL when absent) into out. 0, or -1 with e set (404 for
+ * no such path or a topic no pull topic can be, a delay or the dead-letter topic; 405 for the
+ * wrong method). */
+int api_parse_pull_topic(const char *path, int post, const char *state, const char *limit,
+                         const char *after, const struct api_limits *lim,
+                         struct api_pull_topic *out, struct api_error *e);
+
+/* The method the path below /delay-queue/api/pull/ takes: "POST" or "GET". */
+const char *api_pull_topic_allow(const char *path);
+
 /* Reads {"group": <0 .. ngroups - 1>} (a release request). 0, or -1 with e set. */
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e);
 

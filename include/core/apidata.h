@@ -86,9 +86,45 @@ struct pending_view;
  * "by_due": {"1m", "10m", "1h", "1d", "later"}, "overdue_ms"}. */
 void *api_stats_data(const struct pending_view *v, const struct levels *lv);
 
-/* Adds topic's counts to the "pull" object of a stats answer's data (made at the first):
- * "pull": {topic: {"ready": n, "reserved": n}, ...}. */
-void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved);
+/* Adds topic's figures to the "pull" object of a stats answer's data (made at the first):
+ * "pull": {topic: {"ready", "delayed", "reserved", "dead_letter", "oldest_ready_age_ms" (null
+ * when none is ready), "paused"}, ...}. */
+/* One pull topic's figures, counted together (Redis's clock). */
+struct pull_figures {
+    int64_t ready;              /* may be popped now */
+    int64_t delayed;            /* ready later: released with a delay */
+    int64_t reserved;           /* popped, not yet finished */
+    int64_t buried;             /* on their way to the dead-letter topic */
+    int64_t oldest_age_ms;      /* how long the oldest job ready now has been; -1: none */
+    int paused;                 /* pops answer empty (POST .../pull/{topic}/pause) */
+};
+
+void api_stats_pull(void *data, const char *topic, const struct pull_figures *f);
+
+/* data of GET /delay-queue/api/pull/{topic}: {"topic", the figures as in stats}. */
+void *api_pull_topic_data(const char *topic, const struct pull_figures *f);
+
+/* One job of a pull topic's list. */
+struct pull_listed {
+    char *id;
+    int64_t at_ms;              /* ready, delayed: when it may be popped; reserved: until when */
+    const char *state;          /* its pull state's word */
+    int64_t attempt;
+    int64_t due_ms;
+    char *body;                 /* the start of its body (body_len bytes) */
+    size_t body_len;
+    int64_t body_size;          /* the whole body's bytes */
+};
+
+/* data of GET /delay-queue/api/pull/{topic}/jobs: {"topic", "state", "jobs": [{"id", "state",
+ * "attempt", "due_ms", "ready_at_ms" or (reserved) "reserved_until_ms", "body" (its start, cut
+ * where UTF-8 allows), "body_bytes", "body_truncated"}], "next": the after of the next page, or
+ * null when this one was not full}. */
+void *api_pull_jobs_data(const char *topic, const char *state, const struct pull_listed *jobs,
+                         size_t n, int full);
+
+/* data of a pause or resume: {"topic", "paused"}. */
+void *api_pull_paused_data(const char *topic, int paused);
 
 /* Adds "callbacks": {"waiting_for_retry": waiting} to a stats answer's data. */
 void api_stats_callbacks(void *data, int64_t waiting);

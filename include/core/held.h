@@ -37,6 +37,8 @@ struct held {
     int stage;                  /* the forwarder's */
     int mark;                   /* the forwarder's: state to mark the record once sent */
     int64_t claimed_due_ms;     /* the forwarder's: the due time in the record it claimed */
+    int kept;                   /* the forwarder's: its record has no expiry (a pull job's,
+                                 * made ready: the job ends it), which its mark keeps */
     int last_err;               /* the refusal (rd_kafka_resp_err_t) of its delivery or move */
     int refused_move;           /* 1: last_err refused a move down the levels, not a delivery */
     int64_t sent_ms;            /* the forwarder's: when its delivery was sent */

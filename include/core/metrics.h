@@ -92,6 +92,9 @@ enum metric_family {
     MF_PENDING_BY_DUE,      /* delayq_pending_jobs_by_due{due=...} */
     MF_PULL_READY,          /* delayq_pull_ready_jobs{topic=...} */
     MF_PULL_RESERVED,       /* delayq_pull_reserved_jobs{topic=...} */
+    MF_PULL_DELAYED,        /* delayq_pull_delayed_jobs{topic=...} */
+    MF_PULL_OLDEST,         /* delayq_pull_oldest_ready_age_ms{topic=...} */
+    MF_PULL_PAUSED,         /* delayq_pull_paused{topic=...} */
     M_FAMILIES
 };
 #define METRICS_FAMILY_MAX 32   /* labels of one family: the levels (LEVELS_MAX), or the first

@@ -24,7 +24,8 @@
 /* The routes, as the metrics count requests by (their labels: routes_labels). */
 enum http_route { R_ADD, R_GET, R_REMOVE, R_CLAIMS, R_HEALTH, R_READY, R_METRICS, R_ADD_BATCH,
                   R_RESCHEDULE, R_STATS, R_POP, R_FINISH, R_RELEASE, R_TOUCH, R_BURY, R_COMPAT,
-                  R_SCHEDULES, R_DEAD, R_HAND_BACK, R_UI, R_OPENAPI, R_OTHER, HTTP_ROUTES };
+                  R_SCHEDULES, R_DEAD, R_HAND_BACK, R_PULL_TOPIC, R_UI, R_OPENAPI, R_OTHER,
+                  HTTP_ROUTES };
 
 /* Each route's label in delayq_http_requests_total, HTTP_ROUTES of them (routes.c). */
 extern const char *const routes_labels[HTTP_ROUTES];

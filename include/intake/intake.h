@@ -79,6 +79,16 @@ void intake_stop_waiting(struct intake *in);
  * may evict job records (maxmemory-policy). */
 int intake_ready(struct intake *in, char *err, size_t errlen);
 
+/* A request of one pull topic's routes (below /delay-queue/api/pull/: its figures, a page of
+ * its jobs, pause, resume; see api_parse_pull_topic), served on a worker. */
+struct intake_topic_request {
+    const char *path;           /* below /delay-queue/api/pull/ */
+    int post;                   /* POST, else GET */
+    const char *state, *limit, *after;   /* query values, NULL when absent */
+};
+void intake_pull_topic(struct intake *in, const struct intake_topic_request *r, answer_fn done,
+                       void *opaque);
+
 /* The lease view of GET /delay-queue/api/claims, read in one pipeline on a worker. */
 void intake_claims(struct intake *in, answer_fn done, void *opaque);
 

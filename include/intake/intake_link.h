@@ -54,13 +54,14 @@ struct flights {
 };
 
 /* A request served by a worker. */
-enum task_kind { T_GET, T_REMOVE, T_RESCHEDULE, T_CLAIMS, T_HAND_BACK };
+enum task_kind { T_GET, T_REMOVE, T_RESCHEDULE, T_CLAIMS, T_HAND_BACK, T_PULL_TOPIC };
 
 struct task {
     enum task_kind kind;
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
     int group;                  /* a hand-back's group */
+    struct api_pull_topic *ask; /* a pull topic's request (owned) */
     answer_fn done;
     void *opaque;
 };
@@ -149,6 +150,12 @@ void flights_free_all(struct intake *in);
 
 /* requests.c: what the workers run, and what they answer when a task is dropped. */
 workers_run_fn intake_run_tasks;
+/* The worker's pull queues connection, made at its first use (NULL when out of memory). */
+struct pullq *intake_worker_pullq(struct intake *in, int worker);
+
+/* topics.c */
+/* Serves the n pull topic requests a worker took (each answered and freed). */
+void intake_run_topic_asks(struct intake *in, int worker, struct task **ts, size_t n);
 workers_drop_fn intake_drop_task;
 
 #endif

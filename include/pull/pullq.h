@@ -4,6 +4,7 @@
  *   <prefix>{pull:T}:reserved  zset of job ids, score the end of the reservation (epoch ms)
  *   <prefix>{pull:T}:dead      zset of job ids bound for the dead-letter topic, score when the
  *                              next try to send it is due (epoch ms)
+ *   <prefix>{pull:T}:paused    present while the topic is paused (pops hand out nothing)
  *   <prefix>{pull:T}:j:<id>    hash: rec (the job's record, job_record_read's format), due,
  *                              st (r ready, R reserved, f finished, b bound for the dead
  *                              letters, d dead-lettered, c removed), att (pops so far), ttr (ms,
@@ -24,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/apidata.h"
 #include "core/config.h"
 #include "core/job.h"
 
@@ -148,6 +150,7 @@ struct pullq_sweep {
     int64_t ready, reserved, buried;
     int64_t next_ms;            /* when its next reservation ends or dead letter is due (epoch
                                  * ms, Redis's clock); -1: none */
+    int paused;                 /* paused: it stays in the registry, empty or not */
     struct pullq_dead *dead;
     size_t ndead;
     int failed;
@@ -193,19 +196,48 @@ int pullq_topics(struct pullq *q, uint64_t *cursor, char ***topics, int64_t **sc
  * it); 0 when another has it or Redis did not answer. */
 int pullq_take_turn(struct pullq *q, int64_t ms);
 
-/* One pull topic's jobs ready (released ones waiting out their delay included) and reserved. */
+/* One pull topic's figures. */
 struct pullq_count {
     char topic[TOPIC_NAME_MAX + 1];
-    int64_t ready, reserved;
+    struct pull_figures f;
 };
 
-/* Every registered pull topic's counts, page by page, into *out (n of them; caller frees).
+/* Every registered pull topic's figures, page by page, into *out (n of them; caller frees).
  * 0, or -1 with err (*out NULL). */
 int pullq_counts(struct pullq *q, struct pullq_count **out, size_t *n, char *err, size_t errlen);
 
-/* The jobs ready and reserved of n topics, in one pipeline (-1 where Redis did not answer). */
-void pullq_sizes(struct pullq *q, size_t n, const char *const *topics, int64_t *ready,
-                 int64_t *reserved);
+/* The figures of n topics, each counted in one step (Redis's clock), in one pipeline, into out
+ * (ready -1 where Redis did not answer). */
+void pullq_figures(struct pullq *q, size_t n, const char *const *topics, struct pull_figures *out);
+
+/* Pauses (paused 1) or resumes (0) topic: while paused, pops hand out none of its jobs (they
+ * stay ready, reserved ones come back after their ttr as ever); a resume wakes the pops that
+ * wait on it. The topic is put in the registry, so that /stats shows it. *changed: 1 when it
+ * was not so already. 0, or -1 with err. */
+int pullq_pause(struct pullq *q, const char *topic, int paused, int *changed, char *err,
+                size_t errlen);
+
+#define PULLQ_LIST_MAX 100          /* jobs one page of a topic's list holds at most */
+#define PULLQ_PREVIEW 256           /* bytes of each body a list shows */
+
+
+/* A page of one topic's jobs: topic, state ("ready": may be popped now, "delayed": ready later,
+ * "reserved"), limit (1..PULLQ_LIST_MAX), and the last job of the page before (after_ms and
+ * after_id; after_id NULL for the first page) in; jobs (n, in the order pops take them, or
+ * reservations end) out, or failed. */
+struct pullq_list {
+    const char *topic;
+    const char *state;
+    int limit;
+    int64_t after_ms;
+    const char *after_id;
+    struct pull_listed *jobs;   /* owned strings: pullq_list_release frees them */
+    size_t n;
+    int failed;
+    char err[256];
+};
+int pullq_list(struct pullq *q, struct pullq_list *l);
+void pullq_list_release(struct pullq_list *l);
 
 /* Takes the n topics (found empty: nothing ready, reserved or buried) out of the registry,
  * each unless put there again since before_ms (epoch ms). 0, or -1 with err. */
@@ -214,7 +246,8 @@ int pullq_forget(struct pullq *q, size_t n, const char *const *topics, int64_t b
 
 /* How many jobs of each of n topics may be popped now (Redis's clock), in one pipeline, into
  * counts, and when none may, in how many ms the first one may, into waits (0 when some may
- * now; -1 where none is ready, or Redis did not answer, with counts -1 too). */
+ * now; -1 where none is ready or the topic is paused, or Redis did not answer, with counts -1
+ * too). */
 void pullq_ready_now(struct pullq *q, size_t n, const char *const *topics, int64_t *counts,
                      int64_t *waits);
 

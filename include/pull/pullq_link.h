@@ -14,7 +14,8 @@
 #define KEY_MAX (CONFIG_STR_MAX + 2 * TOPIC_NAME_MAX + JOB_ID_MAX + 32)
 
 /* The pull queues' scripts, loaded once per connection by conn and called by their SHA-1. */
-enum script { S_READY, S_POP, S_OP, S_SWEEP, S_SENT, S_FORGET, S_PEEK, S_COUNT };
+enum script { S_READY, S_POP, S_OP, S_SWEEP, S_SENT, S_FORGET, S_PEEK, S_FIGURES, S_PAUSE,
+              S_LIST, S_COUNT };
 
 /* The text of each script, by enum script (pullq_lua.c). */
 extern const char *const pullq_script_text[S_COUNT];

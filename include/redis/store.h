@@ -139,12 +139,13 @@ struct store_mark {
     const char *error;
     const char *tail;
     size_t tail_len;
+    int kept;                   /* its expiry is left as it is (a pull job's record) */
 };
 
 /* Moves n records, each still claimed by its token, to their states at now_ms, in one pipeline;
  * a record claimed by another token since (taken over) or no longer claimed is left alone. A
- * record marked more than retention_ms / 64 after its due time expires retention_ms after now_ms
- * at the soonest; one marked sooner keeps its expiry (due + retention_ms from the add, or later
+ * record marked more than retention_ms / 64 after its due time (and not kept) expires
+ * retention_ms after now_ms at the soonest; one marked sooner keeps its expiry (due + retention_ms from the add, or later
  * for a job rescheduled to an earlier time: its old messages still find it).
  * failed (n bytes): 1 for each record not marked (Redis did not answer or confirm for it).
  * Returns 0 when every record was marked, else -1 with err the first reason. */
@@ -179,10 +180,19 @@ int store_replace_many(struct store *st, size_t n, struct store_swap *swaps);
 /* A job whose delivery was made with due time due_ms (epoch ms), and that its target then gave
  * up on (a pull job buried or out of attempts, its dead letter sent): its record, if still
  * delivered with that due time, becomes failed with why, as a job the forwarder dead-lettered,
- * so that a redrive finds it. 0 (also when the record is gone or in another state), or -1 with
- * err set (with redis.wait_replicas, also when the replicas did not confirm it). */
+ * so that a redrive finds it, and is kept retention_ms from now. 0 (also when the record is gone
+ * or in another state), or -1 with err set (with redis.wait_replicas, also when the replicas
+ * did not confirm it). */
 int store_fail_delivered(struct store *st, const char *id, int64_t due_ms, const char *why,
-                         char *err, size_t errlen);
+                         int64_t retention_ms, char *err, size_t errlen);
+
+/* The lifetime of a record that lives as long as its pull job: ttl_ms -1 keeps the records of
+ * the n ids (PERSIST; before the jobs are made ready, so that nothing ends them earlier), else
+ * each expires ttl_ms from now (the job was finished, removed or handed out once). In one
+ * pipeline, unconfirmed; a record that is not there is left so. failed (n bytes, or NULL): 1 for
+ * each call Redis did not answer. 0, or -1 with err the first failure. */
+int store_keep_many(struct store *st, size_t n, const char *const *ids, int64_t ttl_ms,
+                    char *failed, char *err, size_t errlen);
 
 /* Lists the next attempts of n callback jobs (ids[i] due at at_ms[i], epoch ms) among the
  * retries planned (for /stats), in two round trips whatever n; listings more than a minute

@@ -194,7 +194,74 @@ void api_stats_redis(void *data, const char *policy, int evicts)
                                                  policy[0] ? policy : NULL, "evicts", evicts));
 }
 
-void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserved)
+static json_t *pull_figures_json(const struct pull_figures *f)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:o, s:b}", "ready", (json_int_t)f->ready,
+                     "delayed", (json_int_t)f->delayed, "reserved", (json_int_t)f->reserved,
+                     "dead_letter", (json_int_t)f->buried, "oldest_ready_age_ms",
+                     f->oldest_age_ms < 0 ? json_null() : json_integer(f->oldest_age_ms),
+                     "paused", f->paused);
+}
+
+void *api_pull_topic_data(const char *topic, const struct pull_figures *f)
+{
+    json_t *d = pull_figures_json(f);
+
+    if (d)
+        json_object_set_new(d, "topic", json_string(topic));
+    return d;
+}
+
+void *api_pull_paused_data(const char *topic, int paused)
+{
+    return json_pack("{s:s, s:b}", "topic", topic, "paused", paused);
+}
+
+/* The length of body's first len bytes without a UTF-8 sequence cut short at the end. */
+static size_t utf8_whole(const char *body, size_t len)
+{
+    size_t k = 0;
+
+    while (k < 3 && k < len && ((unsigned char)body[len - 1 - k] & 0xC0) == 0x80)
+        k++;   /* continuation bytes at the end */
+    if (k < len) {
+        unsigned char lead = (unsigned char)body[len - 1 - k];
+        size_t need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
+        if (need > k)
+            return len - 1 - k;
+    }
+    return len;
+}
+
+void *api_pull_jobs_data(const char *topic, const char *state, const struct pull_listed *jobs,
+                         size_t n, int full)
+{
+    json_t *list = json_array(), *next = json_null();
+    int reserved = strcmp(state, "reserved") == 0;
+
+    for (size_t i = 0; list && i < n; i++) {
+        const struct pull_listed *l = &jobs[i];
+        int cut = l->body_size > (int64_t)l->body_len;
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:b}", "id", l->id, "state",
+                              l->state, "attempt", (json_int_t)l->attempt, "due_ms",
+                              (json_int_t)l->due_ms, reserved ? "reserved_until_ms" : "ready_at_ms",
+                              (json_int_t)l->at_ms, "body_bytes", (json_int_t)l->body_size,
+                              "body_truncated", cut);
+        if (!j)
+            continue;
+        api_body_set(j, l->body, cut ? utf8_whole(l->body, l->body_len) : l->body_len);
+        json_array_append_new(list, j);
+    }
+    if (full && n) {
+        char c[24 + JOB_ID_MAX + 2];
+        snprintf(c, sizeof(c), "%lld:%s", (long long)jobs[n - 1].at_ms, jobs[n - 1].id);
+        next = json_string(c);
+    }
+    return json_pack("{s:s, s:s, s:o, s:o}", "topic", topic, "state", state, "jobs",
+                     list ? list : json_array(), "next", next ? next : json_null());
+}
+
+void api_stats_pull(void *data, const char *topic, const struct pull_figures *f)
 {
     json_t *pull = json_object_get(data, "pull");
 
@@ -202,8 +269,7 @@ void api_stats_pull(void *data, const char *topic, int64_t ready, int64_t reserv
         pull = json_object();
         json_object_set_new(data, "pull", pull);
     }
-    json_object_set_new(pull, topic, json_pack("{s:I, s:I}", "ready", (json_int_t)ready,
-                                               "reserved", (json_int_t)reserved));
+    json_object_set_new(pull, topic, pull_figures_json(f));
 }
 
 /* A group's published partitions as {topic, partition, committed, end, lag, head_due_ms}. */

@@ -139,19 +139,63 @@ static void act_on_ready(struct forwarder *fw, struct ready_item *it, const stru
         fw_target_report(fw, it->m, NULL, &(struct target_report){ .says = TARGET_DELIVERED });
 }
 
+/* The records of the flush's due pull jobs lose their expiry before the jobs are made ready:
+ * a pull job and its record live and die together (the pull thread ends the record's life with
+ * the job's), however long the job waits for a popper. A job whose record Redis did not answer
+ * for is retried (its item's m set NULL), so that no job outlives its record. Returns how many
+ * were retried, why in err. */
+static size_t keep_records(struct forwarder *fw, char *err, size_t errlen)
+{
+    size_t cap = fw->nready ? fw->nready : 1, n = 0, failed = 0;
+    const char **ids = malloc(cap * sizeof(*ids));
+    size_t *at = malloc(cap * sizeof(*at));
+    char *lost = malloc(cap);
+
+    for (size_t i = 0; i < fw->nready; i++) {
+        struct held *m = fw->ready[i].m;
+        if (!m || !m->env.id)   /* a direct message has no record */
+            continue;
+        if (ids && at && lost) {
+            ids[n] = fw->ready[i].id, at[n++] = i;
+            continue;
+        }
+        snprintf(err, errlen, "out of memory");
+        fw_target_report(fw, m, NULL, &(struct target_report){ .says = TARGET_RETRY });
+        fw->ready[i].m = NULL, failed++;
+    }
+    if (n)
+        (void)store_keep_many(fw->st, n, ids, -1, lost, err, errlen);
+    for (size_t j = 0; j < n; j++) {
+        struct held *m = fw->ready[at[j]].m;
+        if (!lost[j]) {
+            m->kept = 1;
+            continue;
+        }
+        fw_target_report(fw, m, NULL, &(struct target_report){ .says = TARGET_RETRY });
+        fw->ready[at[j]].m = NULL, failed++;
+    }
+    free(ids);
+    free(at);
+    free(lost);
+    return failed;
+}
+
 /* Makes the due pull jobs of this flush ready, in one pipeline; a job's record is then marked
  * delivered (its message committed after), a direct message is done. */
 void fw_run_ready(struct forwarder *fw)
 {
     size_t n = 0, failed = 0;
-    const char *why = "";
+    char kept_err[256] = "";
+    const char *why = kept_err;
 
+    for (size_t i = 0; i < fw->nready; i++)
+        if (fw_dropped_if_not_ours(fw, fw->ready[i].m))
+            fw->ready[i].m = NULL;
+    failed = keep_records(fw, kept_err, sizeof(kept_err));
     for (size_t i = 0; i < fw->nready; i++) {
         struct ready_item *it = &fw->ready[i];
-        if (fw_dropped_if_not_ours(fw, it->m)) {
-            it->m = NULL;
+        if (!it->m)
             continue;
-        }
         fw->entries[n++] = (struct pullq_entry){ .topic = it->topic, .id = it->id,
                                                  .rec = it->rec.data, .rec_len = it->rec.size,
                                                  .due_ms = it->due_ms, .ttr_ms = it->ttr_ms };

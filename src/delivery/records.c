@@ -241,7 +241,7 @@ static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
     fw->sc.marks[i] = (struct store_mark){ a->id, m->claimed_due_ms, a->token,
                                            (enum job_state)m->mark, a->error,
                                            head ? a->tail.data + head : NULL,
-                                           head ? a->tail.size - head : 0 };
+                                           head ? a->tail.size - head : 0, m->kept };
 }
 
 void fw_run_marks(struct forwarder *fw)

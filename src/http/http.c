@@ -265,7 +265,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
         req->fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
         if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD ||
-            req->route == R_UI) {
+            req->route == R_PULL_TOPIC || req->route == R_UI) {
             snprintf(req->method, sizeof(req->method), "%s", method);
             if (!(req->url = strdup(url)))
                 req->route = R_OTHER;   /* out of memory: answered as an unknown path */

@@ -20,6 +20,7 @@
 #define API_PREFIX "/delay-queue/api/jobs/"
 #define SCHEDULES_PATH "/delay-queue/api/schedules"
 #define DEAD_PATH "/delay-queue/api/dead"
+#define PULL_TOPIC_PATH "/delay-queue/api/pull/"   /* /{topic}, /{topic}/jobs, /pause, /resume */
 #define OPENAPI_PATH "/delay-queue/api/openapi.json"   /* the API's description, OpenAPI 3.1 */
 
 enum { METHOD_GET = 1, METHOD_POST = 2, METHOD_PUT = 4, METHOD_DELETE = 8 };
@@ -55,6 +56,7 @@ static const struct {
     /* (a wrong method is told the methods of the path itself, which differ below these) */
     { DEAD_PATH "/", R_DEAD, METHOD_GET | METHOD_POST, NULL },
     { SCHEDULES_PATH "/", R_SCHEDULES, METHOD_GET | METHOD_POST | METHOD_PUT | METHOD_DELETE, NULL },
+    { PULL_TOPIC_PATH, R_PULL_TOPIC, METHOD_GET | METHOD_POST, NULL },
     /* ouqiang/delay-queue's, with compat.ouqiang */
     { "/push", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
     { "/pop", R_COMPAT, METHOD_GET | METHOD_POST, "this path takes POST" },
@@ -84,6 +86,8 @@ const char *routes_allowed(const struct request *req, char *buf, size_t len)
         own = schedules_allow(req->url + strlen(SCHEDULES_PATH));
     else if (req->route == R_DEAD && req->url)
         own = dead_allow(req->url + strlen(DEAD_PATH));
+    else if (req->route == R_PULL_TOPIC && req->url)
+        own = api_pull_topic_allow(req->url + strlen(PULL_TOPIC_PATH));
     if (own)
         return own;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -98,7 +102,7 @@ const char *const routes_labels[HTTP_ROUTES] = {
     [R_ADD_BATCH] = "add_batch", [R_RESCHEDULE] = "reschedule", [R_STATS] = "stats",
     [R_POP] = "pop", [R_FINISH] = "finish", [R_RELEASE] = "release", [R_TOUCH] = "touch",
     [R_BURY] = "bury", [R_COMPAT] = "compat", [R_SCHEDULES] = "schedules",
-    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_UI] = "ui", [R_OPENAPI] = "openapi",
+    [R_DEAD] = "dead", [R_HAND_BACK] = "claims_release", [R_PULL_TOPIC] = "pull_topic", [R_UI] = "ui", [R_OPENAPI] = "openapi",
     [R_HEALTH] = "healthz", [R_READY] = "readyz", [R_METRICS] = "metrics", [R_OTHER] = "other",
 };
 
@@ -107,7 +111,7 @@ int routes_is_async(enum http_route route)
     switch (route) {
     case R_ADD: case R_ADD_BATCH: case R_RESCHEDULE: case R_GET: case R_REMOVE: case R_CLAIMS:
     case R_STATS: case R_POP: case R_FINISH: case R_RELEASE: case R_TOUCH: case R_BURY:
-    case R_COMPAT: case R_SCHEDULES: case R_DEAD: case R_HAND_BACK:
+    case R_COMPAT: case R_SCHEDULES: case R_DEAD: case R_HAND_BACK: case R_PULL_TOPIC:
         return 1;
     default:
         return 0;
@@ -366,6 +370,18 @@ static void start_schedules(struct request *req, const char *body)
         schedules_serve(req->http->schedules, &r, http_answered, req);
 }
 
+/* A pull topic's route: the request as intake.h takes it. */
+static void start_pull_topic(struct request *req)
+{
+    struct intake_topic_request r = { .path = req->url + strlen(PULL_TOPIC_PATH),
+                                      .post = strcmp(req->method, "POST") == 0 };
+    static const char *const keys[] = { "state", "limit", "after" };
+    const char **vals[] = { &r.state, &r.limit, &r.after };
+
+    if (query_values(req, keys, vals, 3) == 0)
+        intake_pull_topic(req->http->jobs, &r, http_answered, req);
+}
+
 /* A dead-letter route: the request as dead.h takes it. */
 static void start_dead(struct request *req, const char *body)
 {
@@ -413,6 +429,9 @@ void routes_start(struct request *req)
         break;
     case R_HAND_BACK:
         intake_hand_back(req->http->jobs, body, req->len, http_answered, req);
+        break;
+    case R_PULL_TOPIC:
+        start_pull_topic(req);
         break;
     case R_FINISH:
     case R_RELEASE:

@@ -40,6 +40,7 @@ static const struct {
     [T_RESCHEDULE] = { API_RESCHEDULE_FAILED, "reschedule failed" },
     [T_CLAIMS] = { API_UNAVAILABLE, "claims" },
     [T_HAND_BACK] = { API_UNAVAILABLE, "release" },
+    [T_PULL_TOPIC] = { API_UNAVAILABLE, "pull topic" },
 };
 
 
@@ -70,6 +71,7 @@ void intake_drop_task(void *ctx, void *task, const char *why)
     (void)ctx;
     snprintf(msg, sizeof(msg), "%s: %s", task_kinds[t->kind].failed, why);
     answer_send(t->done, t->opaque, 503, task_kinds[t->kind].code, msg, NULL);
+    free(t->ask);
     free(t);
 }
 
@@ -183,7 +185,7 @@ static int pull_topic_of(const struct config *cfg, const char *id, const char *d
 }
 
 /* The worker's pull queues connection, made at its first use (NULL when out of memory). */
-static struct pullq *worker_pullq(struct intake *in, int worker)
+struct pullq *intake_worker_pullq(struct intake *in, int worker)
 {
     if (!in->wpull[worker])
         in->wpull[worker] = pullq_new(in->cfg);
@@ -241,13 +243,15 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st, size_
 {
     struct store_read reads[WORKER_BATCH];
     struct pullq_op ops[WORKER_BATCH];
-    size_t at[WORKER_BATCH], k = 0, nops = 0;
+    size_t at[WORKER_BATCH], k = 0, nops = 0, nended = 0;
+    const char *ended[WORKER_BATCH];
+    char err[256];
     struct pullq *pq;
 
     for (size_t i = 0; i < n; i++)
         if (!rms[i].failed && rms[i].res == STORE_TOO_LATE && rms[i].state == JOB_DELIVERED)
             reads[k] = (struct store_read){ .id = rms[i].id }, at[k++] = i;
-    if (!k || !(pq = worker_pullq(in, worker)))
+    if (!k || !(pq = intake_worker_pullq(in, worker)))
         return;
     store_read_many(st, k, reads);
     for (size_t j = 0; j < k; j++) {
@@ -261,8 +265,15 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st, size_
         free(reads[j].data);
     }
     pullq_run_many(pq, nops, ops, clock_now_ms(), in->cfg->job.retention_s * 1000);
-    for (size_t j = 0; j < nops; j++)
+    for (size_t j = 0; j < nops; j++) {
         cancels[at[j]] = ops[j];
+        if (!ops[j].failed)   /* taken out, or over already: its record lived as long */
+            ended[nended++] = ops[j].id;
+    }
+    if (nended && store_keep_many(st, nended, ended, in->cfg->job.retention_s * 1000, NULL,
+                                  err, sizeof(err)) < 0)
+        log_warn("the records of %zu removed pull jobs (job=%s first) were not given their "
+                 "expiry; removing them again does: %s", nended, ended[0], err);
 }
 
 /* The removes of a batch, in one pipeline. */
@@ -304,7 +315,7 @@ static void look_pulled(struct intake *in, int worker, size_t n, const struct st
         if (reads[i].found && !reads[i].failed &&
             pull_topic_of(in->cfg, reads[i].id, reads[i].data, reads[i].len, topics[i]))
             some[k] = (struct pullq_look){ .topic = topics[i], .id = reads[i].id }, at[k++] = i;
-    if (!k || !(pq = worker_pullq(in, worker)))
+    if (!k || !(pq = intake_worker_pullq(in, worker)))
         return;
     pullq_look_many(pq, k, some);
     for (size_t j = 0; j < k; j++)
@@ -406,15 +417,16 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
     struct intake *in = ctx;
     struct store **st = &in->wstore[worker];
     struct leases **view = &in->wview[worker];
-    struct task *by_kind[T_HAND_BACK + 1][WORKER_BATCH];
-    struct kind_batch b[T_HAND_BACK + 1];
+    struct task *by_kind[T_PULL_TOPIC + 1][WORKER_BATCH];
+    struct kind_batch b[T_PULL_TOPIC + 1];
 
-    for (int k = 0; k <= T_HAND_BACK; k++)
+    for (int k = 0; k <= T_PULL_TOPIC; k++)
         b[k] = (struct kind_batch){ by_kind[k], 0 };
     for (size_t i = 0; i < n; i++) {
         struct task *t = tasks[i];
-        if (t->kind >= T_CLAIMS ? !*view && !(*view = leases_new(in->cfg))
-                                : !*st && !(*st = store_new(in->cfg)))
+        if (t->kind == T_PULL_TOPIC ? 0
+            : t->kind >= T_CLAIMS ? !*view && !(*view = leases_new(in->cfg))
+                                  : !*st && !(*st = store_new(in->cfg)))
             intake_drop_task(in, t, "out of memory");
         else
             b[t->kind].t[b[t->kind].n++] = t;
@@ -425,6 +437,7 @@ void intake_run_tasks(void *ctx, int worker, void **tasks, size_t n)
     answer_claims(in, *view, b[T_CLAIMS].t, b[T_CLAIMS].n);
     for (size_t i = 0; i < b[T_HAND_BACK].n; i++)
         run_hand_back(*view, b[T_HAND_BACK].t[i]);
+    intake_run_topic_asks(in, worker, b[T_PULL_TOPIC].t, b[T_PULL_TOPIC].n);
 }
 
 void intake_pop(struct intake *in, const char *body, size_t len, answer_fn done,
@@ -608,7 +621,7 @@ static void stats_answered(void *opaque, const struct pending_view *v, const cha
             log_warn("stats: counting the pull topics failed: %s", why);
         pthread_mutex_unlock(&in->stats_mu);
         for (size_t i = 0; i < n; i++)
-            api_stats_pull(d, counts[i].topic, counts[i].ready, counts[i].reserved);
+            api_stats_pull(d, counts[i].topic, &counts[i].f);
         free(counts);
         api_stats_callbacks(d, metrics_gauge(M_CALL_RETRIES_WAITING));
         char policy[64];

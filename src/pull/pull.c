@@ -91,6 +91,21 @@ static void answer_pop(struct req *r, struct pullq_pop *pp)
     free(r);
 }
 
+/* The records of n pull jobs that ended (finished, or handed out once) expire
+ * job.retention_s from now: they lived as long as their jobs. One that Redis did not answer
+ * for keeps its record, which stays until the job is removed by id. */
+static void let_go(struct pull *p, size_t n, const char *const *ids)
+{
+    char err[256];
+
+    if (n && store_keep_many(p->st, n, ids, p->cfg->job.retention_s * 1000, NULL, err,
+                             sizeof(err)) < 0) {
+        metrics_inc(M_REDIS_ERRORS);
+        log_warn("the records of %zu ended pull jobs (job=%s first) were not given their "
+                 "expiry; they stay until removed: %s", n, ids[0], err);
+    }
+}
+
 /* 1 when topic is one of the n in woken. */
 static int among(char (*woken)[TOPIC_NAME_MAX + 1], size_t n, const char *topic)
 {
@@ -137,9 +152,14 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
                 answer_send(r->done, r->opaque, 503, API_UNAVAILABLE, pops[j].err, NULL);
                 free(r);
             } else if (pops[j].n) {
+                const char *once[PULLQ_POP_MAX];
+                size_t nonce = 0;
                 for (size_t i = 0; i < pops[j].n; i++)
                     if (pops[j].jobs[i].receipt[0])   /* reserved: swept when it ends */
                         pull_sweep_by(p, pops[j].topic, pull_mono_of(pops[j].jobs[i].until_ms));
+                    else   /* handed out once: it ended */
+                        once[nonce++] = pops[j].jobs[i].id;
+                let_go(p, nonce, once);
                 if (pops[j].unconfirmed)
                     log_warn("pop of topic=%s: %zu jobs handed out though their reservation "
                              "is not confirmed by redis.wait_replicas replicas (a failover "
@@ -243,7 +263,15 @@ static void serve_ops(struct pull *p, struct req **reqs, size_t n)
             ops[k].after_ms = a->ttr_ms ? a->ttr_ms : -1;   /* -1: the job's own ttr */
         k++;
     }
+    const char *ended[BATCH_MAX];
+    size_t nended = 0;
+
     pullq_run_many(p->q, k, ops, now, p->cfg->job.retention_s * 1000);
+    for (size_t i = 0; i < k; i++)
+        if (!ops[i].failed && ops[i].res == PULLQ_DONE && ops[i].verb == PULLQ_FINISH &&
+            !ops[i].repeated)
+            ended[nended++] = ops[i].id;
+    let_go(p, nended, ended);
     for (size_t i = 0; i < k; i++) {
         if (!ops[i].failed && ops[i].res == PULLQ_DONE && ops[i].verb == PULLQ_TOUCH)
             pull_sweep_by(p, ops[i].topic, pull_mono_of(ops[i].until_ms));   /* its new end */

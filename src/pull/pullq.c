@@ -93,7 +93,7 @@ int64_t pullq_num_of(const struct conn_reply *r)
 struct build {
     struct pullq *q;
     void *items;
-    char k[5][KEY_MAX];
+    char k[6][KEY_MAX];
     char num[6][24];
     const char *argv[16];
     size_t lens[16];
@@ -197,22 +197,22 @@ static void build_pop(void *ctx, size_t j, struct conn_call *call)
     pullq_topic_key(b->q, p->topic, "ready", NULL, b->k[0], KEY_MAX);
     pullq_topic_key(b->q, p->topic, "reserved", NULL, b->k[1], KEY_MAX);
     pullq_topic_key(b->q, p->topic, "dead", NULL, b->k[2], KEY_MAX);
-    pullq_topic_key(b->q, p->topic, "j:", NULL, b->k[3], KEY_MAX);
-    snprintf(b->k[4], KEY_MAX, ":%s", p->topic);
+    pullq_topic_key(b->q, p->topic, "paused", NULL, b->k[3], KEY_MAX);
+    pullq_topic_key(b->q, p->topic, "j:", NULL, b->k[4], KEY_MAX);
+    snprintf(b->k[5], KEY_MAX, ":%s", p->topic);
     job_new_tag(b->tag);   /* a fresh start for every call, also one sent again */
-    arg(b, 0, b->k[0]);
-    arg(b, 1, b->k[1]);
-    arg(b, 2, b->k[2]);
-    arg_num(b, 3, 0, b->now_ms);
-    arg_num(b, 4, 1, p->max);
-    arg_num(b, 5, 2, p->ttr_ms);
-    arg_num(b, 6, 3, b->a);
-    arg(b, 7, b->tag);
-    arg(b, 8, b->k[3]);
+    for (int i = 0; i < 4; i++)
+        arg(b, i, b->k[i]);
+    arg_num(b, 4, 0, b->now_ms);
+    arg_num(b, 5, 1, p->max);
+    arg_num(b, 6, 2, p->ttr_ms);
+    arg_num(b, 7, 3, b->a);
+    arg(b, 8, b->tag);
     arg(b, 9, b->k[4]);
-    arg_num(b, 10, 4, b->b);
-    arg_num(b, 11, 5, b->q->cfg->pull.max_attempts);
-    *call = (struct conn_call){ .script = S_POP, .nkeys = 3, .argc = 12, .argv = b->argv,
+    arg(b, 10, b->k[5]);
+    arg_num(b, 11, 4, b->b);
+    arg_num(b, 12, 5, b->q->cfg->pull.max_attempts);
+    *call = (struct conn_call){ .script = S_POP, .nkeys = 4, .argc = 13, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -363,23 +363,24 @@ static void build_sweep(void *ctx, size_t j, struct conn_call *call)
     pullq_topic_key(b->q, sw->topic, "ready", NULL, b->k[0], KEY_MAX);
     pullq_topic_key(b->q, sw->topic, "reserved", NULL, b->k[1], KEY_MAX);
     pullq_topic_key(b->q, sw->topic, "dead", NULL, b->k[2], KEY_MAX);
-    pullq_topic_key(b->q, sw->topic, "j:", NULL, b->k[3], KEY_MAX);
-    for (int i = 0; i < 3; i++)
+    pullq_topic_key(b->q, sw->topic, "paused", NULL, b->k[3], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "j:", NULL, b->k[4], KEY_MAX);
+    for (int i = 0; i < 4; i++)
         arg(b, i, b->k[i]);
-    arg_num(b, 3, 0, b->now_ms);
-    arg_num(b, 4, 1, b->a);
-    arg_num(b, 5, 2, SWEEP_LIMIT);
-    arg(b, 6, b->k[3]);
-    arg_num(b, 7, 3, b->b);
-    pullq_channel(b->q, b->k[4], KEY_MAX);
-    arg(b, 8, b->k[4]);
-    arg(b, 9, sw->topic);
-    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 3, .argc = 10, .argv = b->argv,
+    arg_num(b, 4, 0, b->now_ms);
+    arg_num(b, 5, 1, b->a);
+    arg_num(b, 6, 2, SWEEP_LIMIT);
+    arg(b, 7, b->k[4]);
+    arg_num(b, 8, 3, b->b);
+    pullq_channel(b->q, b->k[5], KEY_MAX);
+    arg(b, 9, b->k[5]);
+    arg(b, 10, sw->topic);
+    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 4, .argc = 11, .argv = b->argv,
                                .lens = b->lens };
 }
 
 #define DEAD_FIELDS 4   /* id, record, why, attempt */
-#define SWEEP_COUNTS 5  /* back, ready, reserved, buried, next */
+#define SWEEP_COUNTS 6  /* back, ready, reserved, buried, next, paused */
 
 static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
 {
@@ -397,6 +398,7 @@ static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const stru
     sw->reserved = pullq_num_of(conn_at(r, 2));
     sw->buried = pullq_num_of(conn_at(r, 3));
     sw->next_ms = pullq_num_of(conn_at(r, 4));
+    sw->paused = pullq_num_of(conn_at(r, 5)) == 1;
     n = (conn_count(r) - SWEEP_COUNTS) / DEAD_FIELDS;
     if (!n || !(sw->dead = calloc(n, sizeof(*sw->dead))))
         return;   /* out of memory: handed out again after resend_ms */
@@ -432,6 +434,7 @@ int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int6
     for (size_t i = 0; i < n; i++) {
         sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = sweeps[i].buried = 0;
         sweeps[i].next_ms = -1;
+        sweeps[i].paused = 0;
         sweeps[i].dead = NULL;
         sweeps[i].ndead = 0;
     }
@@ -461,17 +464,19 @@ struct counts {
     struct pullq *q;
     const char *const *topics;
     int64_t *counts, *waits;
-    char key[KEY_MAX];
-    const char *argv[1];
+    char key[2][KEY_MAX];
+    const char *argv[2];
 };
 
 static void build_count(void *ctx, size_t j, struct conn_call *call)
 {
     struct counts *c = ctx;
 
-    pullq_topic_key(c->q, c->topics[j], "ready", NULL, c->key, sizeof(c->key));
-    c->argv[0] = c->key;
-    *call = (struct conn_call){ .script = S_PEEK, .nkeys = 1, .argc = 1, .argv = c->argv };
+    pullq_topic_key(c->q, c->topics[j], "ready", NULL, c->key[0], sizeof(c->key[0]));
+    pullq_topic_key(c->q, c->topics[j], "paused", NULL, c->key[1], sizeof(c->key[1]));
+    c->argv[0] = c->key[0];
+    c->argv[1] = c->key[1];
+    *call = (struct conn_call){ .script = S_PEEK, .nkeys = 2, .argc = 2, .argv = c->argv };
 }
 
 static void on_count(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)

@@ -31,15 +31,16 @@ static const char ready_lua[] =
     "redis.call('PUBLISH', ARGV[5], ARGV[6])\n"
     "return 0\n";
 
-/* KEYS: ready, reserved, dead. ARGV: (unused), max, ttr_ms (0: the job's, else default), default
+/* KEYS: ready, reserved, dead, paused. ARGV: (unused), max, ttr_ms (0: the job's, else default), default
  * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
  * Answers how many it buried, then id, record, attempt, receipt, until, due for each job
  * handed out. A job whose own ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no
  * receipt. A job received
  * max_attempts times already (reservations that ran out, or released) is not handed out
  * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
- * it was given (rttr), which a touch without one renews. */
+ * it was given (rttr), which a touch without one renews. A paused topic hands out nothing. */
 static const char pop_lua[] =
+    "if redis.call('EXISTS', KEYS[4]) == 1 then return {0} end\n"
     LUA_NOW
     "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
     "local out = {0}\n"
@@ -131,16 +132,17 @@ static const char op_lua[] =
     "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "return {1, 'b'}\n";
 
-/* KEYS: ready, reserved, dead. ARGV: (unused), max_attempts, limit, job key prefix, resend_ms,
- * channel, topic. Answers back, ready, reserved, buried, next (when the next reservation ends
- * or dead letter is due, epoch ms; -1: none), then id, record, why, attempt of each dead letter
+/* KEYS: ready, reserved, dead, paused. ARGV: (unused), max_attempts, limit, job key prefix,
+ * resend_ms, channel, topic. Answers back, ready, reserved, buried, next (when the next
+ * reservation ends or dead letter is due, epoch ms; -1: none), paused (1: a paused topic stays
+ * in the registry), then id, record, why, attempt of each dead letter
  * to send. Jobs ready again are announced on channel ("peek:" and the topic: some are). */
 static const char sweep_lua[] =
     LUA_NOW
     "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local back = 0\n"
     "local out = {0, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
-    "             redis.call('ZCARD', KEYS[3]), -1}\n"
+    "             redis.call('ZCARD', KEYS[3]), -1, redis.call('EXISTS', KEYS[4])}\n"
     "if out[3] == 0 and out[4] == 0 then return out end\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local jk = ARGV[4] .. id\n"
@@ -203,14 +205,75 @@ static const char forget_lua[] =
     "end\n"
     "return n\n";
 
-/* KEYS: ready. Answers {how many may be popped now, 0}, or {0, in how many ms the first may}
- * ({0, -1}: none is ready). */
+/* KEYS: ready, paused. Answers {how many may be popped now, 0}, or {0, in how many ms the
+ * first may} ({0, -1}: none is ready, or the topic is paused). */
 static const char peek_lua[] =
+    "if redis.call('EXISTS', KEYS[2]) == 1 then return {0, -1} end\n"
     LUA_NOW
     "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "if not first[2] then return {0, -1} end\n"
     "if tonumber(first[2]) > now then return {0, tonumber(first[2]) - now} end\n"
     "return {redis.call('ZCOUNT', KEYS[1], '-inf', now), 0}\n";
 
+/* KEYS: ready, reserved, dead, paused. Answers ready now, delayed (ready later), reserved,
+ * buried, the score of the oldest job ready now (-1: none), paused, now (epoch ms). */
+static const char figures_lua[] =
+    LUA_NOW
+    "local ready = redis.call('ZCOUNT', KEYS[1], '-inf', now)\n"
+    "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
+    "local oldest = -1\n"
+    "if first[2] and tonumber(first[2]) <= now then oldest = tonumber(first[2]) end\n"
+    "return {ready, redis.call('ZCARD', KEYS[1]) - ready, redis.call('ZCARD', KEYS[2]),\n"
+    "        redis.call('ZCARD', KEYS[3]), oldest, redis.call('EXISTS', KEYS[4]), now}\n";
+
+/* KEYS: paused. ARGV: "1" to pause, "0" to resume, channel, topic. A resumed topic is announced
+ * ("peek:" and the topic), so that the pops waiting on it look at once. Answers 1 when the
+ * state changed, 0 when it was so already. */
+static const char pause_lua[] =
+    "if ARGV[1] == '1' then return redis.call('SET', KEYS[1], '1', 'NX') and 1 or 0 end\n"
+    "local n = redis.call('DEL', KEYS[1])\n"
+    "redis.call('PUBLISH', ARGV[2], 'peek:' .. ARGV[3])\n"
+    "return n\n";
+
+/* KEYS: ready (for "ready" and "delayed") or reserved. ARGV: state ("ready": may be popped now,
+ * "delayed": later, "reserved"), limit, job key prefix, the cursor's score and id ("" ""
+ * for the first page), preview bytes. Answers, oldest first (by score, then id), for each job:
+ * id, score (when it may be popped, or its reservation ends), state letter, attempt, due, body
+ * preview, body bytes. The jobs after the cursor's (score, id) only. */
+static const char list_lua[] =
+    LUA_NOW
+    "local state, lim, prefix = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+    "local after, after_id, cut = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])\n"
+    "local lo, hi = '-inf', '+inf'\n"
+    "if state == 'ready' then hi = tostring(now)\n"
+    "elseif state == 'delayed' then lo = '(' .. now end\n"
+    "if after and (state ~= 'delayed' or after > now) then lo = ARGV[4] end\n"
+    "local out, n, off = {}, 0, 0\n"
+    "while n < lim do\n"
+    "  local page = redis.call('ZRANGEBYSCORE', KEYS[1], lo, hi, 'WITHSCORES', 'LIMIT', off, lim)\n"
+    "  if #page == 0 then break end\n"
+    "  off = off + #page / 2\n"
+    "  for i = 1, #page, 2 do\n"
+    "    local id, sc = page[i], page[i + 1]\n"
+    "    if n < lim and not (after and tonumber(sc) == after and id <= after_id) then\n"
+    "      local f = redis.call('HMGET', prefix .. id, 'rec', 'st', 'att', 'due')\n"
+    "      local body, size = '', 0\n"
+    "      if f[1] then\n"
+    "        local at = select(5, string.match(f[1], '" JOB_RECORD_HEAD "'))\n"
+    "        local ok, t = pcall(cmsgpack.unpack, string.sub(f[1], at or 1))\n"
+    "        if ok and type(t) == 'table' and type(t[2]) == 'string' then\n"
+    "          body, size = string.sub(t[2], 1, cut), #t[2]\n"
+    "        end\n"
+    "      end\n"
+    "      for _, v in ipairs({id, sc, f[2] or '', f[3] or '0', f[4] or '', body, size}) do\n"
+    "        table.insert(out, v)\n"
+    "      end\n"
+    "      n = n + 1\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
+    "return out\n";
+
 const char *const pullq_script_text[S_COUNT] = { ready_lua, pop_lua, op_lua, sweep_lua,
-                                                sent_lua, forget_lua, peek_lua };
+                                                sent_lua, forget_lua, peek_lua, figures_lua,
+                                                pause_lua, list_lua };

@@ -159,47 +159,13 @@ int pullq_take_turn(struct pullq *q, int64_t ms)
     return mine;
 }
 
-struct sizes {
-    struct pullq *q;
-    const char *const *topics;
-    int64_t *ready, *reserved;
-    char key[KEY_MAX];
-    const char *argv[2];
-};
-
-static void build_size(void *ctx, size_t j, struct conn_call *call)
-{
-    struct sizes *c = ctx;
-
-    pullq_topic_key(c->q, c->topics[j / 2], j % 2 ? "reserved" : "ready", NULL, c->key, sizeof(c->key));
-    c->argv[0] = "ZCARD";
-    c->argv[1] = c->key;
-    *call = (struct conn_call){ .script = -1, .argc = 2, .argv = c->argv };
-}
-
-static void on_size(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
-{
-    struct sizes *c = ctx;
-
-    (j % 2 ? c->reserved : c->ready)[j / 2] = !fail && conn_type(r) == CONN_INT ? conn_int(r) : -1;
-}
-
-void pullq_sizes(struct pullq *q, size_t n, const char *const *topics, int64_t *ready,
-                 int64_t *reserved)
-{
-    struct sizes c = { .q = q, .topics = topics, .ready = ready, .reserved = reserved };
-    char err[256];
-
-    if (n)
-        (void)conn_pipeline(q->db, 2 * n, build_size, on_size, &c, CONN_NO_WAIT, err, sizeof(err));
-}
-
 #define SIZES_MAX 256   /* topics counted in one pipeline */
 
 int pullq_counts(struct pullq *q, struct pullq_count **out, size_t *n, char *err, size_t errlen)
 {
     struct pullq_count *counts = NULL, *c;
-    int64_t ready[SIZES_MAX], reserved[SIZES_MAX], *scores;
+    struct pull_figures f[SIZES_MAX];
+    int64_t *scores;
     size_t ncounts = 0, cap = 0, k;
     uint64_t cursor = 0;
     char **topics;
@@ -212,7 +178,7 @@ int pullq_counts(struct pullq *q, struct pullq_count **out, size_t *n, char *err
         }
         for (size_t at = 0; at < k; at += SIZES_MAX) {
             size_t m = k - at < SIZES_MAX ? k - at : SIZES_MAX;
-            pullq_sizes(q, m, (const char *const *)(topics + at), ready, reserved);
+            pullq_figures(q, m, (const char *const *)(topics + at), f);
             if (ncounts + m > cap) {
                 cap = 2 * (ncounts + m);
                 if (!(c = realloc(counts, cap * sizeof(*c)))) {
@@ -223,12 +189,11 @@ int pullq_counts(struct pullq *q, struct pullq_count **out, size_t *n, char *err
                 counts = c;
             }
             for (size_t i = 0; i < m; i++) {
-                if (ready[i] < 0 || reserved[i] < 0)
+                if (f[i].ready < 0)
                     continue;
                 c = &counts[ncounts++];
                 snprintf(c->topic, sizeof(c->topic), "%s", topics[at + i]);
-                c->ready = ready[i];
-                c->reserved = reserved[i];
+                c->f = f[i];
             }
         }
         for (size_t i = 0; i < k; i++)

@@ -137,7 +137,8 @@ void pull_mark_sent(struct pull *p)
     while (p->sent) {
         struct pull_letter *l = p->sent;
         p->sent = l->next;
-        if (store_fail_delivered(p->st, l->id, l->due_ms, l->why, err, sizeof(err)) < 0 ||
+        if (store_fail_delivered(p->st, l->id, l->due_ms, l->why,
+                                 p->cfg->job.retention_s * 1000, err, sizeof(err)) < 0 ||
             pullq_dead_sent(p->q, l->topic, l->id, p->cfg->job.retention_s * 1000, err,
                             sizeof(err)) < 0)
             log_warn("dead letter of topic=%s job=%s sent; marking it failed (it may be sent "
@@ -204,7 +205,7 @@ static void sweep_topics(struct pull *p, char **topics, const int64_t *scores, s
                 pull_sweep_by(p, sw[i].topic, clock_mono_ms() + PULL_SWEEP_MS);   /* again soon */
             else if (sw[i].next_ms >= 0)
                 pull_sweep_by(p, sw[i].topic, pull_mono_of(sw[i].next_ms));
-            else if (!sw[i].ready && !sw[i].reserved && !sw[i].buried && scores &&
+            else if (!sw[i].ready && !sw[i].reserved && !sw[i].buried && !sw[i].paused && scores &&
                      scores[at + i] < now - PULLQ_FORGET_MS)
                 empty[nempty++] = sw[i].topic;
             pullq_sweep_release(&sw[i]);
@@ -264,12 +265,14 @@ static void sweep_all(struct pull *p)
     } while (cursor != 0);
 }
 
-/* The counts of every pull topic, for the /metrics gauges. */
+/* The figures of every pull topic, for the /metrics gauges. */
 static void count_all(struct pull *p)
 {
+    static const enum metric_family family[] = { MF_PULL_READY, MF_PULL_RESERVED,
+                                                 MF_PULL_DELAYED, MF_PULL_OLDEST, MF_PULL_PAUSED };
     struct pullq_count *counts;
     const char *labels[METRICS_FAMILY_MAX];
-    int64_t ready[METRICS_FAMILY_MAX], reserved[METRICS_FAMILY_MAX];
+    int64_t v[5][METRICS_FAMILY_MAX];
     char err[256];
     size_t n;
     int k;
@@ -280,12 +283,16 @@ static void count_all(struct pull *p)
     }
     k = n < METRICS_FAMILY_MAX ? (int)n : METRICS_FAMILY_MAX;
     for (int i = 0; i < k; i++) {
+        const struct pull_figures *f = &counts[i].f;
         labels[i] = counts[i].topic;
-        ready[i] = counts[i].ready;
-        reserved[i] = counts[i].reserved;
+        v[0][i] = f->ready;
+        v[1][i] = f->reserved;
+        v[2][i] = f->delayed;
+        v[3][i] = f->oldest_age_ms < 0 ? 0 : f->oldest_age_ms;
+        v[4][i] = f->paused;
     }
-    metrics_set_family(MF_PULL_READY, labels, ready, k);
-    metrics_set_family(MF_PULL_RESERVED, labels, reserved, k);
+    for (int m = 0; m < 5; m++)
+        metrics_set_family(family[m], labels, v[m], k);
     free(counts);
 }
 

@@ -194,6 +194,57 @@ int store_remove_many(struct store *st, size_t n, struct store_removal *removals
     return rc;
 }
 
+/* The lifetimes of store_keep_many: PERSIST or PEXPIRE per record. */
+struct keeping {
+    struct store *st;
+    const char *const *ids;
+    char *failed;
+    char *err;
+    size_t errlen;
+    char key[KEY_MAX], ttl[24];
+    const char *argv[3];
+};
+
+static void build_keep(void *ctx, size_t j, struct conn_call *call)
+{
+    struct keeping *k = ctx;
+    int forever = !k->ttl[0];
+
+    job_key(k->st, k->ids[j], k->key, sizeof(k->key));
+    k->argv[0] = forever ? "PERSIST" : "PEXPIRE";
+    k->argv[1] = k->key;
+    k->argv[2] = k->ttl;
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = forever ? 2 : 3, .argv = k->argv };
+}
+
+static void on_keep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct keeping *k = ctx;
+    const char *why = fail ? fail->text : conn_type(r) == CONN_ERR ? conn_str(r, NULL) : NULL;
+
+    if (!why)
+        return;
+    if (k->failed)
+        k->failed[j] = 1;
+    if (!k->err[0])
+        redis_says(k->err, k->errlen, why);
+}
+
+int store_keep_many(struct store *st, size_t n, const char *const *ids, int64_t ttl_ms,
+                    char *failed, char *err, size_t errlen)
+{
+    struct keeping k = { .st = st, .ids = ids, .failed = failed, .err = err, .errlen = errlen };
+
+    err[0] = '\0';
+    if (failed)
+        memset(failed, 0, n);
+    if (ttl_ms >= 0)
+        snprintf(k.ttl, sizeof(k.ttl), "%lld", (long long)(ttl_ms > 1 ? ttl_ms : 1));
+    if (n > 0)
+        (void)conn_pipeline(st->db, n, build_keep, on_keep, &k, CONN_NO_WAIT, err, errlen);
+    return err[0] ? -1 : 0;
+}
+
 static void build_swap(void *ctx, size_t j, struct conn_call *call)
 {
     struct many *m = ctx;
@@ -262,14 +313,15 @@ int store_replace(struct store *st, const char *id, const char *head, size_t hea
 }
 
 int store_fail_delivered(struct store *st, const char *id, int64_t due_ms, const char *why,
-                         char *err, size_t errlen)
+                         int64_t retention_ms, char *err, size_t errlen)
 {
-    char due[24];
-    const char *argv[2] = { due, why };
+    char due[24], ttl[24];
+    const char *argv[3] = { due, why, ttl };
     struct conn_reply *r;
 
     snprintf(due, sizeof(due), "%lld", (long long)due_ms);
-    if (!(r = eval1(st, S_FAIL, id, 2, argv, CONN_WAIT_EACH, err, errlen)))
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)(retention_ms > 1 ? retention_ms : 1));
+    if (!(r = eval1(st, S_FAIL, id, 3, argv, CONN_WAIT_EACH, err, errlen)))
         return -1;
     conn_reply_free(r);
     return 0;

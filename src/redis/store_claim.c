@@ -105,7 +105,7 @@ static void mark_args(const struct store_mark *m, int64_t now_ms, int64_t retent
     snprintf(out->head, sizeof(out->head), "%c%lld|%lld|%s|", job_state_letter(m->state),
              (long long)m->due_ms, (long long)now_ms, rest);
     out->ttl[0] = '\0';
-    if (now_ms - m->due_ms > retention_ms / 64)
+    if (!m->kept && now_ms - m->due_ms > retention_ms / 64)
         snprintf(out->ttl, sizeof(out->ttl), "%lld", (long long)retention_ms);
 }
 

@@ -178,15 +178,17 @@ static const char replace_lua[] =
     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])\n"
     "return 1\n";
 
-/* Fail, ARGV: the due ms of the delivery that gave up, why. A record delivered with that due
- * time (a pull job made ready, then buried or out of attempts) becomes failed, with why appended
- * as a mark's, so that a redrive finds it. Returns the state letter of the record after ('' for
+/* Fail, ARGV: the due ms of the delivery that gave up, why, the ttl ms to keep it from now. A
+ * record delivered with that due time (a pull job made ready, then buried or out of attempts)
+ * becomes failed, with why appended as a mark's, so that a redrive finds it, and expires then
+ * (it was kept while its pull job lived). Returns the state letter of the record after ('' for
  * none). */
 static const char fail_lua[] =
     ONE_RECORD
     "if st ~= 'd' or due ~= ARGV[1] then return st or '' end\n"
     "redis.call('SETRANGE', key, '0', 'f')\n"
     "redis.call('APPEND', key, cmsgpack.pack(ARGV[2]))\n"
+    "redis.call('PEXPIRE', key, ARGV[3])\n"
     "return 'f'\n";
 
 const char *const store_script_text[S_COUNT] = { add_lua, drop_lua, remove_lua, claim_lua,

@@ -22,6 +22,8 @@ PARTS = {
     "redis/store_claim": "redis/store",
     "intake/flights": "intake/intake",
     "intake/requests": "intake/intake",
+    "intake/topics": "intake/intake",
+    "core/apitopic": "core/api",
     "delivery/records": "delivery/forwarder",
     "delivery/send": "delivery/forwarder",
     "delivery/ready": "delivery/forwarder",
@@ -31,6 +33,7 @@ PARTS = {
     "schedules/schedroutes": "schedules/schedules",
     "pull/pullq_lua": "pull/pullq",
     "pull/registry": "pull/pullq",
+    "pull/browse": "pull/pullq",
     "pull/sweep": "pull/pull",
 }
 MAX_LINES = 800

@@ -92,18 +92,20 @@ def test_every_route_is_described(stack):
         else:
             assert sub in paths, f"{path} is not in docs/openapi.yaml"
             assert methods[sub] == takes, (path, methods[sub], takes)
-    assert sorted(below) == ["/dead/", "/schedules/"], below
+    assert sorted(below) == ["/dead/", "/pull/", "/schedules/"], below
     actions = re.findall(r'strcmp\(action, "(\w+)"\)', function("src/schedules/schedroutes.c", "schedules_allow"))
     dead = re.findall(r'strcmp\(path, "(/\w+)"\)', function("src/dead/dead.c", "dead_allow"))
     assert actions and dead, (actions, dead)
-    for sub in (["/schedules/{id}", "/dead/{partition}/{offset}"] +
+    for sub in (["/schedules/{id}", "/dead/{partition}/{offset}", "/pull/{topic}",
+                 "/pull/{topic}/jobs", "/pull/{topic}/pause", "/pull/{topic}/resume"] +
                 [f"/schedules/{{id}}/{a}" for a in actions] + [f"/dead{p}" for p in dead]):
         assert sub in paths, f"{API}{sub} is not in docs/openapi.yaml"
 
     d = start(stack)
     auth = {"Authorization": f"Bearer {TOKEN}"}
     for sub, takes in methods.items():
-        url = f"http://127.0.0.1:{d.port}{API}" + sub.format(id="oa-1", partition=0, offset=0)
+        url = f"http://127.0.0.1:{d.port}{API}" + sub.format(id="oa-1", partition=0, offset=0,
+                                                                    topic="oa-topic")
         req = urllib.request.Request(url, method="OPTIONS", headers=auth)
         try:
             urllib.request.urlopen(req, timeout=10)

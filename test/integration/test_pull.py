@@ -296,6 +296,33 @@ def test_direct_messages_and_removes_of_pull_jobs(stack):
     assert status == 200 and "already" in doc["message"], doc
 
 
+def test_a_pull_job_and_its_record_live_and_die_together(stack):
+    """A job ready longer than job.retention_s (no worker came) is still seen by get, still
+    taken out by remove, its id still taken for a new add; once it ends its record expires
+    after job.retention_s as any job's."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "retention_s": 2}).start()
+    c = Client(d)
+    waits = d.add_ok(topic=topic, delay_ms=200, body="waits for a worker")
+    removed = d.add_ok(topic=topic, delay_ms=200, body="removed while it waits")
+    wait_until(lambda: d.get(removed)["state"] == "ready", 15, "the jobs to be ready")
+    time.sleep(3.5)   # past job.retention_s since they were made ready
+    assert d.get(waits)["state"] == "ready"
+    assert int(stack.redis("PTTL", f"{d.prefix}job:{waits}")) == -1
+    status, doc = d.add(id=waits, topic=topic, delay_ms=200, body="another job")
+    assert status == 409 or doc["code"] != 0, doc   # the id is still taken: no stall behind it
+    status, doc = d.remove(removed)
+    assert status == 200 and doc["code"] == 0, doc
+    jobs = c.pop(topic, max=10)
+    assert [j["id"] for j in jobs] == [waits], jobs
+    assert op(d, "finish", jobs[0])[0] == 200
+    assert 0 < int(stack.redis("PTTL", f"{d.prefix}job:{waits}")) <= 2000
+    wait_until(lambda: d.get(waits) is None, 10, "the finished job's record to expire")
+    again = d.add_ok(id=waits, topic=topic, delay_ms=200, body="the id is free again")
+    got = c.pop(topic, wait_ms=10000)
+    assert [j["id"] for j in got] == [again] and got[0]["body"] == "the id is free again", got
+
+
 def test_a_waiting_pop_is_answered_when_a_job_becomes_ready_on_another_instance(stack):
     topic = pull_topic()
     a = Delayqd(stack, extra={"pull_topics": [topic]}).start()
@@ -314,7 +341,7 @@ def test_a_waiting_pop_is_answered_when_a_job_becomes_ready_on_another_instance(
     jobs, at = results[0]
     assert len(jobs) == 1 and jobs[0]["id"] == job_id and at >= jobs[0]["due_ms"], results
     wait_until(lambda: waiter.http("GET", "/delay-queue/api/stats")[1]["data"].get("pull", {})
-               .get(topic) == {"ready": 0, "reserved": 1}, 10, "/stats to count the reserved job")
+               .get(topic, {}).get("reserved") == 1, 10, "/stats to count the reserved job")
     # counted while /metrics is scraped: the first scrape asks for the counts
     wait_until(lambda: 'delayq_pull_reserved_jobs{topic="%s"} 1' % topic
                in waiter.http("GET", "/metrics")[1], 10, "the gauge to count the reserved job")
@@ -691,3 +718,112 @@ def test_finish_touch_and_release_many_jobs_in_one_request(stack):
     for body, word in (({"jobs": []}, "jobs"), ({"jobs": [{}] * 101}, "jobs")):
         status, doc = c.call("finish", body)
         assert status == 400 and word in doc["message"], (body, doc)
+
+
+TOPIC_API = "/delay-queue/api/pull/"
+
+
+def test_a_topic_s_figures_say_ready_delayed_reserved_and_the_oldest_age(stack):
+    """As SQS's queue attributes: what may be popped now, what waits out a release's delay,
+    what is reserved, and how long the oldest ready job has waited, per topic, in /stats, in
+    GET /pull/{topic} and in /metrics."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    c = Client(d)
+    ids = [d.add_ok(topic=topic, delay_ms=200, body=f"job {i}") for i in range(4)]
+    wait_until(lambda: all(d.get(i)["state"] == "ready" for i in ids), 15, "the jobs to be ready")
+    popped = c.pop(topic, max=2)
+    assert len(popped) == 2, popped
+    assert op(d, "release", popped[0], delay=60)[0] == 200   # delayed for a minute
+    time.sleep(0.5)
+    status, doc = d.http("GET", TOPIC_API + topic)
+    assert status == 200 and doc["code"] == 0, doc
+    f = doc["data"]
+    assert (f["topic"], f["ready"], f["delayed"], f["reserved"], f["paused"]) == \
+        (topic, 2, 1, 1, False), f
+    assert 500 <= f["oldest_ready_age_ms"] < 60000, f
+    stats = d.http("GET", "/delay-queue/api/stats")[1]["data"]["pull"][topic]
+    assert (stats["ready"], stats["delayed"], stats["reserved"]) == (2, 1, 1), stats
+    text = ""
+    for _ in range(30):   # counted while /metrics is scraped
+        text = d.http("GET", "/metrics")[1]
+        if f'delayq_pull_delayed_jobs{{topic="{topic}"}} 1' in text:
+            break
+        time.sleep(0.5)
+    assert f'delayq_pull_delayed_jobs{{topic="{topic}"}} 1' in text, text
+    assert f'delayq_pull_ready_jobs{{topic="{topic}"}} 2' in text, text
+    assert f'delayq_pull_reserved_jobs{{topic="{topic}"}} 1' in text, text
+    status, doc = d.http("GET", TOPIC_API + "bad!topic")
+    assert status == 400 and "topic" in doc["message"], doc
+
+
+def test_peek_lists_a_topic_s_jobs_page_by_page_without_reserving(stack):
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    c = Client(d)
+    long_body = "é" * 200   # 400 bytes: previewed, cut where UTF-8 allows
+    ids = [d.add_ok(topic=topic, delay_ms=200 + 50 * i, body=long_body if i == 0 else f"b{i}")
+           for i in range(5)]
+    wait_until(lambda: all(d.get(i)["state"] == "ready" for i in ids), 15, "the jobs to be ready")
+    seen, after = [], None
+    while True:
+        q = f"?state=ready&limit=2" + (f"&after={after}" if after else "")
+        status, doc = d.http("GET", TOPIC_API + topic + "/jobs" + q)
+        assert status == 200 and doc["code"] == 0, doc
+        seen += doc["data"]["jobs"]
+        after = doc["data"]["next"]
+        if not after:
+            break
+    assert [j["id"] for j in seen] == ids, seen   # oldest first, each once, none reserved
+    first = seen[0]
+    assert first["state"] == "ready" and first["attempt"] == 0, first
+    assert first["body_bytes"] == 400 and first["body_truncated"] is True, first
+    assert long_body.startswith(first["body"]) and len(first["body"].encode()) <= 256, first
+    assert seen[1]["body"] == "b1" and seen[1]["body_truncated"] is False, seen[1]
+    got = c.pop(topic, max=10)   # the peek reserved nothing
+    assert [j["id"] for j in got] == ids, got
+    status, doc = d.http("GET", TOPIC_API + topic + "/jobs?state=reserved&limit=100")
+    listed = doc["data"]["jobs"]
+    # by the end of their reservations, one pop's (one instant) by id
+    assert [j["id"] for j in listed] == sorted(ids), doc
+    assert all(j["state"] == "reserved" for j in listed), doc
+    assert all(j["attempt"] == 1 and j["reserved_until_ms"] > now_ms() for j in listed), listed
+    assert op(d, "release", got[0], delay=30)[0] == 200
+    status, doc = d.http("GET", TOPIC_API + topic + "/jobs?state=delayed")
+    assert [j["id"] for j in doc["data"]["jobs"]] == [ids[0]], doc
+    assert doc["data"]["jobs"][0]["ready_at_ms"] > now_ms() + 20000, doc
+    for bad in ("?state=gone", "?limit=0", "?limit=101", "?after=nonsense"):
+        status, doc = d.http("GET", TOPIC_API + topic + "/jobs" + bad)
+        assert status == 400, (bad, doc)
+    status, doc = d.http("POST", TOPIC_API + topic + "/jobs", {})
+    assert status == 405, doc
+
+
+def test_a_paused_topic_hands_out_nothing_and_loses_nothing(stack):
+    """As BullMQ's pause: pops answer empty while a topic is paused; its jobs stay ready, a
+    waiting pop gets one as soon as the topic is resumed, from another instance too."""
+    topic = pull_topic()
+    a = Delayqd(stack, extra={"pull_topics": [topic]}).start()
+    b = Delayqd(stack, cluster=a).start()
+    status, doc = a.http("POST", TOPIC_API + topic + "/pause", {})
+    assert status == 200 and doc["data"] == {"topic": topic, "paused": True}, doc
+    status, doc = a.http("POST", TOPIC_API + topic + "/pause", {})
+    assert status == 200 and doc["message"] == "already paused", doc
+    job = a.add_ok(topic=topic, delay_ms=200, body="held while paused")
+    wait_until(lambda: a.get(job)["state"] == "ready", 15, "the job to be ready")
+    assert Client(a).pop(topic, wait_ms=1000) == []
+    assert a.http("GET", TOPIC_API + topic)[1]["data"]["paused"] is True
+    assert a.http("GET", "/delay-queue/api/stats")[1]["data"]["pull"][topic]["paused"] is True
+    got = []
+    waiter = threading.Thread(target=lambda: got.extend(Client(b).pop(topic, wait_ms=20000)))
+    waiter.start()
+    time.sleep(1.0)
+    assert not got
+    resumed_ms = now_ms()
+    status, doc = a.http("POST", TOPIC_API + topic + "/resume", {})
+    assert status == 200 and doc["data"]["paused"] is False, doc
+    waiter.join(25)
+    assert [j["id"] for j in got] == [job], got
+    assert now_ms() - resumed_ms < 10000   # woken by the resume, not by its wait running out
+    status, doc = a.http("GET", TOPIC_API + topic + "/pause")
+    assert status == 405, doc

@@ -769,6 +769,68 @@ static void stats_data_fields(void)
     json_decref(r);
 }
 
+static void pull_topic_requests_parse(void)
+{
+    struct api_pull_topic t;
+    struct api_error e;
+
+    CHECK_EQ_INT(api_parse_pull_topic("mail", 0, NULL, NULL, NULL, limits(), &t, &e), 0);
+    CHECK(t.ask == API_TOPIC_FIGURES);
+    CHECK_STR(t.topic, "mail");
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, "delayed", "5", "1795572513931:a:b", limits(),
+                                      &t, &e), 0);
+    CHECK(t.ask == API_TOPIC_JOBS && t.limit == 5 && t.has_after && t.after_ms == 1795572513931);
+    CHECK_STR(t.state, "delayed");
+    CHECK_STR(t.after_id, "a:b");   /* an id may hold ':' */
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, NULL, NULL, limits(), &t, &e), 0);
+    CHECK(t.limit == API_TOPIC_LIMIT_DEFAULT && !t.has_after);
+    CHECK_STR(t.state, "ready");
+    CHECK_EQ_INT(api_parse_pull_topic("mail/pause", 1, NULL, NULL, NULL, limits(), &t, &e), 0);
+    CHECK(t.ask == API_TOPIC_PAUSE);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/pause", 0, NULL, NULL, NULL, limits(), &t, &e), -1);
+    CHECK(e.status == 405 && strstr(e.message, "POST"));
+    CHECK_STR(api_pull_topic_allow("mail/resume"), "POST");
+    CHECK_STR(api_pull_topic_allow("mail/jobs"), "GET");
+    CHECK_EQ_INT(api_parse_pull_topic("mail/other", 0, NULL, NULL, NULL, limits(), &t, &e), -1);
+    CHECK(e.status == 404);
+    CHECK_EQ_INT(api_parse_pull_topic("delay_topic_5s", 0, NULL, NULL, NULL, limits(), &t, &e), -1);
+    CHECK(e.status == 404 && strstr(e.message, "no such pull topic"));
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, NULL, "", limits(), &t, &e), -1);
+    CHECK_EQ_INT(api_parse_pull_topic("", 0, NULL, NULL, NULL, limits(), &t, &e), -1);
+    CHECK(e.status == 400 && strstr(e.message, "topic"));
+    CHECK_EQ_INT(api_parse_pull_topic("m ail", 0, NULL, NULL, NULL, limits(), &t, &e), -1);
+    CHECK(e.status == 400 && strstr(e.message, "invalid topic"));
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, "gone", NULL, NULL, limits(), &t, &e), -1);
+    CHECK(strstr(e.message, "state") != NULL);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, "101", NULL, limits(), &t, &e), -1);
+    CHECK(strstr(e.message, "limit") != NULL);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, "-1", NULL, limits(), &t, &e), -1);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, NULL, "12", limits(), &t, &e), -1);
+    CHECK(strstr(e.message, "after") != NULL);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, NULL, "x:y", limits(), &t, &e), -1);
+    CHECK_EQ_INT(api_parse_pull_topic("mail/jobs", 0, NULL, NULL, "12:", limits(), &t, &e), -1);
+}
+
+static void pull_jobs_page_cuts_bodies_on_a_utf8_boundary(void)
+{
+    /* "é" is two bytes: a preview cut after the first byte of one drops it whole */
+    char body[] = "ab\xc3\xa9\xc3";
+    char id[] = "j1";
+    struct pull_listed l = { .id = id, .at_ms = 5, .state = "ready", .attempt = 0, .due_ms = 4,
+                             .body = body, .body_len = 5, .body_size = 300 };
+    json_t *d = api_pull_jobs_data("mail", "ready", &l, 1, 1);
+    json_t *j = json_array_get(json_object_get(d, "jobs"), 0);
+
+    CHECK_STR(json_string_value(json_object_get(j, "body")), "ab\xc3\xa9");
+    CHECK(json_is_true(json_object_get(j, "body_truncated")));
+    CHECK_EQ_INT(json_integer_value(json_object_get(j, "body_bytes")), 300);
+    CHECK_STR(json_string_value(json_object_get(d, "next")), "5:j1");
+    json_decref(d);
+    d = api_pull_jobs_data("mail", "ready", &l, 1, 0);
+    CHECK(json_is_null(json_object_get(d, "next")));
+    json_decref(d);
+}
+
 static void pull_requests_parse(void)
 {
     struct api_pop pop;
@@ -983,6 +1045,8 @@ void unit_api(void)
     RUN(callback_add_parses_and_keeps);
     RUN(callback_faults_are_named);
     RUN(pull_requests_parse);
+    RUN(pull_topic_requests_parse);
+    RUN(pull_jobs_page_cuts_bodies_on_a_utf8_boundary);
     RUN(batch_parse);
     RUN(reschedule_parse);
     RUN(add_go_delayqueue_body);
