@@ -28,6 +28,16 @@ struct due {
     int64_t at_ms;                 /* monotonic */
 };
 
+struct req;
+struct waitq;
+
+/* A parked pop's place in the queue of one topic it waits on (parked.c). */
+struct wnode {
+    struct req *r;
+    struct waitq *q;
+    struct wnode *prev, *next;
+};
+
 struct req {
     enum kind kind;
     struct api_pop pop;
@@ -37,7 +47,11 @@ struct req {
     answer_wanted_fn wanted;       /* a pop's; NULL: always wanted */
     void *opaque;
     int64_t deadline_ms;           /* monotonic: when a parked pop's wait ends */
-    struct req *next;
+    struct req *next;              /* the queue's, or (parked) the next pop parked */
+    struct req *prev;              /* parked: the pop parked before */
+    int parked;
+    struct wnode wn[API_POP_TOPICS_MAX];   /* parked: in the queues of its topics, nwn of them */
+    int nwn;
 };
 
 /* A dead letter on its way to Kafka: what to mark once acknowledged, and what to send again
@@ -73,7 +87,9 @@ struct pull {
     atomic_int stop_listening;
     int64_t counts_wanted_ms;          /* monotonic: when pull_counts_wanted was last called (mu) */
     /* the thread's own: */
-    struct req *parked;                /* pops waiting for a job, oldest first */
+    struct req *parked, *parked_tail;  /* pops waiting for a job, oldest first (parked.c) */
+    struct waitq **waitqs;             /* their queues by topic: hash buckets (parked.c) */
+    size_t nwaitqs;
     int64_t next_sweep_ms, next_look_ms, next_gone_ms;   /* monotonic */
     char (*looking)[TOPIC_NAME_MAX + 1];   /* the woken topics being looked at */
     int *ljobs;                            /* their jobs announced (wjobs) */
@@ -85,6 +101,20 @@ struct pull {
     int fresh_all;
     struct pull_letter *sent;               /* dead letters acknowledged, to mark */
 };
+
+/* parked.c */
+/* Parks r: last (front 0) or first (front 1: a pop parked before, parked again), in the list
+ * and in the queue of each of its topics. 0, or -1 when out of memory (r is not parked). */
+int parked_add(struct pull *p, struct req *r, int front);
+/* Takes r out of the list and its topics' queues. */
+void parked_remove(struct pull *p, struct req *r);
+/* The oldest pop parked on topic, or NULL. */
+struct req *parked_first_of(struct pull *p, const char *topic);
+/* The topics parked pops wait on, n of them (caller frees the array; the strings are the
+ * queues' until a pop leaves). NULL when out of memory. */
+const char **parked_topics(struct pull *p, size_t *n);
+/* Frees the queues (the pops are answered before). */
+void parked_free(struct pull *p);
 
 /* sweep.c */
 /* Topic is to be swept by at_ms (monotonic) at the latest: a reservation of it ends then, or a

@@ -117,19 +117,14 @@ static int among(char (*woken)[TOPIC_NAME_MAX + 1], size_t n, const char *topic)
 
 /* Pops for n requests in one pipeline per round: round r pops the r-th topic of each request
  * that has one and got no job yet. Those that got jobs (or may not wait) are answered, the
- * others parked in their order: after the pops parked already, or (parked, a list head the
- * caller gives) before them, for pops that were parked before. */
-static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait,
-                       struct req **parked)
+ * others parked in their order: after the pops parked already, or (again 1: pops that were
+ * parked before) ahead of them. */
+static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait, int again)
 {
     struct pullq_pop pops[BATCH_MAX];
-    struct req *left[BATCH_MAX], **tail = parked ? parked : &p->parked;
+    struct req *left[BATCH_MAX];
     size_t at[BATCH_MAX], nleft = 0;
 
-    if (parked)
-        *parked = NULL;
-    while (*tail)
-        tail = &(*tail)->next;
     for (int round = 0; n > 0; round++) {
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
@@ -174,28 +169,22 @@ static void serve_pops(struct pull *p, struct req **reqs, size_t n, int may_wait
             pullq_pop_release(&pops[j]);
         }
     }
-    for (size_t i = 0; i < nleft; i++) {
-        struct req *r = left[i];
+    /* parked again: ahead of the pops that came after them, in their order */
+    for (size_t j = 0; j < nleft; j++) {
+        struct req *r = left[again ? nleft - 1 - j : j];
         struct pullq_pop none = { .topic = r->pop.topics[0] };
-        if (!may_wait || clock_mono_ms() >= r->deadline_ms) {
+        if (!may_wait || clock_mono_ms() >= r->deadline_ms || parked_add(p, r, again) < 0) {
             answer_pop(r, &none);
             continue;
         }
-        r->next = NULL;
-        *tail = r;
-        tail = &r->next;
         /* a first wait: when its topics' next job comes is looked up (one released with a
          * delay is announced before it is ready) */
-        for (int t = 0; !parked && t < r->pop.ntopics; t++) {
+        for (int t = 0; !again && t < r->pop.ntopics; t++) {
             if (p->nfresh == WOKEN_MAX)
                 p->fresh_all = 1;
             else if (!among(p->fresh, p->nfresh, r->pop.topics[t]))
                 snprintf(p->fresh[p->nfresh++], TOPIC_NAME_MAX + 1, "%s", r->pop.topics[t]);
         }
-    }
-    if (parked && *parked) {   /* parked again: ahead of the pops that came after them */
-        *tail = p->parked;
-        p->parked = *parked;
     }
 }
 
@@ -300,7 +289,7 @@ static void serve(struct pull *p, struct req *list, int may_wait)
             nops = 0;
         }
         if (npops == BATCH_MAX || (!list && npops)) {
-            serve_pops(p, pops, npops, may_wait, NULL);
+            serve_pops(p, pops, npops, may_wait, 0);
             npops = 0;
         }
     }
@@ -317,61 +306,41 @@ static int wanted(const struct req *r)
 static void expire_parked(struct pull *p, int all, int gone)
 {
     int64_t now = clock_mono_ms();
-    struct req **at = &p->parked;
+    struct req *r, *next;
 
-    while (*at) {
-        struct req *r = *at;
+    for (r = p->parked; r; r = next) {
         int left = gone && !wanted(r);
+        next = r->next;
         if (left)
             metrics_inc(M_PULL_POPS_LEFT);
         if (all || left || now >= r->deadline_ms) {
             struct pullq_pop none = { .topic = r->pop.topics[0] };
-            *at = r->next;
+            parked_remove(p, r);
             answer_pop(r, &none);
-        } else {
-            at = &r->next;
         }
     }
 }
 
-/* The index of topic in topics (n of them), or n. */
-static size_t topic_index(const char **topics, size_t n, const char *topic)
-{
-    size_t i = 0;
-
-    while (i < n && strcmp(topics[i], topic) != 0)
-        i++;
-    return i;
-}
-
-/* Takes the oldest parked pops waiting on a topic of the n in topics whose count is above 0
- * (each pop taken lowers it by its max), BATCH_MAX at most, into take; a pop whose asker left
- * is answered with nothing instead. Returns how many were taken. */
+/* Takes the oldest parked pops waiting on each of the n topics whose count is above 0 (each
+ * pop taken lowers it by its max), BATCH_MAX at most, into take; a pop whose asker left is
+ * answered with nothing instead. Returns how many were taken. */
 static size_t take_parked(struct pull *p, const char **topics, int64_t *counts, size_t n,
                           struct req **take)
 {
-    struct req **at = &p->parked;
     size_t k = 0;
+    struct req *r;
 
-    while (*at && k < BATCH_MAX) {
-        struct req *r = *at;
-        size_t i = n;
-        for (int t = 0; t < r->pop.ntopics && i == n; t++) {
-            i = topic_index(topics, n, r->pop.topics[t]);
-            if (i < n && counts[i] <= 0)
-                i = n;
-        }
-        if (i < n && !wanted(r)) {   /* its asker left: it takes nothing */
-            struct pullq_pop none = { .topic = r->pop.topics[0] };
-            metrics_inc(M_PULL_POPS_LEFT);
-            *at = r->next;
-            answer_pop(r, &none);
-        } else if (i < n) {
+    for (size_t i = 0; i < n && k < BATCH_MAX; i++) {
+        while (counts[i] > 0 && k < BATCH_MAX && (r = parked_first_of(p, topics[i]))) {
+            parked_remove(p, r);
+            if (!wanted(r)) {   /* its asker left: it takes nothing */
+                struct pullq_pop none = { .topic = r->pop.topics[0] };
+                metrics_inc(M_PULL_POPS_LEFT);
+                answer_pop(r, &none);
+                continue;
+            }
             counts[i] -= r->pop.max;
-            *at = r->next;
             take[k++] = r;
-        } else {
-            at = &r->next;
         }
     }
     return k;
@@ -383,26 +352,27 @@ static size_t take_parked(struct pull *p, const char **topics, int64_t *counts, 
  * ready now may be popped (-1: none is known). */
 static int64_t look_for_parked(struct pull *p, char (*woken)[TOPIC_NAME_MAX + 1], size_t nwoken)
 {
-    const char **topics = NULL, **more;
+    const char **topics = NULL;
+    char (*names)[TOPIC_NAME_MAX + 1] = NULL;
     int64_t *counts = NULL, *waits = NULL, soonest = -1;
-    struct req *take[BATCH_MAX], *again;
-    size_t nt = 0, cap = 0, n;
+    struct req *take[BATCH_MAX];
+    size_t nt = 0, n;
 
-    for (struct req *r = p->parked; r; r = r->next)
-        for (int t = 0; t < r->pop.ntopics; t++) {
-            const char *topic = r->pop.topics[t];
-            if ((nwoken && !among(woken, nwoken, topic)) || topic_index(topics, nt, topic) < nt)
-                continue;
-            if (nt == cap) {
-                cap = cap ? 2 * cap : 64;
-                if (!(more = realloc(topics, cap * sizeof(*more))))
-                    goto out;
-                topics = more;
-            }
-            topics[nt++] = topic;
-        }
-    if (!nt || !(counts = calloc(nt, sizeof(*counts))) || !(waits = calloc(nt, sizeof(*waits))))
+    if (nwoken) {   /* those of the woken topics that pops wait on */
+        if (!(topics = malloc(nwoken * sizeof(*topics))))
+            goto out;
+        for (size_t i = 0; i < nwoken; i++)
+            if (parked_first_of(p, woken[i]))
+                topics[nt++] = woken[i];
+    } else if (!(topics = parked_topics(p, &nt))) {
         goto out;
+    }
+    /* the topics' names outlive the pops that leave their queues while they are looked at */
+    if (!nt || !(names = malloc(nt * sizeof(*names))) || !(counts = calloc(nt, sizeof(*counts))) ||
+        !(waits = calloc(nt, sizeof(*waits))))
+        goto out;
+    for (size_t i = 0; i < nt; i++)
+        topics[i] = memcpy(names[i], topics[i], strlen(topics[i]) + 1);
     for (size_t i = 0; i < nt; i += BATCH_MAX)
         pullq_ready_now(p->q, nt - i < BATCH_MAX ? nt - i : BATCH_MAX,
                         (const char *const *)(topics + i), counts + i, waits + i);
@@ -411,10 +381,11 @@ static int64_t look_for_parked(struct pull *p, char (*woken)[TOPIC_NAME_MAX + 1]
             soonest = waits[i];
     do {
         if ((n = take_parked(p, topics, counts, nt, take)))
-            serve_pops(p, take, n, 1, &again);
+            serve_pops(p, take, n, 1, 1);
     } while (n == BATCH_MAX);
 out:
     free(topics);
+    free(names);
     free(counts);
     free(waits);
     return soonest;
@@ -461,7 +432,7 @@ static void take_announced(struct pull *p, char (*topics)[TOPIC_NAME_MAX + 1], i
 {
     const char *names[WOKEN_MAX];
     int64_t counts[WOKEN_MAX];
-    struct req *take[BATCH_MAX], *again;
+    struct req *take[BATCH_MAX];
     size_t k;
 
     for (size_t i = 0; i < n && i < WOKEN_MAX; i++) {
@@ -469,7 +440,7 @@ static void take_announced(struct pull *p, char (*topics)[TOPIC_NAME_MAX + 1], i
         counts[i] = jobs[i];
     }
     if ((k = take_parked(p, names, counts, n < WOKEN_MAX ? n : WOKEN_MAX, take)))
-        serve_pops(p, take, k, 1, &again);
+        serve_pops(p, take, k, 1, 1);
 }
 
 /* Hears the announcements of jobs made ready (pullq_channel) on a connection of its own, and
@@ -611,6 +582,7 @@ static void release(struct pull *p)
     free(p->wjobs);
     free(p->ljobs);
     free(p->fresh);
+    parked_free(p);
     free(p);
 }
 

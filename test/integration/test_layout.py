@@ -35,6 +35,7 @@ PARTS = {
     "pull/registry": "pull/pullq",
     "pull/browse": "pull/pullq",
     "pull/sweep": "pull/pull",
+    "pull/parked": "pull/pull",
 }
 MAX_LINES = 800
 
