@@ -92,7 +92,7 @@ void *api_stats_data(const struct pending_view *v, const struct levels *lv);
 /* One pull topic's figures, counted together (Redis's clock). */
 struct pull_figures {
     int64_t ready;              /* may be popped now */
-    int64_t delayed;            /* ready later: released with a delay */
+    int64_t delayed;            /* added and not yet due, or released with a delay */
     int64_t reserved;           /* popped, not yet finished */
     int64_t buried;             /* on their way to the dead-letter topic */
     int64_t oldest_age_ms;      /* how long the oldest job ready now has been; -1: none */

@@ -83,6 +83,7 @@ struct intake {
     pthread_mutex_t stats_mu;
     struct stats *stats;        /* the pending view's Kafka handle, made at its first use */
     struct pullq *stats_pq;     /* the stats thread's pull queues connection (/stats' counts) */
+    struct pullq *pq;           /* the intake thread's: pull jobs added for later, counted */
     /* The intake queue: HTTP threads append parsed adds, the intake thread takes them all at
      * once and writes them to Redis in one pipeline, so no HTTP thread waits on a round trip. */
     pthread_mutex_t q_mu;

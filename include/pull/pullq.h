@@ -5,6 +5,10 @@
  *   <prefix>{pull:T}:dead      zset of job ids bound for the dead-letter topic, score when the
  *                              next try to send it is due (epoch ms)
  *   <prefix>{pull:T}:paused    present while the topic is paused (pops hand out nothing)
+ *   <prefix>{pull:T}:later     zset of the ids of jobs added and not yet due, score their due
+ *                              time (epoch ms), for the figures: a job leaves it as it is made
+ *                              ready, or (removed meanwhile, its add failed) by a sweep
+ *                              PULLQ_LATER_FORGET_MS after it was due
  *   <prefix>{pull:T}:j:<id>    hash: rec (the job's record, job_record_read's format), due,
  *                              st (r ready, R reserved, f finished, b bound for the dead
  *                              letters, d dead-lettered, c removed), att (pops so far), ttr (ms,
@@ -58,6 +62,22 @@ struct pullq_entry {
     int failed;
     char err[256];
 };
+
+#define PULLQ_LATER_FORGET_MS 60000   /* a job added for later left over this long past due
+                                       * (removed, or its add failed) leaves the figures */
+
+/* One job added for later: a pull job whose record was just written, due at due_ms. */
+struct pullq_later {
+    const char *topic;
+    const char *id;
+    int64_t due_ms;
+};
+
+/* Counts n jobs added for later among their topics' delayed jobs, in one pipeline (each topic
+ * put in the registry, so that /stats shows it). Unconfirmed: a failover may lose a count,
+ * never a job. 0, or -1 with err. */
+int pullq_note_later(struct pullq *q, size_t n, const struct pullq_later *later, char *err,
+                     size_t errlen);
 
 /* Makes n jobs ready in one pipeline, each once (a job made ready before is left as it is).
  * Their writes are confirmed with redis.wait_replicas. 0, or -1 when some failed. */
@@ -150,7 +170,8 @@ struct pullq_sweep {
     int64_t ready, reserved, buried;
     int64_t next_ms;            /* when its next reservation ends or dead letter is due (epoch
                                  * ms, Redis's clock); -1: none */
-    int paused;                 /* paused: it stays in the registry, empty or not */
+    int keep;                   /* paused, or jobs were added for later: it stays in the
+                                 * registry, empty or not */
     struct pullq_dead *dead;
     size_t ndead;
     int failed;

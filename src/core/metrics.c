@@ -86,7 +86,7 @@ static const struct { const char *name, *label, *help; } family_info[M_FAMILIES]
     [MF_PENDING_BY_DUE] = { "delayq_pending_jobs_by_due", "due", "The same messages by when they next act: within 1m (overdue included), 10m, 1h, 1d, or later." },
     [MF_PULL_READY] = { "delayq_pull_ready_jobs", "topic", "Jobs of each pull topic that may be popped now, at the last count." },
     [MF_PULL_RESERVED] = { "delayq_pull_reserved_jobs", "topic", "Jobs of each pull topic popped and not yet finished, at the last count." },
-    [MF_PULL_DELAYED] = { "delayq_pull_delayed_jobs", "topic", "Jobs of each pull topic released with a delay that has not run out, at the last count." },
+    [MF_PULL_DELAYED] = { "delayq_pull_delayed_jobs", "topic", "Jobs of each pull topic added and not yet due, or released with a delay that has not run out, at the last count." },
     [MF_PULL_OLDEST] = { "delayq_pull_oldest_ready_age_ms", "topic", "How long the oldest job of each pull topic that may be popped has been so (0: none), at the last count." },
     [MF_PULL_PAUSED] = { "delayq_pull_paused", "topic", "1 for each pull topic that is paused (pops hand out none of its jobs), at the last count." },
 };

@@ -91,6 +91,27 @@ void intake_finish_add(struct pending_add *pa, int status, int code, const char 
     intake_free_add(pa);
 }
 
+/* The pull jobs whose records the n adds pa just wrote are counted among their topics' delayed
+ * jobs (the figures of /stats and GET /delay-queue/api/pull/{topic}) until they are made ready. */
+static void note_later(struct intake *in, struct pending_add **pa, size_t n)
+{
+    struct pullq_later later[INTAKE_BATCH_MAX];
+    char err[256];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct job *j = &pa[i]->job;
+        if (in->answers[i].ok && in->answers[i].res == STORE_ADDED && j->topic &&
+            decide_pulls(in->cfg, j->topic, strlen(j->topic), j->deliver))
+            later[k++] = (struct pullq_later){ j->topic, j->id, j->due_ms };
+    }
+    if (!k || (!in->pq && !(in->pq = pullq_new(in->cfg))))
+        return;
+    if (pullq_note_later(in->pq, k, later, err, sizeof(err)) < 0)
+        log_warn("counting %zu pull jobs added for later failed (the jobs are kept; the "
+                 "topics' delayed figures miss them): %s", k, err);
+}
+
 /* Writes up to INTAKE_BATCH_MAX queued adds to Redis in one pipeline, then produces them. An add
  * that waited longer than kafka.produce_timeout_ms for its turn (Redis slow or hung) is answered
  * 503 without being written: its client has most likely given up, and a queue of them would
@@ -141,6 +162,7 @@ static void run_batch(struct intake *in, struct pending_add **list)
             intake_finish_add(pa[i], 503, API_ADD_FAILED, msg);
         return;
     }
+    note_later(in, pa, n);
     for (size_t i = 0; i < n; i++)
         intake_after_record(in, pa[i], &in->answers[i]);
 }
@@ -334,6 +356,7 @@ void intake_free(struct intake *in, int timeout_ms)
     store_free(in->st);
     stats_free(in->stats);
     pullq_free(in->stats_pq);
+    pullq_free(in->pq);
     close(in->wake[0]);
     close(in->wake[1]);
     pthread_mutex_destroy(&in->stats_mu);

@@ -1,5 +1,5 @@
-/* browse: what an operator reads and changes of one pull topic: its figures, a page of its jobs,
- * pause and resume. Part of pullq; the shared inside is include/pull/pullq_link.h. */
+/* browse: what an operator reads and changes of one pull topic: its figures (and the jobs added
+ * for later that they count), a page of its jobs, pause and resume. Part of pullq; the shared inside is include/pull/pullq_link.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,21 +11,21 @@ struct figuring {
     struct pullq *q;
     const char *const *topics;
     struct pull_figures *out;
-    char k[4][KEY_MAX];
-    const char *argv[4];
+    char k[5][KEY_MAX];
+    const char *argv[5];
 };
 
-static const char *const topic_sets[] = { "ready", "reserved", "dead", "paused" };
+static const char *const topic_sets[] = { "ready", "reserved", "dead", "paused", "later" };
 
 static void build_figures(void *ctx, size_t j, struct conn_call *call)
 {
     struct figuring *c = ctx;
 
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         pullq_topic_key(c->q, c->topics[j], topic_sets[i], NULL, c->k[i], KEY_MAX);
         c->argv[i] = c->k[i];
     }
-    *call = (struct conn_call){ .script = S_FIGURES, .nkeys = 4, .argc = 4, .argv = c->argv };
+    *call = (struct conn_call){ .script = S_FIGURES, .nkeys = 5, .argc = 5, .argv = c->argv };
 }
 
 #define FIGURES 7   /* ready, delayed, reserved, buried, oldest, paused, now */
@@ -137,4 +137,49 @@ int pullq_list(struct pullq *q, struct pullq_list *l)
     }
     conn_reply_free(r);
     return 0;
+}
+
+struct noting {
+    struct pullq *q;
+    const struct pullq_later *later;
+    char key[KEY_MAX], due[24];
+    const char *argv[4];
+    char *err;
+    size_t errlen;
+};
+
+static void build_later(void *ctx, size_t j, struct conn_call *call)
+{
+    struct noting *c = ctx;
+
+    pullq_topic_key(c->q, c->later[j].topic, "later", NULL, c->key, sizeof(c->key));
+    snprintf(c->due, sizeof(c->due), "%lld", (long long)c->later[j].due_ms);
+    c->argv[0] = "ZADD";
+    c->argv[1] = c->key;
+    c->argv[2] = c->due;
+    c->argv[3] = c->later[j].id;
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 4, .argv = c->argv };
+}
+
+static void on_later(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct noting *c = ctx;
+
+    (void)j;
+    if ((fail || conn_type(r) == CONN_ERR) && !c->err[0])
+        snprintf(c->err, c->errlen, "redis: %s", fail ? fail->text : conn_str(r, NULL));
+}
+
+int pullq_note_later(struct pullq *q, size_t n, const struct pullq_later *later, char *err,
+                     size_t errlen)
+{
+    struct noting c = { .q = q, .later = later, .err = err, .errlen = errlen };
+
+    err[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (pullq_note_topic(q, later[i].topic, err, errlen) < 0)
+            return -1;
+    if (n)
+        (void)conn_pipeline(q->db, n, build_later, on_later, &c, CONN_NO_WAIT, err, errlen);
+    return err[0] ? -1 : 0;
 }

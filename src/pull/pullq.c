@@ -94,6 +94,7 @@ struct build {
     struct pullq *q;
     void *items;
     char k[6][KEY_MAX];
+    char chan[KEY_MAX];
     char num[6][24];
     const char *argv[16];
     size_t lens[16];
@@ -121,17 +122,19 @@ static void build_ready(void *ctx, size_t j, struct conn_call *call)
 
     pullq_topic_key(b->q, e->topic, "ready", NULL, b->k[0], KEY_MAX);
     pullq_topic_key(b->q, e->topic, "j:", e->id, b->k[1], KEY_MAX);
+    pullq_topic_key(b->q, e->topic, "later", NULL, b->k[3], KEY_MAX);
     arg(b, 0, b->k[0]);
     arg(b, 1, b->k[1]);
-    arg(b, 2, e->id);
-    b->argv[3] = e->rec;
-    b->lens[3] = e->rec_len;
-    arg_num(b, 4, 0, e->due_ms);
-    arg_num(b, 5, 1, e->ttr_ms);
+    arg(b, 2, b->k[3]);
+    arg(b, 3, e->id);
+    b->argv[4] = e->rec;
+    b->lens[4] = e->rec_len;
+    arg_num(b, 5, 0, e->due_ms);
+    arg_num(b, 6, 1, e->ttr_ms);
     pullq_channel(b->q, b->k[2], KEY_MAX);
-    arg(b, 6, b->k[2]);
-    arg(b, 7, e->topic);
-    *call = (struct conn_call){ .script = S_READY, .nkeys = 2, .argc = 8, .argv = b->argv,
+    arg(b, 7, b->k[2]);
+    arg(b, 8, e->topic);
+    *call = (struct conn_call){ .script = S_READY, .nkeys = 3, .argc = 9, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -364,18 +367,20 @@ static void build_sweep(void *ctx, size_t j, struct conn_call *call)
     pullq_topic_key(b->q, sw->topic, "reserved", NULL, b->k[1], KEY_MAX);
     pullq_topic_key(b->q, sw->topic, "dead", NULL, b->k[2], KEY_MAX);
     pullq_topic_key(b->q, sw->topic, "paused", NULL, b->k[3], KEY_MAX);
-    pullq_topic_key(b->q, sw->topic, "j:", NULL, b->k[4], KEY_MAX);
-    for (int i = 0; i < 4; i++)
+    pullq_topic_key(b->q, sw->topic, "later", NULL, b->k[4], KEY_MAX);
+    pullq_topic_key(b->q, sw->topic, "j:", NULL, b->k[5], KEY_MAX);
+    for (int i = 0; i < 5; i++)
         arg(b, i, b->k[i]);
-    arg_num(b, 4, 0, b->now_ms);
-    arg_num(b, 5, 1, b->a);
-    arg_num(b, 6, 2, SWEEP_LIMIT);
-    arg(b, 7, b->k[4]);
-    arg_num(b, 8, 3, b->b);
-    pullq_channel(b->q, b->k[5], KEY_MAX);
-    arg(b, 9, b->k[5]);
-    arg(b, 10, sw->topic);
-    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 4, .argc = 11, .argv = b->argv,
+    arg_num(b, 5, 0, b->now_ms);
+    arg_num(b, 6, 1, b->a);
+    arg_num(b, 7, 2, SWEEP_LIMIT);
+    arg(b, 8, b->k[5]);
+    arg_num(b, 9, 3, b->b);
+    pullq_channel(b->q, b->chan, KEY_MAX);
+    arg(b, 10, b->chan);
+    arg(b, 11, sw->topic);
+    arg_num(b, 12, 4, PULLQ_LATER_FORGET_MS);
+    *call = (struct conn_call){ .script = S_SWEEP, .nkeys = 5, .argc = 13, .argv = b->argv,
                                .lens = b->lens };
 }
 
@@ -398,7 +403,7 @@ static void on_sweep(void *ctx, size_t j, const struct conn_reply *r, const stru
     sw->reserved = pullq_num_of(conn_at(r, 2));
     sw->buried = pullq_num_of(conn_at(r, 3));
     sw->next_ms = pullq_num_of(conn_at(r, 4));
-    sw->paused = pullq_num_of(conn_at(r, 5)) == 1;
+    sw->keep = pullq_num_of(conn_at(r, 5)) == 1;
     n = (conn_count(r) - SWEEP_COUNTS) / DEAD_FIELDS;
     if (!n || !(sw->dead = calloc(n, sizeof(*sw->dead))))
         return;   /* out of memory: handed out again after resend_ms */
@@ -434,7 +439,7 @@ int pullq_sweep_many(struct pullq *q, size_t n, struct pullq_sweep *sweeps, int6
     for (size_t i = 0; i < n; i++) {
         sweeps[i].back = sweeps[i].ready = sweeps[i].reserved = sweeps[i].buried = 0;
         sweeps[i].next_ms = -1;
-        sweeps[i].paused = 0;
+        sweeps[i].keep = 0;
         sweeps[i].dead = NULL;
         sweeps[i].ndead = 0;
     }

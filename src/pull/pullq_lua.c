@@ -14,11 +14,12 @@ _Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 
-/* KEYS: ready, job. ARGV: id, record, due_ms, ttr_ms, channel, topic. A hash of the same due
- * time is this job's, made ready before (its message read again after a crash): left alone,
- * also when it has been finished since. A job made ready is announced on channel (the topic),
- * for the pops that wait on any instance. */
+/* KEYS: ready, job, later. ARGV: id, record, due_ms, ttr_ms, channel, topic. A hash of the
+ * same due time is this job's, made ready before (its message read again after a crash): left
+ * alone, also when it has been finished since. A job made ready is announced on channel (the
+ * topic), for the pops that wait on any instance, and leaves the jobs added for later. */
 static const char ready_lua[] =
+    "redis.call('ZREM', KEYS[3], ARGV[1])\n"
     "local st = redis.call('HGET', KEYS[2], 'st')\n"
     "if st then\n"
     "  if redis.call('HGET', KEYS[2], 'due') == ARGV[3] then return 1 end\n"
@@ -132,17 +133,23 @@ static const char op_lua[] =
     "redis.call('HDEL', KEYS[4], 'rcpt', 'until')\n"
     "return {1, 'b'}\n";
 
-/* KEYS: ready, reserved, dead, paused. ARGV: (unused), max_attempts, limit, job key prefix,
- * resend_ms, channel, topic. Answers back, ready, reserved, buried, next (when the next
- * reservation ends or dead letter is due, epoch ms; -1: none), paused (1: a paused topic stays
- * in the registry), then id, record, why, attempt of each dead letter
+/* KEYS: ready, reserved, dead, paused, later. ARGV: (unused), max_attempts, limit, job key
+ * prefix, resend_ms, channel, topic, forget_ms. Answers back, ready, reserved, buried, next (when
+ * the next reservation ends or dead letter is due, epoch ms; -1: none), keep (1: the topic is
+ * paused or has jobs added for later, so it stays in the registry), then id, record, why,
+ * attempt of each dead letter
  * to send. Jobs ready again are announced on channel ("peek:" and the topic: some are). */
 static const char sweep_lua[] =
     LUA_NOW
     "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local back = 0\n"
+    /* an added job that was removed, or whose add failed, is forgotten forget_ms after it
+     * would have been due */
+    "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[8]))\n"
+    "local keep = redis.call('EXISTS', KEYS[4])\n"
+    "if redis.call('ZCARD', KEYS[5]) > 0 then keep = 1 end\n"
     "local out = {0, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2]),\n"
-    "             redis.call('ZCARD', KEYS[3]), -1, redis.call('EXISTS', KEYS[4])}\n"
+    "             redis.call('ZCARD', KEYS[3]), -1, keep}\n"
     "if out[3] == 0 and out[4] == 0 then return out end\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local jk = ARGV[4] .. id\n"
@@ -215,15 +222,17 @@ static const char peek_lua[] =
     "if tonumber(first[2]) > now then return {0, tonumber(first[2]) - now} end\n"
     "return {redis.call('ZCOUNT', KEYS[1], '-inf', now), 0}\n";
 
-/* KEYS: ready, reserved, dead, paused. Answers ready now, delayed (ready later), reserved,
- * buried, the score of the oldest job ready now (-1: none), paused, now (epoch ms). */
+/* KEYS: ready, reserved, dead, paused, later. Answers ready now, delayed (added and not yet
+ * due, or released with a delay), reserved, buried, the score of the oldest job ready now (-1:
+ * none), paused, now (epoch ms). */
 static const char figures_lua[] =
     LUA_NOW
     "local ready = redis.call('ZCOUNT', KEYS[1], '-inf', now)\n"
     "local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')\n"
     "local oldest = -1\n"
     "if first[2] and tonumber(first[2]) <= now then oldest = tonumber(first[2]) end\n"
-    "return {ready, redis.call('ZCARD', KEYS[1]) - ready, redis.call('ZCARD', KEYS[2]),\n"
+    "local later = redis.call('ZCOUNT', KEYS[5], '(' .. now, '+inf')\n"
+    "return {ready, redis.call('ZCARD', KEYS[1]) - ready + later, redis.call('ZCARD', KEYS[2]),\n"
     "        redis.call('ZCARD', KEYS[3]), oldest, redis.call('EXISTS', KEYS[4]), now}\n";
 
 /* KEYS: paused. ARGV: "1" to pause, "0" to resume, channel, topic. A resumed topic is announced

@@ -205,7 +205,7 @@ static void sweep_topics(struct pull *p, char **topics, const int64_t *scores, s
                 pull_sweep_by(p, sw[i].topic, clock_mono_ms() + PULL_SWEEP_MS);   /* again soon */
             else if (sw[i].next_ms >= 0)
                 pull_sweep_by(p, sw[i].topic, pull_mono_of(sw[i].next_ms));
-            else if (!sw[i].ready && !sw[i].reserved && !sw[i].buried && !sw[i].paused && scores &&
+            else if (!sw[i].ready && !sw[i].reserved && !sw[i].buried && !sw[i].keep && scores &&
                      scores[at + i] < now - PULLQ_FORGET_MS)
                 empty[nempty++] = sw[i].topic;
             pullq_sweep_release(&sw[i]);

@@ -724,9 +724,9 @@ TOPIC_API = "/delay-queue/api/pull/"
 
 
 def test_a_topic_s_figures_say_ready_delayed_reserved_and_the_oldest_age(stack):
-    """As SQS's queue attributes: what may be popped now, what waits out a release's delay,
-    what is reserved, and how long the oldest ready job has waited, per topic, in /stats, in
-    GET /pull/{topic} and in /metrics."""
+    """As SQS's queue attributes: what may be popped now, what is delayed (added and not yet
+    due, or released with a delay), what is reserved, and how long the oldest ready job has
+    waited, per topic, in /stats, in GET /pull/{topic} and in /metrics."""
     topic = pull_topic()
     d = Delayqd(stack, extra={"pull_topics": [topic]}).start()
     c = Client(d)
@@ -735,22 +735,23 @@ def test_a_topic_s_figures_say_ready_delayed_reserved_and_the_oldest_age(stack):
     popped = c.pop(topic, max=2)
     assert len(popped) == 2, popped
     assert op(d, "release", popped[0], delay=60)[0] == 200   # delayed for a minute
+    d.add_ok(topic=topic, delay=60, body="added for later")   # delayed too
     time.sleep(0.5)
     status, doc = d.http("GET", TOPIC_API + topic)
     assert status == 200 and doc["code"] == 0, doc
     f = doc["data"]
     assert (f["topic"], f["ready"], f["delayed"], f["reserved"], f["paused"]) == \
-        (topic, 2, 1, 1, False), f
+        (topic, 2, 2, 1, False), f
     assert 500 <= f["oldest_ready_age_ms"] < 60000, f
     stats = d.http("GET", "/delay-queue/api/stats")[1]["data"]["pull"][topic]
-    assert (stats["ready"], stats["delayed"], stats["reserved"]) == (2, 1, 1), stats
+    assert (stats["ready"], stats["delayed"], stats["reserved"]) == (2, 2, 1), stats
     text = ""
     for _ in range(30):   # counted while /metrics is scraped
         text = d.http("GET", "/metrics")[1]
-        if f'delayq_pull_delayed_jobs{{topic="{topic}"}} 1' in text:
+        if f'delayq_pull_delayed_jobs{{topic="{topic}"}} 2' in text:
             break
         time.sleep(0.5)
-    assert f'delayq_pull_delayed_jobs{{topic="{topic}"}} 1' in text, text
+    assert f'delayq_pull_delayed_jobs{{topic="{topic}"}} 2' in text, text
     assert f'delayq_pull_ready_jobs{{topic="{topic}"}} 2' in text, text
     assert f'delayq_pull_reserved_jobs{{topic="{topic}"}} 1' in text, text
     status, doc = d.http("GET", TOPIC_API + "bad!topic")
