@@ -47,6 +47,7 @@ struct cb_call {
                                       * the job sets Content-Type */
     int64_t timeout_ms;              /* the whole call; 0: the endpoint's limits.timeout_ms */
     const char *webhook_id;          /* the same for every attempt of one job */
+    int attempt;                     /* 1 for the first call, sent as webhook-attempt */
 };
 
 /* Why a call got no HTTP answer. */

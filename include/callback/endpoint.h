@@ -26,6 +26,8 @@ struct endpoint {
     int64_t in_flight;             /* calls started and not finished */
     int64_t queued;                /* calls in queue */
     double took_ms;                /* how long its calls take (a moving average); 0 before one */
+    int64_t oldest_ms;             /* monotonic: when its oldest call in flight started; 0: none
+                                    * (callbacks.c sets it each round) */
     int64_t used_ms;               /* monotonic: the last call routed or finished */
     struct ratelimit rate;         /* lim.rate_per_s, adapted; on the monotonic clock */
 };
@@ -54,9 +56,26 @@ struct endpoint *endpoints_get(struct endpoints *eps, const char *origin, int na
  * endpoint dropped forgets what its rate had learnt). now: monotonic ms. */
 void endpoints_prune(struct endpoints *eps, int64_t now);
 
-/* How long a call queued now would wait for its turn at ep (ms), at the pace of its recent
- * calls; 0 while it has room or has made no call yet. */
-int64_t endpoint_wait_ms(const struct endpoint *ep);
+#define ENDPOINT_QUEUE_PER_CALL 32  /* an endpoint queues 32 calls per call it may have in
+                                     * flight at most, however fast its calls are */
+
+/* How long a call of ep takes, as far as is known at now: the average of its recent calls, or
+ * the age of its oldest call in flight when that is longer (a dying endpoint shows at once,
+ * before its calls time out). */
+int64_t endpoint_call_ms(const struct endpoint *ep, int64_t now);
+
+/* How long a call queued now would wait for its turn at ep (ms), at endpoint_call_ms; 0 while
+ * it has room. */
+int64_t endpoint_wait_ms(const struct endpoint *ep, int64_t now);
+
+/* 1 when ep's queue holds ENDPOINT_QUEUE_PER_CALL calls per call it may have in flight. */
+int endpoint_queue_full(const struct endpoint *ep);
+
+/* Takes out of ep's queue the calls that would now wait for their turn longer than bound_ms
+ * (the queue's end, past the first that would not), into a list (NULL: none), and the wait of
+ * the first of them into *wait_ms. */
+struct transfer *endpoint_overdue(struct endpoint *ep, int64_t now, int64_t bound_ms,
+                                  int64_t *wait_ms);
 
 /* Appends t to ep's queue (t is ep's until endpoint_next hands it back). now: monotonic ms. */
 void endpoint_push(struct endpoint *ep, struct transfer *t, int64_t now);

@@ -21,6 +21,11 @@ int calljson_read(void *obj, const struct api_limits *lim, struct job_callback *
 int calljson_parse(const char *text, size_t len, const struct api_limits *lim,
                    struct job_callback **out, struct api_error *e);
 
+/* A copy of an answer's data (a new reference; NULL for NULL) in which no callback header
+ * value shows: each "callback" object's headers, and each dead letter's "dq-callback" text,
+ * keep their names with null values. What the read token is answered. */
+void *calljson_hidden(void *data);
+
 /* A callback as JSON text in the form calljson_parse reads (for a dead letter's dq-callback,
  * so that it can be added again as it was): malloc'd, NULL when out of memory. */
 char *calljson_text(const struct job_callback *cb);

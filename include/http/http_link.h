@@ -72,6 +72,7 @@ struct request {
     int async_status;
     char *response;
     int counted;            /* the request is in http->busy */
+    int hide_secrets;       /* answered to the read token: no callback header value shows */
     char method[8];         /* a compat route's */
     char *url;              /* a compat route's path, owned */
 };

@@ -35,10 +35,13 @@ int netaddr_net_parse(const char *text, struct netaddr_net *n, char *err, size_t
 /* 1 when a is in n, else 0. An IPv4 address is never in an IPv6 network, nor the reverse. */
 int netaddr_net_contains(const struct netaddr_net *n, const struct netaddr *a);
 
-/* Why a may not be called unless allowed: "loopback", "unspecified", "private" (10/8,
- * 172.16/12, 192.168/16, carrier-grade NAT 100.64/10, fc00::/7), "link-local", "multicast",
- * "broadcast"; NULL when it is public. An address of NAT64's 64:ff9b::/96 is judged by the
- * IPv4 address inside, since the translator calls that one. A static string. */
+/* Why a may not be called unless allowed, by the IANA special-purpose address registries:
+ * "loopback", "unspecified", "private" (10/8, 172.16/12, 192.168/16, carrier-grade NAT
+ * 100.64/10, fc00::/7, site-local fec0::/10, NAT64 for local use 64:ff9b:1::/48),
+ * "link-local", "multicast", "broadcast", "documentation", "reserved" (IETF assignments
+ * 192.0.0/24 and 2001::/23, benchmarking 198.18/15, 240/4, ::/8 with ::a.b.c.d, 6to4 2002::/16,
+ * ...); NULL when it is public. An address of NAT64's 64:ff9b::/96 is judged by the IPv4
+ * address inside, since the translator calls that one. A static string. */
 const char *netaddr_class(const struct netaddr *a);
 
 #endif

@@ -1,9 +1,11 @@
 /* ratelimit: how fast one callback endpoint may be called. A token bucket holds the calls that
  * may start now (a second's worth, at least one); its rate is the configured one, halves when
- * the endpoint pushes back (the caller says when: a 429 or 503), at most once a step, and grows
- * back by RATELIMIT_GROWTH each quiet step to the configured rate, or to no limit for an
- * endpoint that has none. An endpoint without a configured rate is unlimited until it pushes
- * back; it is then limited to half the rate it was seen to be called at.
+ * the endpoint pushes back (the caller says when: a 429 or 503), at most once a step and never
+ * below a floor (a few calls a second, or an eighth of the configured rate), and doubles each
+ * quiet step back to the configured rate, or to no limit for an endpoint that has none: a
+ * push-back slows an endpoint for seconds, never starves it. An endpoint without a configured
+ * rate is unlimited until it pushes back; it is then limited to half the most it was seen to
+ * take in the last minute, not to half of what a quiet moment asked of it.
  * Pure logic: every operation takes the time, now_ms, from a monotonic clock (positive, never
  * going back), so that tests drive the clock. Not thread-safe: one owner. */
 #ifndef DQ_RATELIMIT_H
@@ -13,8 +15,10 @@
 
 #define RATELIMIT_STEP_MS 1000   /* the rate halves at most once a step (the 429s of calls
                                   * started together are one signal) and grows once a step */
-#define RATELIMIT_GROWTH 1.1     /* growth per quiet step, ~10% */
-#define RATELIMIT_FLOOR 1.0      /* calls/s: the rate never halves below this */
+#define RATELIMIT_GROWTH 2.0     /* growth per quiet step */
+#define RATELIMIT_FLOOR 5.0      /* calls/s: the rate never halves below this, nor below an
+                                  * eighth of the configured rate (nor above that rate) */
+#define RATELIMIT_PEAK_MS 60000  /* the most calls a second seen is remembered this long */
 #define RATELIMIT_UNLIMIT 2.0    /* an unlimited endpoint is unlimited again once its rate grows
                                   * past this times the rate seen when it pushed back */
 
@@ -31,6 +35,8 @@ struct ratelimit {
     int64_t window_ms;           /* the start of the current second of the observed rate */
     unsigned window_calls;       /* calls started in it */
     double observed;             /* calls/s started in the last whole window */
+    double peak;                 /* the most calls/s of a whole window lately */
+    int64_t peak_ms;             /* when it was seen */
 };
 
 /* A new limit of per_s calls/s (0: none), its bucket full. */
@@ -49,8 +55,8 @@ int64_t ratelimit_wait_ms(const struct ratelimit *r, int64_t now_ms);
 /* Counts a call started: the rate an unlimited endpoint halves from. */
 void ratelimit_observe(struct ratelimit *r, int64_t now_ms);
 
-/* The endpoint pushed back: halves the rate (RATELIMIT_FLOOR at least) unless it was halved
- * less than a step ago. 1 when it halved, else 0. */
+/* The endpoint pushed back: halves the rate (to the floor at least) unless it was halved less
+ * than a step ago. 1 when it halved, else 0. */
 int ratelimit_halve(struct ratelimit *r, int64_t now_ms);
 
 /* Grows the rate once a step, a step after the last push-back. 1 when it is back to the

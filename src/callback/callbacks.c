@@ -105,12 +105,24 @@ static void call_fail(struct callbacks *cb, struct transfer *t, enum cb_error e,
     done_add(cb, t);
 }
 
+/* When each endpoint's oldest call in flight started. */
+static void note_flying(struct callbacks *cb)
+{
+    for (struct endpoint *ep = cb->eps.list; ep; ep = ep->next)
+        ep->oldest_ms = 0;
+    for (struct transfer *t = cb->flying; t; t = t->next)
+        if (!t->ep->oldest_ms || t->sent_mono_ms < t->ep->oldest_ms)
+            t->ep->oldest_ms = t->sent_mono_ms;
+}
+
 /* Moves the calls submitted into their endpoints' queues. */
 static void route(struct callbacks *cb, struct transfer *t, int64_t now)
 {
     char text[CB_ENDPOINT_MAX + 96];
     int64_t wait;
 
+    if (t)
+        note_flying(cb);
     while (t) {
         struct transfer *next = t->next;
         struct endpoint *ep = endpoints_get(&cb->eps, t->res.endpoint, t->named, now);
@@ -118,10 +130,11 @@ static void route(struct callbacks *cb, struct transfer *t, int64_t now)
         t->next = NULL;
         if (!ep) {
             call_fail(cb, t, CB_E_INTERNAL, "out of memory");
-        } else if ((wait = endpoint_wait_ms(ep)) > CB_QUEUE_WAIT_MAX_MS) {
+        } else if ((wait = endpoint_wait_ms(ep, now)) > CB_QUEUE_WAIT_MAX_MS ||
+                   endpoint_queue_full(ep)) {
             snprintf(text, sizeof(text), "not called: %s is busy (%lld calls queued, about %lld ms "
                      "of them)", ep->origin, (long long)ep->queued, (long long)wait);
-            t->res.retry_after_ms = wait;
+            t->res.retry_after_ms = wait > 0 ? wait : endpoint_call_ms(ep, now);
             call_fail(cb, t, CB_E_BUSY, text);
         } else {
             endpoint_push(ep, t, now);
@@ -144,19 +157,42 @@ static void call_start(struct callbacks *cb, struct transfer *t, int64_t now)
     cb->flying = t;
 }
 
-/* Starts what each endpoint's limits allow. Returns ms until a waiting call's token comes,
- * POLL_MAX_MS at most, and 0 when a call started (libcurl has work at once). */
+/* The queued calls of ep that would now wait past CB_QUEUE_WAIT_MAX_MS (its calls in flight
+ * have grown old: it is slow or dead) go back to wait in the delay topics at once, not at their
+ * turn, so that their messages do not hold their partitions' memory. */
+static void defer_overdue(struct callbacks *cb, struct endpoint *ep, int64_t now)
+{
+    char text[CB_ENDPOINT_MAX + 96];
+    int64_t wait = 0, queued = ep->queued;
+    struct transfer *t = endpoint_overdue(ep, now, CB_QUEUE_WAIT_MAX_MS, &wait);
+
+    while (t) {
+        struct transfer *next = t->next;
+        snprintf(text, sizeof(text), "not called: %s is busy (%lld calls queued, about %lld ms "
+                 "of them)", ep->origin, (long long)queued, (long long)wait);
+        t->res.retry_after_ms = wait;
+        call_fail(cb, t, CB_E_BUSY, text);
+        t = next;
+    }
+}
+
+
+/* Starts what each endpoint's limits allow, and sends back the calls that would wait too long.
+ * Returns ms until a waiting call's token comes, POLL_MAX_MS at most, and 0 when a call started
+ * (libcurl has work at once). */
 static int64_t start_calls(struct callbacks *cb, int64_t now)
 {
     int64_t wait = POLL_MAX_MS, w;
     struct transfer *t;
 
+    note_flying(cb);
     for (struct endpoint *ep = cb->eps.list; ep; ep = ep->next) {
         endpoint_grow(ep, now);
         while ((t = endpoint_next(ep, now))) {
             call_start(cb, t, now);
             wait = 0;
         }
+        defer_overdue(cb, ep, now);
         if ((w = endpoint_token_ms(ep, now)) >= 0 && w < wait)
             wait = w;
     }

@@ -158,7 +158,8 @@ static void call_submit(struct callout *co, struct call *c, struct call_outcome 
                     .headers = cb->headers, .nheaders = cb->nheaders, .body = c->job.body,
                     .body_len = c->job.body_len,
                     .json = calljson_body_is_json(c->job.body, c->job.body_len),
-                    .timeout_ms = cb->timeout_ms, .webhook_id = c->job.id },
+                    .timeout_ms = cb->timeout_ms, .webhook_id = c->job.id,
+                    .attempt = cb->attempts + 1 },
                     err, sizeof(err)) < 0) {
         snprintf(c->why, sizeof(c->why), "%s (not called)", err);
         dead_outcome(out, c);

@@ -90,11 +90,46 @@ void endpoint_finished(struct endpoint *ep, int status, int64_t took_ms, int64_t
 
 /* ---- the queue ---- */
 
-int64_t endpoint_wait_ms(const struct endpoint *ep)
+int64_t endpoint_call_ms(const struct endpoint *ep, int64_t now)
 {
-    if (has_room(ep))
-        return 0;
-    return (int64_t)((double)(ep->queued + 1) * ep->took_ms / (double)ep->lim.max_concurrency);
+    int64_t age = ep->in_flight > 0 && ep->oldest_ms ? now - ep->oldest_ms : 0;
+
+    return age > (int64_t)ep->took_ms ? age : (int64_t)ep->took_ms;
+}
+
+/* The wait of the call at position i of ep's queue (0: the next to start). */
+static int64_t wait_at(const struct endpoint *ep, int64_t i, int64_t call_ms)
+{
+    return (int64_t)((double)(i + 1) * (double)call_ms / (double)ep->lim.max_concurrency);
+}
+
+int64_t endpoint_wait_ms(const struct endpoint *ep, int64_t now)
+{
+    return has_room(ep) ? 0 : wait_at(ep, ep->queued, endpoint_call_ms(ep, now));
+}
+
+int endpoint_queue_full(const struct endpoint *ep)
+{
+    return ep->queued >= ENDPOINT_QUEUE_PER_CALL * ep->lim.max_concurrency;
+}
+
+struct transfer *endpoint_overdue(struct endpoint *ep, int64_t now, int64_t bound_ms,
+                                  int64_t *wait_ms)
+{
+    int64_t call_ms = endpoint_call_ms(ep, now), i = 0;
+    struct transfer **at = &ep->queue, *out;
+
+    if (has_room(ep) || !ep->queue)
+        return NULL;
+    while (*at && wait_at(ep, i, call_ms) <= bound_ms)
+        at = &(*at)->next, i++;
+    if (!(out = *at))
+        return NULL;
+    *wait_ms = wait_at(ep, i, call_ms);
+    *at = NULL;
+    ep->queue_tail = at;
+    ep->queued = i;
+    return out;
 }
 
 void endpoint_push(struct endpoint *ep, struct transfer *t, int64_t now)

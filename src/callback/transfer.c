@@ -155,10 +155,12 @@ static int header_add(struct curl_slist **l, const char *name, const char *sep, 
     return 0;
 }
 
-/* The headers known at submit: the job's, Content-Type, webhook-id, and no Expect (a
+/* The headers known at submit: the job's, Content-Type, webhook-id, webhook-attempt (1 for the
+ * first call, as Cloud Tasks' X-CloudTasks-TaskRetryCount counts from 0), and no Expect (a
  * 100-continue round trip would only delay small bodies). 0, or -1 out of memory. */
 static int headers_build(const struct cb_call *call, const char *id, struct curl_slist **l)
 {
+    char attempt[16];
     int typed = 0;
 
     for (size_t i = 0; i < call->nheaders; i++) {
@@ -172,7 +174,9 @@ static int headers_build(const struct cb_call *call, const char *id, struct curl
     if (!typed && header_add(l, "Content-Type", ": ", call->json ? "application/json"
                                                                  : "text/plain; charset=utf-8") < 0)
         return -1;
-    if (header_add(l, "webhook-id", ": ", id) < 0 || header_add(l, "Expect", ":", "") < 0)
+    snprintf(attempt, sizeof(attempt), "%d", call->attempt > 0 ? call->attempt : 1);
+    if (header_add(l, "webhook-id", ": ", id) < 0 ||
+        header_add(l, "webhook-attempt", ": ", attempt) < 0 || header_add(l, "Expect", ":", "") < 0)
         return -1;
     return 0;
 }

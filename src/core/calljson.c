@@ -8,6 +8,7 @@
 
 #include "core/apijson.h"
 #include "core/calljson.h"
+#include "core/envelope.h"
 
 #define CALLBACK_URL_MAX 2048  /* as callbacks.h's CB_URL_MAX: browsers' common bound */
 
@@ -16,6 +17,7 @@
 static const char *callback_header_fault(const char *name, json_t *val)
 {
     static const char *const reserved[] = { "webhook-id", "webhook-timestamp", "webhook-signature",
+                                            "webhook-attempt",
                                             "host", "content-length", "transfer-encoding",
                                             "connection", "expect", "user-agent" };
     const char *v;
@@ -224,4 +226,55 @@ int calljson_body_is_json(const char *body, size_t len)
         return 0;
     json_decref(v);
     return 1;
+}
+
+/* Hides the header values of the callback object cb (null each). */
+static void hide_in_callback(json_t *cb)
+{
+    json_t *h = json_object_get(cb, "headers"), *v;
+    const char *name;
+
+    if (json_is_object(h))
+        json_object_foreach(h, name, v)
+            json_object_set_new(h, name, json_null());
+}
+
+/* Walks v: every "callback" object's headers, and every "dq-callback" text (a dead letter's
+ * header) read, hidden and written again. */
+static void hide_walk(json_t *v)
+{
+    const char *key;
+    json_t *x;
+    size_t i;
+
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, x)
+            hide_walk(x);
+        return;
+    }
+    if (!json_is_object(v))
+        return;
+    json_object_foreach(v, key, x) {
+        if (strcmp(key, "callback") == 0 && json_is_object(x)) {
+            hide_in_callback(x);
+        } else if (strcmp(key, HDR_CALLBACK) == 0 && json_is_string(x)) {
+            json_t *cb = json_loadb(json_string_value(x), json_string_length(x), 0, NULL);
+            char *text;
+            hide_in_callback(cb);
+            text = cb ? json_dumps(cb, JSON_COMPACT) : NULL;
+            json_object_set_new(v, key, text ? json_string(text) : json_null());
+            free(text);
+            json_decref(cb);
+        } else {
+            hide_walk(x);
+        }
+    }
+}
+
+void *calljson_hidden(void *data)
+{
+    json_t *copy = data ? json_deep_copy(data) : NULL;
+
+    hide_walk(copy);
+    return copy;
 }

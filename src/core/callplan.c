@@ -30,9 +30,9 @@ static int retryable(int status)
     return status == 408 || status == 425 || status == 429 || (status >= 500 && status <= 599);
 }
 
-/* The wait before attempt n + 1: min_backoff_ms doubled per attempt, capped, the upper half of it
- * random ("equal jitter": never much sooner than the plan, and calls that failed together
- * spread out); a longer Retry-After wins, capped the same way. */
+/* The wait before attempt n + 1: min_backoff_ms doubled per attempt, capped, and up to half of
+ * it more, at random (never sooner than the plan, as Cloud Tasks' backoffs; calls that failed
+ * together spread out), within the cap; a longer Retry-After wins, capped the same way. */
 static int64_t backoff(const struct callplan_facts *f, const struct config_call_retry *r)
 {
     int64_t wait = r->min_backoff_ms;
@@ -41,7 +41,9 @@ static int64_t backoff(const struct callplan_facts *f, const struct config_call_
         wait *= 2;
     if (wait > r->max_backoff_ms)
         wait = r->max_backoff_ms;
-    wait = wait / 2 + (int64_t)(f->random % (uint64_t)(wait / 2 + 1));
+    wait += (int64_t)(f->random % (uint64_t)(wait / 2 + 1));
+    if (wait > r->max_backoff_ms)
+        wait = r->max_backoff_ms;
     if (f->retry_after_ms > wait)
         wait = f->retry_after_ms < r->max_backoff_ms ? f->retry_after_ms : r->max_backoff_ms;
     return wait;

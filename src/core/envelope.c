@@ -83,6 +83,13 @@ int envelope_parse(const struct hdr *hdrs, size_t n, struct envelope *env, char 
         snprintf(err, errlen, "header %s is missing", HDR_TOPIC);
         return -1;
     }
+    if (env->call_id) {   /* it becomes the webhook-id header line: a job id, or nothing */
+        char why[128];
+        if (job_id_valid(env->call_id, env->call_id_len, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "header %s is not a job id: %s", HDR_CALL_ID, why);
+            return -1;
+        }
+    }
     if (env->tag_len > ENVELOPE_TAG_MAX) {
         snprintf(err, errlen, "header %s is longer than %d characters", HDR_TAG, ENVELOPE_TAG_MAX);
         return -1;

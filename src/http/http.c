@@ -24,6 +24,7 @@
 
 #include "core/api.h"
 #include "core/apijson.h"
+#include "core/calljson.h"
 #include "http/conns.h"
 #include "http/http_link.h"
 #include "lib/clock.h"
@@ -167,7 +168,11 @@ void http_done(void *opaque, int status, char *response)
 
 void http_answered(void *opaque, const struct answer *a)
 {
-    http_done(opaque, a->status, api_response(a->code, a->message, api_data_ref(a->data)));
+    struct request *req = opaque;
+
+    http_done(opaque, a->status, api_response(a->code, a->message, req->hide_secrets
+                                                                  ? calljson_hidden(a->data)
+                                                                  : api_data_ref(a->data)));
 }
 
 int http_wanted(void *opaque)

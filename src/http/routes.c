@@ -154,7 +154,8 @@ static int bears(struct MHD_Connection *conn, const char *token)
     return h && strncasecmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, token);   /* RFC 9110: any case */
 }
 
-/* Who may use a path: http.auth_token every one; http.read_token get, stats and claims;
+/* Who may use a path: http.auth_token every one; http.read_token get, stats, claims (and, by
+ * routes_admit, the GETs of schedules and dead letters);
  * http.metrics_token /metrics. A path no set token guards is open; /healthz and /readyz are. */
 static int authorized(const struct http *http, struct MHD_Connection *conn, enum http_route route)
 {
@@ -254,6 +255,8 @@ int routes_admit(struct request *req, const char *method, enum MHD_Result *ret)
         *ret = http_send_error(req, 401, API_UNAUTHORIZED, "missing or wrong bearer token");
         return -1;
     }
+    req->hide_secrets = req->http->cfg->http.auth_token[0] &&
+                        !bears(conn, req->http->cfg->http.auth_token);
     if (!((is_get && (routes[req->path].methods & METHOD_GET)) ||
           (is_post && (routes[req->path].methods & METHOD_POST)) ||
           (is_put && (routes[req->path].methods & METHOD_PUT)) ||

@@ -12,51 +12,86 @@
 
 #define MAPPED_PREFIX 96   /* bits of ::ffff:0:0/96 before the IPv4 address */
 
-static uint32_t load32(const unsigned char *b)
+/* A special-purpose range: its first bytes, prefix length in bits, and why it is refused. */
+struct special {
+    unsigned char b[16];
+    int bits;
+    const char *why;
+};
+
+/* The IANA IPv4 Special-Purpose Address Registry's ranges that are not globally reachable,
+ * besides multicast and the reserved 240/4 (broadcast 255.255.255.255 within it). */
+static const struct special v4_special[] = {
+    { { 127 }, 8, "loopback" },
+    { { 0 }, 8, "unspecified" },
+    { { 10 }, 8, "private" },
+    { { 172, 16 }, 12, "private" },
+    { { 192, 168 }, 16, "private" },
+    { { 100, 64 }, 10, "private" },            /* carrier-grade NAT */
+    { { 169, 254 }, 16, "link-local" },
+    { { 192, 0, 0 }, 24, "reserved" },         /* IETF protocol assignments */
+    { { 192, 0, 2 }, 24, "documentation" },
+    { { 198, 51, 100 }, 24, "documentation" },
+    { { 203, 0, 113 }, 24, "documentation" },
+    { { 198, 18 }, 15, "reserved" },           /* benchmarking */
+    { { 192, 88, 99 }, 24, "reserved" },       /* the former 6to4 relay anycast */
+    { { 224 }, 4, "multicast" },
+    { { 255, 255, 255, 255 }, 32, "broadcast" },
+    { { 240 }, 4, "reserved" },
+};
+
+/* The IANA IPv6 Special-Purpose Address Registry's ranges that are not globally reachable or
+ * that carry another address (6to4, Teredo), and the deprecated site-local fec0::/10; the
+ * first that holds an address says (NAT64 within ::/8 first). NAT64's 64:ff9b::/96 is judged
+ * by its IPv4 address before these; ::ffff:0:0/96 is IPv4 by then. */
+static const struct special v6_special[] = {
+    { { 0 }, 128, "unspecified" },
+    { { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1 }, 128, "loopback" },
+    { { 0, 0x64, 0xff, 0x9b, 0, 1 }, 48, "private" },   /* NAT64 for local use */
+    { { 0 }, 8, "reserved" },                  /* ::a.b.c.d and the rest of ::/8 */
+    { { 1, 0 }, 64, "reserved" },              /* discard-only */
+    { { 0x20, 0x01, 0x0d, 0xb8 }, 32, "documentation" },
+    { { 0x20, 0x01 }, 23, "reserved" },        /* IETF protocol assignments, Teredo */
+    { { 0x20, 0x02 }, 16, "reserved" },        /* 6to4 */
+    { { 0x3f, 0xff }, 20, "documentation" },
+    { { 0x5f, 0x00 }, 16, "reserved" },        /* segment routing */
+    { { 0xfc }, 7, "private" },
+    { { 0xfe, 0x80 }, 10, "link-local" },
+    { { 0xfe, 0xc0 }, 10, "private" },         /* site-local */
+    { { 0xff }, 8, "multicast" },
+};
+
+/* 1 when the first bits of b are those of s->b. */
+static int within(const unsigned char *b, const struct special *s)
 {
-    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    int whole = s->bits / 8, rest = s->bits % 8;
+
+    return memcmp(b, s->b, (size_t)whole) == 0 &&
+           (!rest || ((b[whole] ^ s->b[whole]) & (0xff << (8 - rest)) & 0xff) == 0);
 }
 
-static const char *v4_class(uint32_t a)
+static const char *special_of(const unsigned char *b, const struct special *t, size_t n)
 {
-    if (a >> 24 == 127)
-        return "loopback";
-    if (a >> 24 == 0)
-        return "unspecified";
-    if (a >> 24 == 10 || (a & 0xfff00000) == 0xac100000 || (a & 0xffff0000) == 0xc0a80000 ||
-        (a & 0xffc00000) == 0x64400000)   /* 10/8, 172.16/12, 192.168/16, CGNAT 100.64/10 */
-        return "private";
-    if ((a & 0xffff0000) == 0xa9fe0000)
-        return "link-local";
-    if ((a & 0xf0000000) == 0xe0000000)
-        return "multicast";
-    if (a == 0xffffffff)
-        return "broadcast";
+    for (size_t i = 0; i < n; i++)
+        if (within(b, &t[i]))
+            return t[i].why;
     return NULL;
 }
 
-/* Mapped addresses are IPv4 by then. */
+#define COUNT(t) (sizeof(t) / sizeof((t)[0]))
+
 static const char *v6_class(const unsigned char *b)
 {
-    static const unsigned char zero[15];
     static const unsigned char nat64[12] = { 0, 0x64, 0xff, 0x9b };
 
-    if (memcmp(b, zero, 15) == 0)
-        return b[15] == 1 ? "loopback" : b[15] == 0 ? "unspecified" : NULL;
     if (memcmp(b, nat64, 12) == 0)
-        return v4_class(load32(b + 12));
-    if ((b[0] & 0xfe) == 0xfc)
-        return "private";
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
-        return "link-local";
-    if (b[0] == 0xff)
-        return "multicast";
-    return NULL;
+        return special_of(b + 12, v4_special, COUNT(v4_special));
+    return special_of(b, v6_special, COUNT(v6_special));
 }
 
 const char *netaddr_class(const struct netaddr *a)
 {
-    return a->v4 ? v4_class(load32(a->b)) : v6_class(a->b);
+    return a->v4 ? special_of(a->b, v4_special, COUNT(v4_special)) : v6_class(a->b);
 }
 
 /* The IPv6 address b into *a, ::ffff:a.b.c.d as a.b.c.d. */

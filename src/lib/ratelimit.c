@@ -66,15 +66,32 @@ void ratelimit_observe(struct ratelimit *r, int64_t now_ms)
         r->observed = r->window_calls * 1000.0 / (double)(now_ms - r->window_ms);
         r->window_ms = now_ms;
         r->window_calls = 0;
+        if (r->observed >= r->peak || now_ms - r->peak_ms > RATELIMIT_PEAK_MS) {
+            r->peak = r->observed;
+            r->peak_ms = now_ms;
+        }
     }
     r->window_calls++;
 }
 
-/* The rate calls were started at lately: the last whole second's, or the current one's when
- * more have started in it already. */
-static double observed(const struct ratelimit *r)
+/* The rate the endpoint took lately: the most of a whole second in the last minute, the last
+ * whole second's, or the current one's when more have started in it already. */
+static double observed(const struct ratelimit *r, int64_t now_ms)
 {
-    return r->observed > r->window_calls ? r->observed : r->window_calls;
+    double seen = r->observed > r->window_calls ? r->observed : r->window_calls;
+
+    if (now_ms - r->peak_ms <= RATELIMIT_PEAK_MS && r->peak > seen)
+        seen = r->peak;
+    return seen;
+}
+
+/* The rate a halving stops at: RATELIMIT_FLOOR, or an eighth of the configured rate when more,
+ * and never above the configured rate. */
+static double floor_of(const struct ratelimit *r)
+{
+    double f = r->limit / 8 > RATELIMIT_FLOOR ? r->limit / 8 : RATELIMIT_FLOOR;
+
+    return r->limit > 0 && r->limit < f ? r->limit : f;
 }
 
 int ratelimit_halve(struct ratelimit *r, int64_t now_ms)
@@ -88,12 +105,12 @@ int ratelimit_halve(struct ratelimit *r, int64_t now_ms)
         refill(r, now_ms);
         base = r->rate;
     } else {
-        base = observed(r) > RATELIMIT_FLOOR ? observed(r) : RATELIMIT_FLOOR;
+        base = observed(r, now_ms) > floor_of(r) ? observed(r, now_ms) : floor_of(r);
         r->unlimit_above = base * RATELIMIT_UNLIMIT;
         r->tokens = 0;
         r->refilled_ms = now_ms;
     }
-    r->rate = base / 2 > RATELIMIT_FLOOR ? base / 2 : RATELIMIT_FLOOR;
+    r->rate = base / 2 > floor_of(r) ? base / 2 : floor_of(r);
     if (r->tokens > burst(r))
         r->tokens = burst(r);
     r->adapted = 1;

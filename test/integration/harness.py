@@ -340,7 +340,8 @@ kafka: {{ brokers = "{x.get('brokers', self.stack.brokers)}"; group_id = "{self.
 delay: {{ topic_format = "{self.topic_format}";
          levels = [ {", ".join('"%s"' % l for l in self.levels)} ];
          partitions = {self.partitions}; partition_groups = ( {groups} );
-         dlq_topic = "{self.dlq}"; claim_ttl_ms = {x.get('claim_ttl_ms', 4000)}; }};
+         dlq_topic = "{self.dlq}"; claim_ttl_ms = {x.get('claim_ttl_ms', 4000)};
+         max_held = {x.get('max_held', 100000)}; }};
 job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};

@@ -184,8 +184,9 @@ def test_failures_retry_with_backoff_or_go_to_the_dead_letters(stack):
     calls = rx.of("/flaky")
     assert len(calls) == 3, calls
     assert {c["headers"]["webhook-id"] for c in calls} == {flaky}   # one id for every attempt
-    assert calls[1]["ms"] - calls[0]["ms"] >= 150      # half of min_backoff_ms at least
-    assert calls[2]["ms"] - calls[1]["ms"] >= 300      # doubled
+    assert [c["headers"]["webhook-attempt"] for c in calls] == ["1", "2", "3"], calls
+    assert calls[1]["ms"] - calls[0]["ms"] >= 300      # min_backoff_ms at least, never less
+    assert calls[2]["ms"] - calls[1]["ms"] >= 600      # doubled
     assert all(verify([SECRET], c["headers"], c["body"]) for c in calls)
     assert d.get(flaky)["callback"]["attempts"] == 3
 
@@ -382,6 +383,66 @@ def test_direct_producers_name_a_callback_in_a_header(stack):
     assert m["payload"] == "bad" and "dq-callback" in m["headers"]["dq-error"], m
     time.sleep(1)
     assert len(rx.of("/retry")) == 2 and len(rx.of("/direct")) == 1
+    rx.close()
+
+
+def test_an_endpoint_that_stops_answering_holds_back_no_other_job(stack):
+    """2,000 calls to an endpoint that takes connections and never answers (timeout 2 s), beside
+    200 calls to a healthy endpoint and 200 Kafka jobs due in the same seconds and partitions,
+    with delay.max_held = 4000: the dead endpoint's calls go back to wait in Kafka as soon as
+    its calls in flight grow old, not after their timeouts fill the partitions' memory, so every
+    other job is delivered within a second or two of its time (held back, they were 10 s late)."""
+    stalled = Receiver(lambda path, n: "stall")
+    healthy = Receiver()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("timeout_ms = 2000;"),
+                              "max_held": 4000}).start().wait_groups_owned()
+    topic = f"{d.name}_biz"
+    stack.ensure_topic(topic)
+    reader = Reader(stack, topic)
+    due_at = now_ms() + 4000
+    jobs, kinds = [], ["dead"] * 10 + ["healthy", "kafka"]
+    for i in range(2400):
+        kind = kinds[i % len(kinds)]
+        job = {"delay_ms": due_at + (i * 2000) // 2400 - now_ms(), "body": str(i)}
+        if kind == "kafka":
+            job["topic"] = topic
+        else:
+            job["callback"] = {"url": (stalled if kind == "dead" else healthy).url(f"/{kind}")}
+        jobs.append(job)
+    for at in range(0, len(jobs), 200):
+        status, doc = d.http("POST", "/delay-queue/api/jobs/add_batch", {"jobs": jobs[at:at + 200]})
+        assert status == 200 and all(j["code"] == 0 for j in doc["data"]["jobs"]), doc
+    wait_until(lambda: len(healthy.of("/healthy")) >= 200, 40, "the healthy endpoint's calls")
+    got = reader.wait_count(200, 40)
+    late_calls = sorted(c["ms"] - int(d.get(c["headers"]["webhook-id"])["exec_time_ms"])
+                        for c in healthy.of("/healthy")[:40])
+    late_kafka = sorted(m["recv_ms"] - int(m["headers"]["dq-due-ms"]) for m in got)
+    assert late_kafka[-1] <= 2000, late_kafka[-20:]
+    assert late_calls[-1] <= 2000, late_calls[-20:]
+    assert d.metric("delayq_callback_deferrals_total") > 0   # the dead endpoint's went back
+    stalled.close()
+    healthy.close()
+    reader.close()
+
+
+def test_one_429_slows_its_origin_for_seconds_never_starves_it(stack):
+    """One 429 with Retry-After: 2 on one path, then 200 calls to another path of the same
+    origin due 4-5 s later: every one is made within 2 s of its due time. The push-back slowed
+    the origin from what it took lately, never below a few calls a second (not to the quiet
+    moment's call or two), and the answers since have brought the rate back."""
+    rx = Receiver(lambda path, n: (429, {"Retry-After": "2"}) if path == "/slow" and n == 0 else 200)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    d.add_ok(delay_ms=300, body="s", callback={"url": rx.url("/slow")})
+    wait_until(lambda: rx.of("/slow"), 15, "the call answered 429")
+    due = {}
+    for i in range(200):
+        delay_ms, before = 4000 + i * 5, now_ms()   # due at this or later: lateness at most
+        job = d.add_ok(delay_ms=delay_ms, body=str(i), callback={"url": rx.url("/fast")})
+        due[job] = before + delay_ms
+    wait_until(lambda: len(rx.of("/fast")) >= 200, 40, "the 200 calls")
+    late = sorted(c["ms"] - due[c["headers"]["webhook-id"]] for c in rx.of("/fast"))
+    assert late[-1] <= 2000, late[-20:]   # a rate halved from a call or two: 5 s and more
+    assert len(rx.of("/slow")) == 2 and rx.of("/slow")[1]["ms"] - rx.of("/slow")[0]["ms"] >= 2000 - 50
     rx.close()
 
 

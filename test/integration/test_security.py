@@ -2,6 +2,7 @@
 private, and clients that cannot starve others of connections."""
 
 import glob
+import json
 import os
 import re
 import resource
@@ -495,3 +496,33 @@ def test_every_redis_command_in_the_code_is_in_the_documented_acl(stack):
                if c not in allowed and not any(a.startswith(c + "|") for a in allowed)}
     assert not missing, f"sent but not in docs/security.md's ACL user: {sorted(missing)}"
     assert {"evalsha", "hset", "zadd", "getdel", "time"} <= sent, sent   # the scan sees the code
+
+
+def test_the_read_token_sees_no_callback_header_value(stack):
+    """Users put receivers' API keys in a callback's headers: the read token is shown their
+    names only, in schedules and dead letters as in get; the write token sees them whole."""
+    secret = "Bearer key-" + uuid.uuid4().hex
+    d = Delayqd(stack, extra={"auth_token": "w", "read_token": "r",
+                              "callbacks": 'secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"; '
+                                           'allow_private = true;'}).start()
+    callback = {"url": "http://127.0.0.1:9/hook", "headers": {"Authorization": secret}}
+    st, doc = d.http("PUT", "/delay-queue/api/schedules/keyed",
+                     {"every_ms": 3600000, "body": "b", "callback": callback}, headers=bearer("w"))
+    assert st == 200 and doc["data"]["callback"]["headers"]["Authorization"] == secret, doc
+    stack.produce(d.dlq, "letter", headers={"dq-topic": "orders", "dq-error": "x",
+                                            "dq-callback": json.dumps(callback)})
+    reads = ["/delay-queue/api/schedules/keyed", "/delay-queue/api/schedules",
+             "/delay-queue/api/dead"]
+    wait_until(lambda: d.http("GET", reads[2], headers=bearer("w"))[1]["data"]["dead"], 15,
+               "the dead letter to be listed")
+    letter = d.http("GET", reads[2], headers=bearer("w"))[1]["data"]["dead"][0]
+    reads.append(f"/delay-queue/api/dead/{letter['partition']}/{letter['offset']}")
+    for path in reads:
+        st, whole = d.http("GET", path, headers=bearer("w"))
+        assert st == 200 and (secret in json.dumps(whole) or path == reads[2]), (path, whole)
+        st, seen = d.http("GET", path, headers=bearer("r"))
+        assert st == 200 and secret not in json.dumps(seen), (path, seen)
+    st, doc = d.http("GET", reads[0], headers=bearer("r"))
+    assert doc["data"]["callback"]["headers"] == {"Authorization": None}, doc
+    st, doc = d.http("GET", reads[3], headers=bearer("r"))
+    assert json.loads(doc["data"]["headers"]["dq-callback"])["headers"] == {"Authorization": None}, doc

@@ -769,6 +769,27 @@ static void stats_data_fields(void)
     json_decref(r);
 }
 
+static void read_token_answers_hide_callback_header_values(void)
+{
+    const char *text = "{\"id\":\"s\",\"callback\":{\"url\":\"http://x/\",\"headers\":"
+                       "{\"Authorization\":\"Bearer k\"}},\"dead\":[{\"headers\":{\"dq-callback\":"
+                       "\"{\\\"url\\\":\\\"http://x/\\\",\\\"headers\\\":{\\\"X-Key\\\":\\\"k2\\\"}}\","
+                       "\"x\":\"y\"}}]}";
+    json_t *d = json_loads(text, 0, NULL), *h = calljson_hidden(d);
+    char *out = json_dumps(h, JSON_COMPACT), *orig = json_dumps(d, JSON_COMPACT);
+
+    CHECK(d && h && out && orig);
+    CHECK(strstr(out, "Bearer k") == NULL && strstr(out, "k2") == NULL);
+    CHECK(strstr(out, "\"Authorization\":null") != NULL);
+    CHECK(strstr(out, "X-Key") != NULL && strstr(out, "\"x\":\"y\"") != NULL);
+    CHECK(strstr(orig, "Bearer k") != NULL);   /* the data itself is left whole */
+    CHECK(calljson_hidden(NULL) == NULL);
+    free(out);
+    free(orig);
+    json_decref(h);
+    json_decref(d);
+}
+
 static void pull_topic_requests_parse(void)
 {
     struct api_pull_topic t;
@@ -1046,6 +1067,7 @@ void unit_api(void)
     RUN(callback_faults_are_named);
     RUN(pull_requests_parse);
     RUN(pull_topic_requests_parse);
+    RUN(read_token_answers_hide_callback_header_values);
     RUN(pull_jobs_page_cuts_bodies_on_a_utf8_boundary);
     RUN(batch_parse);
     RUN(reschedule_parse);

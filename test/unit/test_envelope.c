@@ -396,6 +396,11 @@ static void parse_callback_headers(void)
     CHECK_HAS(err, HDR_CALL_ATTEMPTS);
     CHECK_EQ_INT(parse(none, 1, &env, err), -1);
     CHECK_HAS(err, "dq-topic is missing");
+    h[1] = H(HDR_CALL_ID, "t-0-7\r\nX-Evil: 1");   /* it would be a header line of its own */
+    CHECK_EQ_INT(parse(h, 4, &env, err), -1);
+    CHECK_HAS(err, HDR_CALL_ID);
+    h[1] = H(HDR_CALL_ID, "");
+    CHECK_EQ_INT(parse(h, 4, &env, err), -1);
 }
 
 void unit_envelope(void)

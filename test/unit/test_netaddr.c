@@ -70,6 +70,18 @@ static void ipv4_classes(void)
     CHECK_STR(class_of("8.8.8.8"), "public");
     CHECK_STR(class_of("1.1.1.1"), "public");
     CHECK_STR(class_of("93.184.216.34"), "public");
+    /* the rest of the IANA special-purpose registry */
+    CHECK_STR(class_of("198.18.0.1"), "reserved");         /* benchmarking, 198.18/15 */
+    CHECK_STR(class_of("198.19.255.255"), "reserved");
+    CHECK_STR(class_of("198.20.0.0"), "public");
+    CHECK_STR(class_of("192.0.0.8"), "reserved");          /* IETF protocol assignments */
+    CHECK_STR(class_of("192.0.2.1"), "documentation");
+    CHECK_STR(class_of("198.51.100.7"), "documentation");
+    CHECK_STR(class_of("203.0.113.9"), "documentation");
+    CHECK_STR(class_of("192.88.99.1"), "reserved");
+    CHECK_STR(class_of("240.0.0.1"), "reserved");
+    CHECK_STR(class_of("254.1.2.3"), "reserved");
+    CHECK_STR(class_of("192.0.3.1"), "public");
 }
 
 static void ipv6_classes(void)
@@ -85,6 +97,21 @@ static void ipv6_classes(void)
     CHECK_STR(class_of("2606:4700::1"), "public");
     CHECK_STR(class_of("2001:4860:4860::8888"), "public");
     CHECK_STR(class_of("fe00::1"), "public");   /* just past fc00::/7, before fe80::/10 */
+    CHECK_STR(class_of("::7f00:1"), "reserved");   /* ::127.0.0.1, IPv4-compatible */
+    CHECK_STR(class_of("::a00:1"), "reserved");
+    CHECK_STR(class_of("2002:7f00:1::1"), "reserved");   /* 6to4 */
+    CHECK_STR(class_of("2002:808:808::1"), "reserved");
+    CHECK_STR(class_of("64:ff9b:1::a00:1"), "private");   /* NAT64 for local use */
+    CHECK_STR(class_of("fec0::1"), "private");            /* site-local */
+    CHECK_STR(class_of("feff::1"), "private");
+    CHECK_STR(class_of("2001::1"), "reserved");           /* Teredo */
+    CHECK_STR(class_of("2001:1ff::1"), "reserved");
+    CHECK_STR(class_of("2001:200::1"), "public");
+    CHECK_STR(class_of("2001:db8::1"), "documentation");
+    CHECK_STR(class_of("3fff::1"), "documentation");
+    CHECK_STR(class_of("100::1"), "reserved");            /* discard-only */
+    CHECK_STR(class_of("100:0:0:1::1"), "public");
+    CHECK_STR(class_of("5f00::1"), "reserved");
 }
 
 /* IPv4 inside IPv6 is judged by the IPv4 address: ::ffff:0:0/96 and NAT64's 64:ff9b::/96. */

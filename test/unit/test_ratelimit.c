@@ -27,6 +27,16 @@ static int steps_to_recover(struct ratelimit *r, int64_t *now_ms, int max)
     return -1;
 }
 
+/* A new endpoint without a limit that was called calls times in its first second (from T0);
+ * the second is closed by a call at T0 + 1 s. */
+static void busy_second(struct ratelimit *r, int calls)
+{
+    ratelimit_init(r, 0, T0);
+    for (int i = 0; i < calls; i++)
+        ratelimit_observe(r, T0 + i * (1000 / calls));
+    ratelimit_observe(r, T0 + RATELIMIT_STEP_MS);
+}
+
 /* A full bucket holds a second's worth of calls, and one call at least. */
 static void burst(void)
 {
@@ -97,22 +107,34 @@ static void halves_once_a_step(void)
     CHECK(r.rate == 25);
 }
 
+/* Never below an eighth of the configured rate, nor below a few calls a second, nor above the
+ * configured rate: slowed, never starved. */
 static void halves_to_a_floor(void)
 {
     struct ratelimit r;
     int64_t t = T0;
 
-    ratelimit_init(&r, 3, T0);
+    ratelimit_init(&r, 200, T0);
+    for (double want = 100; want >= 25; want /= 2) {
+        CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
+        CHECK(r.rate == want);
+        t += RATELIMIT_STEP_MS;
+    }
     CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
-    CHECK(r.rate == 1.5);
+    CHECK(r.rate == 25);   /* 200 / 8 */
+    ratelimit_init(&r, 12, T0);
+    CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
+    CHECK(r.rate == 6);
     CHECK_EQ_INT(ratelimit_halve(&r, t += RATELIMIT_STEP_MS), 1);
     CHECK(r.rate == RATELIMIT_FLOOR);
-    CHECK_EQ_INT(ratelimit_halve(&r, t += RATELIMIT_STEP_MS), 1);
-    CHECK(r.rate == RATELIMIT_FLOOR);
-    CHECK_EQ_INT(take_all(&r, t += 10 * RATELIMIT_STEP_MS, 100), 1);
+    ratelimit_init(&r, 3, T0);   /* below the floor: it stays as configured */
+    CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
+    CHECK(r.rate == 3);
+    CHECK_EQ_INT(take_all(&r, t += 10 * RATELIMIT_STEP_MS, 100), 3);
 }
 
-/* ~10% a quiet step, a step after the last push-back, up to the configured rate exactly. */
+/* Doubled each quiet step, a step after the last push-back, up to the configured rate
+ * exactly: back within seconds of answers coming back. */
 static void grows_back_to_the_limit(void)
 {
     struct ratelimit r;
@@ -127,12 +149,15 @@ static void grows_back_to_the_limit(void)
     CHECK_EQ_INT(ratelimit_grow(&r, t + 900 + RATELIMIT_STEP_MS - 1), 0);
     CHECK(r.rate == 50);
     t += 900 + RATELIMIT_STEP_MS;
+    CHECK_EQ_INT(ratelimit_halve(&r, t - RATELIMIT_STEP_MS + 1), 0);
+    CHECK_EQ_INT(ratelimit_halve(&r, t), 1);   /* a second push-back, a step later */
+    CHECK(r.rate == 25);
+    t += RATELIMIT_STEP_MS;
     CHECK_EQ_INT(ratelimit_grow(&r, t), 0);
-    CHECK(r.rate > 54.9 && r.rate < 55.1);
+    CHECK(r.rate == 50);
     CHECK_EQ_INT(ratelimit_grow(&r, t + RATELIMIT_STEP_MS - 1), 0);   /* once a step */
-    CHECK(r.rate > 54.9 && r.rate < 55.1);
-    /* 55 * 1.1^7 = 107: seven more steps */
-    CHECK_EQ_INT(steps_to_recover(&r, &t, 100), 7);
+    CHECK(r.rate == 50);
+    CHECK_EQ_INT(steps_to_recover(&r, &t, 100), 1);
     CHECK(r.rate == 100);
     CHECK_EQ_INT(ratelimit_grow(&r, t + 10 * RATELIMIT_STEP_MS), 0);
     CHECK(r.rate == 100);
@@ -140,23 +165,20 @@ static void grows_back_to_the_limit(void)
 }
 
 /* An endpoint with no configured rate is limited to half the rate it was called at when it
- * pushes back, and is unlimited again once the rate has grown past twice that. */
+ * pushes back, and is unlimited again once the rate has grown past twice that: two steps. */
 static void unlimited_again_without_a_limit(void)
 {
     struct ratelimit r;
     int64_t t = T0;
 
-    ratelimit_init(&r, 0, T0);
-    for (int i = 0; i < 40; i++)
-        ratelimit_observe(&r, T0 + i * 25);    /* 40 calls in the first second */
+    busy_second(&r, 40);
     t = T0 + RATELIMIT_STEP_MS;
-    ratelimit_observe(&r, t);
     CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
     CHECK(r.rate == 20);
     CHECK_EQ_INT(ratelimit_take(&r, t), 0);    /* an empty bucket: it just pushed back */
     CHECK_EQ_INT(ratelimit_wait_ms(&r, t), 51);
-    /* 20 * 1.1^n >= 80 (twice the 40/s seen): n = 15 */
-    CHECK_EQ_INT(steps_to_recover(&r, &t, 100), 15);
+    /* 20 * 2^n >= 80 (twice the 40/s seen): n = 2 */
+    CHECK_EQ_INT(steps_to_recover(&r, &t, 100), 2);
     CHECK(r.rate == 0);
     CHECK_EQ_INT(take_all(&r, t, 100000), 100000);
 }
@@ -173,6 +195,26 @@ static void halves_from_the_calls_seen(void)
     CHECK(r.rate == 15);
     ratelimit_init(&r, 0, T0);
     CHECK_EQ_INT(ratelimit_halve(&r, T0), 1);   /* nothing seen: the floor */
+    CHECK(r.rate == RATELIMIT_FLOOR);
+}
+
+/* A push-back after a quiet moment halves from the most the endpoint took in the last minute,
+ * not from the call or two of the moment. */
+static void halves_from_the_most_taken_lately(void)
+{
+    struct ratelimit r;
+    int64_t t = T0;
+
+    busy_second(&r, 80);
+    t = T0 + RATELIMIT_STEP_MS;
+    ratelimit_observe(&r, t += 5000);         /* quiet: one call in 5 s */
+    ratelimit_observe(&r, t += 10);
+    CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
+    CHECK(r.rate == 40);
+    busy_second(&r, 80);
+    t = T0 + RATELIMIT_STEP_MS;
+    ratelimit_observe(&r, t += RATELIMIT_PEAK_MS + 1000);   /* over a minute ago: forgotten */
+    CHECK_EQ_INT(ratelimit_halve(&r, t), 1);
     CHECK(r.rate == RATELIMIT_FLOOR);
 }
 
@@ -198,6 +240,7 @@ void unit_ratelimit(void)
     RUN(no_limit_at_rate_0);
     RUN(halves_once_a_step);
     RUN(halves_to_a_floor);
+    RUN(halves_from_the_most_taken_lately);
     RUN(grows_back_to_the_limit);
     RUN(unlimited_again_without_a_limit);
     RUN(halves_from_the_calls_seen);
