@@ -21,7 +21,7 @@
 #include "redis/watch.h"
 
 #define LOG_MODULE "main"
-#define DELAYQ_VERSION "0.3.0"
+#define DELAYQ_VERSION "0.4.0"
 
 static volatile sig_atomic_t stop_requested;   /* read by this thread's loop (holder_run) */
 static atomic_int reload_requested;            /* read by an HTTP thread: lock-free, so a handler may set it */

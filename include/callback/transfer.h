@@ -59,6 +59,9 @@ struct transfer {
     char errbuf[CURL_ERROR_SIZE];
     char refused[256];             /* "" or why an address was refused (error_text's size) */
     int64_t received;              /* response body bytes so far */
+    int hops;                      /* redirects followed */
+    int njob_headers;              /* the job's own headers, first in headers */
+    char redirect_refused[256];    /* "" or why a redirect was not followed */
     int cut;                       /* the body passed max_response_bytes: reading stopped */
     int64_t sent_mono_ms;
     struct cb_result res;          /* filled as it goes; res.endpoint is the call's origin */
@@ -90,6 +93,12 @@ void transfer_list_free(struct transfer *t);
  * res.sent_ms and sent_mono_ms (now: monotonic ms). 0, or -1 when libcurl failed (out of
  * memory): then t holds no easy handle. */
 int transfer_start(struct transfer *t, int64_t timeout_ms, int64_t now);
+
+/* After libcurl reported rc for t: when its answer is a redirect that callbacks.max_redirects
+ * and callbacks.redirect_across_origins let it follow, t is sent on to the Location (same method
+ * and body; to another origin without the job's own headers) and stays in flight: 1. Else 0:
+ * transfer_finish ends it (a redirect not followed is then CB_E_REDIRECT with why). */
+int transfer_follow(struct transfer *t, CURLcode rc);
 
 /* Ends t after libcurl reported rc for it: fills res (status and Retry-After, or the error and
  * its text), res.took_ms up to now (monotonic ms), and frees its easy handle. */

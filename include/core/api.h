@@ -22,6 +22,8 @@ struct api_limits {
     int64_t max_delay_ms;
     const struct config_endpoint *endpoints;   /* the names a callback may give (nendpoints) */
     int nendpoints;
+    const char *no_urls;           /* NULL: a callback may give a url; else the config setting
+                                    * that refuses it ("callbacks.raw_urls is false") */
 };
 
 /* Parses an add request into out (caller releases it with job_release, also on error).

@@ -136,10 +136,15 @@ struct config {
                                             * URLs given in jobs; none: unsigned */
         int nsecrets;
         int allow_private;                 /* 1: any address may be called */
+        int raw_urls;                      /* 1: an add's callback may give a url, else only a
+                                            * named endpoint */
+        int direct_urls;                   /* 1: a direct producer's dq-callback may give a url */
         char networks[CONFIG_NETWORKS_MAX][CONFIG_NAME_MAX];   /* "10.1.0.0/16", "fd00::/8":
                                             * private addresses callable all the same */
         int nnetworks;
         int64_t max_redirects;             /* 0: a redirect is a failure */
+        int redirect_across_origins;       /* 1: a redirect may lead to another scheme, host or
+                                            * port (the job's headers are not sent there) */
         int64_t max_response_bytes;        /* of a response, read and kept for a dead letter */
         struct config_call_limits limits;  /* every endpoint's unless it names its own */
         struct config_call_retry retry;

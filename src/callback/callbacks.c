@@ -202,6 +202,8 @@ static int64_t start_calls(struct callbacks *cb, int64_t now)
 /* The end of t's transfer. */
 static void call_done(struct callbacks *cb, struct transfer *t, CURLcode rc, int64_t now)
 {
+    if (transfer_follow(t, rc))
+        return;   /* on to its Location: still in flight */
     transfer_finish(t, rc, now);
     if (t->prev)
         t->prev->next = t->next;

@@ -194,7 +194,11 @@ static int direct_job(const struct callout *co, const struct held *m, const char
 {
     const struct envelope *env = &m->env;
     struct api_limits lim = { .endpoints = co->cfg->callbacks.endpoints,
-                              .nendpoints = co->cfg->callbacks.nendpoints };
+                              .nendpoints = co->cfg->callbacks.nendpoints,
+                              .no_urls = !co->cfg->callbacks.direct_urls
+                                         ? "a direct producer's callback: callbacks.direct_urls is false"
+                                         : !co->cfg->callbacks.raw_urls ? "callbacks.raw_urls is false"
+                                                                       : NULL };
     struct api_error e;
 
     if (env->call_id && env->call_id_len <= JOB_ID_MAX)

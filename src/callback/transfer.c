@@ -158,7 +158,8 @@ static int header_add(struct curl_slist **l, const char *name, const char *sep, 
 /* The headers known at submit: the job's, Content-Type, webhook-id, webhook-attempt (1 for the
  * first call, as Cloud Tasks' X-CloudTasks-TaskRetryCount counts from 0), and no Expect (a
  * 100-continue round trip would only delay small bodies). 0, or -1 out of memory. */
-static int headers_build(const struct cb_call *call, const char *id, struct curl_slist **l)
+static int headers_build(const struct cb_call *call, const char *id, struct curl_slist **l,
+                         int *njob)
 {
     char attempt[16];
     int typed = 0;
@@ -171,6 +172,7 @@ static int headers_build(const struct cb_call *call, const char *id, struct curl
         if (header_add(l, h->name, h->value[0] ? ": " : ";", h->value) < 0)
             return -1;
     }
+    *njob = (int)call->nheaders;
     if (!typed && header_add(l, "Content-Type", ": ", call->json ? "application/json"
                                                                  : "text/plain; charset=utf-8") < 0)
         return -1;
@@ -231,7 +233,8 @@ struct transfer *transfer_new(const struct transfers *all, const struct cb_call 
     t->timeout_ms = call->timeout_ms;
     t->body_len = call->body_len;
     if (!(t->url = strdup(call->url)) || !(t->body = dup_bytes(call->body, call->body_len)) ||
-        !(t->webhook_id = strdup(id)) || headers_build(call, id, &t->headers) < 0) {
+        !(t->webhook_id = strdup(id)) ||
+        headers_build(call, id, &t->headers, &t->njob_headers) < 0) {
         snprintf(err, errlen, "callbacks: out of memory");
         transfer_free(t);
         return NULL;
@@ -303,15 +306,14 @@ static int stamp(struct transfer *t, int64_t now_ms)
 /* The easy handle of t. 0, or -1 (out of memory: any option failing says so). */
 static int setup(struct transfer *t, int64_t timeout_ms)
 {
-    long redirects = (long)t->all->cfg->callbacks.max_redirects;
     long timeout = (long)(t->timeout_ms > 0 ? t->timeout_ms : timeout_ms);
     long connect = timeout < CONNECT_TIMEOUT_MAX_MS ? timeout : CONNECT_TIMEOUT_MAX_MS;
     CURL *e;
 
     if (!(e = t->easy = curl_easy_init()))
         return -1;
-    /* No proxy from the environment: the address check must see the endpoint's address. A
-     * redirect keeps the method and body (POSTREDIR): a callback never turns into a GET. */
+    /* No proxy from the environment: the address check must see the endpoint's address.
+     * Redirects are followed by transfer_follow, which checks where they lead. */
     if (curl_easy_setopt(e, CURLOPT_PRIVATE, t) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_URL, t->url) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_SHARE, t->all->share) != CURLE_OK ||
@@ -319,9 +321,7 @@ static int setup(struct transfer *t, int64_t timeout_ms)
         curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_PROXY, "") != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, redirects > 0 ? 1L : 0L) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_MAXREDIRS, redirects) != CURLE_OK ||
-        curl_easy_setopt(e, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) != CURLE_OK ||   /* transfer_follow */
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_USERAGENT, "delayq") != CURLE_OK ||
@@ -396,6 +396,13 @@ static void result(struct transfer *t, CURLcode rc)
     struct cb_result *r = &t->res;
     long status = 0;
 
+    if (rc == CURLE_OK && t->redirect_refused[0]) {
+        r->error = CB_E_REDIRECT;
+        snprintf(r->error_text, sizeof(r->error_text), "%s", t->redirect_refused);
+        r->response_len = 0;
+        r->response[0] = '\0';
+        return;
+    }
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t->cut)) {
         curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
         r->status = (int)status;
@@ -410,6 +417,81 @@ static void result(struct transfer *t, CURLcode rc)
                  t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
     r->response_len = 0;
     r->response[0] = '\0';
+}
+
+/* t's headers without the job's own (Content-Type kept), for another origin. 0, or -1. */
+static int drop_job_headers(struct transfer *t)
+{
+    struct curl_slist *kept = NULL, *n;
+    int i = 0;
+
+    for (struct curl_slist *h = t->headers; h; h = h->next, i++) {
+        if (i < t->njob_headers && strncasecmp(h->data, "Content-Type:", 13) != 0)
+            continue;
+        if (!(n = curl_slist_append(kept, h->data))) {
+            curl_slist_free_all(kept);
+            return -1;
+        }
+        kept = n;
+    }
+    curl_slist_free_all(t->headers);
+    t->headers = kept;
+    t->njob_headers = 0;
+    return 0;
+}
+
+int transfer_follow(struct transfer *t, CURLcode rc)
+{
+    const struct config *cfg = t->all->cfg;
+    char origin[CB_ENDPOINT_MAX], err[160], *url;
+    const char *loc = NULL;
+    long status = 0;
+
+    if (rc != CURLE_OK || cfg->callbacks.max_redirects == 0)
+        return 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc ||
+        status < 300 || status > 399)
+        return 0;
+    if (t->hops >= cfg->callbacks.max_redirects) {
+        snprintf(t->redirect_refused, sizeof(t->redirect_refused), "more than %lld redirects "
+                 "(callbacks.max_redirects)", (long long)cfg->callbacks.max_redirects);
+        return 0;
+    }
+    if (origin_of(loc, origin, sizeof(origin), err, sizeof(err)) < 0) {
+        snprintf(t->redirect_refused, sizeof(t->redirect_refused), "redirected to a URL that "
+                 "cannot be called: %.200s", err);
+        return 0;
+    }
+    if (strcmp(origin, t->res.endpoint) != 0 && !cfg->callbacks.redirect_across_origins) {
+        snprintf(t->redirect_refused, sizeof(t->redirect_refused), "redirected to %.160s, another "
+                 "origin (callbacks.redirect_across_origins is false)", origin);
+        return 0;
+    }
+    if (!(url = strdup(loc)) ||
+        (strcmp(origin, t->res.endpoint) != 0 && t->njob_headers && drop_job_headers(t) < 0)) {
+        free(url);
+        snprintf(t->redirect_refused, sizeof(t->redirect_refused), "out of memory following a "
+                 "redirect");
+        return 0;
+    }
+    curl_multi_remove_handle(t->all->multi, t->easy);
+    free(t->url);
+    t->url = url;
+    t->received = 0;
+    t->cut = 0;
+    t->res.response_len = 0;
+    t->res.response[0] = '\0';
+    t->hops++;
+    if (curl_easy_setopt(t->easy, CURLOPT_URL, t->url) != CURLE_OK ||
+        curl_easy_setopt(t->easy, CURLOPT_HTTPHEADER, t->headers) != CURLE_OK ||
+        curl_multi_add_handle(t->all->multi, t->easy) != CURLM_OK) {
+        snprintf(t->redirect_refused, sizeof(t->redirect_refused), "cannot follow a redirect "
+                 "(out of memory?)");
+        curl_multi_add_handle(t->all->multi, t->easy);   /* transfer_finish removes it */
+        return 0;
+    }
+    return 1;
 }
 
 void transfer_finish(struct transfer *t, CURLcode rc, int64_t now)

@@ -108,6 +108,9 @@ static int parse_callback_target(json_t *o, const struct api_limits *lim, struct
         cb->endpoint = strdup(json_string_value(ep));
         return cb->endpoint ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
     }
+    if (lim->no_urls)
+        return api_fail(e, 400, API_BAD_REQUEST, "callback.url: only a named endpoint may be "
+                        "called (%s); give \"endpoint\"", lim->no_urls);
     u = json_is_string(url) ? json_string_value(url) : "";
     if ((strncasecmp(u, "http://", 7) != 0 && strncasecmp(u, "https://", 8) != 0) ||
         json_string_length(url) > CALLBACK_URL_MAX || strlen(u) != json_string_length(url) ||

@@ -103,8 +103,11 @@ static const struct key keys[] = {
     FN(callbacks, secret, config_read_cb_secret),
     FN(callbacks, secret_file, config_read_cb_secret_file),
     BOOL(callbacks, allow_private, callbacks.allow_private),
+    BOOL(callbacks, raw_urls, callbacks.raw_urls),
+    BOOL(callbacks, direct_urls, callbacks.direct_urls),
     FN(callbacks, networks, config_read_cb_networks),
     INT(callbacks, max_redirects, callbacks.max_redirects, 0, CALL_REDIRECTS_MAX),
+    BOOL(callbacks, redirect_across_origins, callbacks.redirect_across_origins),
     INT(callbacks, max_response_bytes, callbacks.max_response_bytes, 0, 64 << 20),
     INT(callbacks, timeout_ms, callbacks.limits.timeout_ms, CALL_TIMEOUT_MIN_MS, CALL_TIMEOUT_MAX_MS),
     INT(callbacks, max_concurrency, callbacks.limits.max_concurrency, 1, CALL_CONCURRENCY_MAX),
@@ -161,6 +164,7 @@ void config_defaults(struct config *cfg)
     cfg->delay.ngroups = 1;     /* one group holding every partition */
     snprintf(cfg->delay.dlq_topic, sizeof(cfg->delay.dlq_topic), "delay_topic_dlq");
     cfg->delay.claim_ttl_ms = 10000;
+    cfg->callbacks.raw_urls = 1;
     cfg->delay.max_held = 100000;
     cfg->job.retention_s = 86400;
     cfg->job.max_delay_s = DEFAULT_MAX_DELAY_S;

@@ -36,7 +36,9 @@ struct redrive *redrive_new(const struct config *cfg, struct intake *jobs)
     r->limits = (struct api_limits){ .levels = &cfg->delay.levels, .dlq_topic = cfg->delay.dlq_topic,
                                      .max_delay_ms = cfg->job.max_delay_s * 1000,
                                      .endpoints = cfg->callbacks.endpoints,
-                                     .nendpoints = cfg->callbacks.nendpoints };
+                                     .nendpoints = cfg->callbacks.nendpoints,
+                                     .no_urls = cfg->callbacks.raw_urls ? NULL
+                                                : "callbacks.raw_urls is false" };
     if (!(r->ds = deadstore_new(cfg)) || !(r->st = store_new(cfg))) {
         redrive_free(r);
         return NULL;

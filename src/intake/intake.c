@@ -269,6 +269,7 @@ struct intake *intake_new(const struct config *cfg, struct warm *warm, char *err
     in->limits.max_delay_ms = cfg->job.max_delay_s * 1000;
     in->limits.endpoints = cfg->callbacks.endpoints;
     in->limits.nendpoints = cfg->callbacks.nendpoints;
+    in->limits.no_urls = cfg->callbacks.raw_urls ? NULL : "callbacks.raw_urls is false";
     in->q_tail = &in->q_head;
     pthread_mutex_init(&in->stats_mu, NULL);
     pthread_mutex_init(&in->q_mu, NULL);

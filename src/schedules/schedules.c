@@ -335,7 +335,9 @@ struct schedules *schedules_new(const struct config *cfg, struct intake *jobs, c
     s->limits = (struct api_limits){ .levels = &cfg->delay.levels, .dlq_topic = cfg->delay.dlq_topic,
                                      .max_delay_ms = cfg->job.max_delay_s * 1000,
                                      .endpoints = cfg->callbacks.endpoints,
-                                     .nendpoints = cfg->callbacks.nendpoints };
+                                     .nendpoints = cfg->callbacks.nendpoints,
+                                     .no_urls = cfg->callbacks.raw_urls ? NULL
+                                                : "callbacks.raw_urls is false" };
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->requests = workers_new(REQUEST_WORKERS, 1, cfg->redis.timeout_ms,

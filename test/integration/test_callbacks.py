@@ -104,7 +104,7 @@ class Receiver:
 
 
 def callbacks_conf(extra=""):
-    return (f'secret = "{SECRET}"; allow_private = true; '
+    return (f'secret = "{SECRET}"; allow_private = true; direct_urls = true; '
             f'retry = {{ min_backoff_ms = 300; max_backoff_ms = 3000; max_attempts = 5; }}; {extra}')
 
 
@@ -468,6 +468,55 @@ def test_a_dead_endpoints_backlog_waits_in_the_delay_topics_not_in_memory(stack)
     assert d.metric("delayq_callback_deferrals_total") >= 1
     assert any(d.get(j)["callback"]["attempts"] >= 1 for j in first[:4])
     stalled.close()
+
+
+def test_a_redirect_stays_on_its_origin_unless_allowed_and_never_takes_the_jobs_headers(stack):
+    """A Location on another scheme, host or port is dead-lettered (curl would have sent the
+    job's headers, API keys included, to whatever host it names); allowed by
+    callbacks.redirect_across_origins, the call goes there without the job's own headers."""
+    other = Receiver()
+    rx = Receiver(lambda path, n: (307, {"Location": other.url("/elsewhere")}) if path == "/away"
+                  else 200)
+    headers = {"X-Api-Key": "k-" + uuid.uuid4().hex}
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf("max_redirects = 2;")}).start()
+    dlq = Reader(stack, d.dlq)
+    away = d.add_ok(delay_ms=300, body="a", callback={"url": rx.url("/away"), "headers": headers})
+    m = dlq.wait_count(1, 20)[0]
+    assert m["headers"]["dq-id"] == away and "another origin" in m["headers"]["dq-error"], m
+    assert other.calls == []
+    d.stop()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf(
+        "max_redirects = 2; redirect_across_origins = true;")}).start()
+    allowed = d.add_ok(delay_ms=300, body="b", callback={"url": rx.url("/away"), "headers": headers})
+    wait_until(lambda: d.get(allowed)["state"] == "delivered", 20, "the call across origins")
+    there = other.of("/elsewhere")[0]
+    assert there["method"] == "POST" and there["body"] == b"b", there
+    assert "x-api-key" not in there["headers"] and there["headers"]["webhook-id"] == allowed, there
+    assert verify([SECRET], there["headers"], there["body"])
+    assert rx.of("/away")[-1]["headers"]["x-api-key"] == headers["X-Api-Key"]   # its own origin's
+    other.close()
+    rx.close()
+    dlq.close()
+
+
+def test_only_named_endpoints_when_urls_are_not_allowed(stack):
+    """The secret signs whatever URL a job names: callbacks.raw_urls = false keeps calls to the
+    configured endpoints, and a direct producer's URL is refused unless callbacks.direct_urls."""
+    rx = Receiver()
+    d = Delayqd(stack, extra={"callbacks": f'secret = "{SECRET}"; allow_private = true; '
+                              f'raw_urls = false; endpoints = {{ hooks = {{ '
+                              f'url = "{rx.url("/named")}"; }}; }};'}).start()
+    dlq = Reader(stack, d.dlq)
+    status, doc = d.add(delay=1, body="x", callback={"url": rx.url("/raw")})
+    assert status == 400 and "callbacks.raw_urls" in doc["message"], doc
+    named = d.add_ok(delay_ms=300, body="n", callback={"endpoint": "hooks"})
+    stack.produce(d.delay_topic("1s"), "direct", headers={"dq-callback": json.dumps({"url": rx.url("/direct")})})
+    wait_until(lambda: d.get(named)["state"] == "delivered", 15, "the named endpoint's call")
+    m = dlq.wait_count(1, 20)[0]
+    assert m["payload"] == "direct" and "callbacks.direct_urls" in m["headers"]["dq-error"], m
+    assert [c["path"] for c in rx.calls] == ["/named"], rx.calls
+    rx.close()
+    dlq.close()
 
 
 def test_redirects_when_allowed_and_https_verified(stack):
