@@ -36,6 +36,11 @@ int levels_init(struct levels *lv, const char *const *names, int n, const char *
  * remaining_ms is below the smallest level (that topic's messages are read ahead, see holder). */
 int levels_route(const struct levels *lv, int64_t remaining_ms);
 
+/* The smallest level at or above ms (ms itself when above every level): a wait that can be
+ * stretched, rounded up so that its message is held once, in one level, not moved down through
+ * several. */
+int64_t levels_ceil_ms(const struct levels *lv, int64_t ms);
+
 /* Index of the level whose topic is named topic, or -1 when it is not a delay topic. */
 int levels_find_topic(const struct levels *lv, const char *topic);
 

@@ -43,7 +43,10 @@ struct parts {
     struct part *v;
     size_t n;
     struct heap timers;      /* struct part by resume_at */
-    size_t cap;              /* in-memory messages per partition before it is paused */
+    size_t cap;              /* in-memory messages a partition may always hold: its share of
+                              * delay.max_held among every partition */
+    size_t total;            /* in memory, all partitions */
+    size_t busy;             /* partitions holding any */
 };
 
 /* One part per partition of every delay topic (partitions[level] of each); none is assigned
@@ -63,7 +66,8 @@ struct part *parts_find(struct parts *ps, const char *topic, int32_t partition);
  * (epoch), or at once when there is no memory for the timer. */
 void parts_hold_head(struct parts *ps, struct part *p, int64_t offset, int64_t at_ms);
 
-/* Takes the message at offset from p: 0, or -1 when p holds its share of messages in memory (or
+/* Takes the message at offset from p: 0, or -1 when p holds what it may in memory (its share of
+ * delay.max_held, more while other partitions leave theirs unused; see limit_of) (or
  * out of memory): then p is paused at offset until half of them are finished. */
 int parts_take(struct parts *ps, struct part *p, int64_t offset);
 
@@ -71,7 +75,7 @@ int parts_take(struct parts *ps, struct part *p, int64_t offset);
 void parts_finish(struct parts *ps, struct part *p, int64_t offset);
 
 /* A message taken from p is dropped unfinished: the commit stops before it. */
-void parts_untake(struct part *p);
+void parts_untake(struct parts *ps, struct part *p);
 
 /* Resumes the parts whose timer is due at now_ms (epoch), where their group is still usable. */
 void parts_fire_timers(struct parts *ps, int64_t now_ms);

@@ -16,6 +16,7 @@
 #include "core/callplan.h"
 #include "lib/clock.h"
 #include "core/job.h"
+#include "core/levels.h"
 #include "lib/log.h"
 #include "core/metrics.h"
 #include "kafka/producer.h"
@@ -388,6 +389,25 @@ static void count_retries(struct callout *co)
         metrics_set(M_CALL_RETRIES_WAITING, n);
 }
 
+/* A deferred call comes back when the level its wait rounds up to lets it go: its message is
+ * held once, not moved down through the shorter levels (a dead endpoint's thousands of calls,
+ * moved down level by level, would crowd the short levels every other job passes through).
+ * Within max_backoff_ms; no call was made, so a later turn costs the job no attempt. */
+static enum callplan_action deferral_held_once(const struct callout *co,
+                                               const struct callplan_facts *f,
+                                               const struct config_call_retry *rules,
+                                               enum callplan_action act, int64_t *at)
+{
+    int64_t wait = *at - f->now_ms, held;
+
+    if (act != CALL_RETRY || !f->deferred)
+        return act;
+    held = levels_ceil_ms(&co->cfg->delay.levels, wait);
+    if (held <= rules->max_backoff_ms || held <= wait)
+        *at = f->now_ms + held;
+    return act;
+}
+
 /* What a call came to, into out: delivered (marked, or on to its topic too), called again
  * later, or dead-lettered. */
 static void on_call_result(struct callout *co, const struct cb_result *r, struct call_outcome *out)
@@ -416,7 +436,7 @@ static void on_call_result(struct callout *co, const struct cb_result *r, struct
             cb->first_ms = r->sent_ms;
     }
     f.first_ms = cb->first_ms ? cb->first_ms : now;
-    switch (callplan_decide(&f, &rules, &at, c->why, sizeof(c->why))) {
+    switch (deferral_held_once(co, &f, &rules, callplan_decide(&f, &rules, &at, c->why, sizeof(c->why)), &at)) {
     case CALL_DONE:
         if (cb->attempts == 1)
             metrics_call_lateness(r->sent_ms - c->job.due_ms);

@@ -137,6 +137,14 @@ int levels_route(const struct levels *lv, int64_t remaining_ms)
     return lo;
 }
 
+int64_t levels_ceil_ms(const struct levels *lv, int64_t ms)
+{
+    for (int i = 0; i < lv->n; i++)
+        if (lv->ms[i] >= ms)
+            return lv->ms[i];
+    return ms;
+}
+
 int levels_find_topic(const struct levels *lv, const char *topic)
 {
     for (int i = 0; i < lv->n; i++)

@@ -251,10 +251,10 @@ static int stale(const struct held *m)
 
 /* Forgets a message of a group being handed back: its offset stays unfinished, so the commit
  * stops before it and the next owner reads it again. */
-static void forget(struct held *m)
+static void forget(struct holder *h, struct held *m)
 {
     if (!stale(m))
-        parts_untake(m->part);
+        parts_untake(&h->parts, m->part);
     free(m);
 }
 
@@ -272,7 +272,7 @@ static void finished(struct holder *h, struct held *m)
 static void retry_at(struct holder *h, struct held *m, int64_t at_ms)
 {
     if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms())) {
-        forget(m);
+        forget(h, m);
         return;
     }
     m->act_ms = at_ms;
@@ -289,7 +289,7 @@ static void submit(struct holder *h, struct held *m)
     if (heap_push(&h->due, m->act_ms, m) < 0) {
         log_error("out of memory: topic=%s partition=%d offset=%lld is read again after a restart",
                   h->cfg->delay.levels.topic[m->level], m->partition, (long long)m->offset);
-        forget(m);
+        forget(h, m);
     }
 }
 
@@ -329,7 +329,7 @@ static void release_due(struct holder *h, int64_t now)
     while ((m = heap_peek(&h->due, &at)) && at <= now) {
         heap_pop(&h->due, NULL);
         if (stale(m) || !groups_may_forward(h->groups, m->part->group, clock_mono_ms()))
-            forget(m);
+            forget(h, m);
         else
             submit(h, m);
     }

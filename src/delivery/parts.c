@@ -126,27 +126,49 @@ void parts_hold_head(struct parts *ps, struct part *p, int64_t offset, int64_t a
               (long long)offset, (long long)at_ms);
 }
 
+/* How many messages p may hold now: its share of delay.max_held among every partition, or,
+ * while the partitions together hold less than max_held, its share among those holding any.
+ * Most partitions of the longer levels hold nothing at a time: the few that are busy (a burst
+ * come due, an endpoint slow to answer) may use what the idle ones leave, and one that grows
+ * never takes a busy one's own share away. */
+static size_t limit_of(const struct parts *ps, const struct part *p)
+{
+    size_t max = (size_t)ps->cfg->delay.max_held, busy = ps->busy + (p->in_memory == 0);
+    size_t fair = max / (busy ? busy : 1);
+
+    return ps->total < max && fair > ps->cap ? fair : ps->cap;
+}
+
+static void count(struct parts *ps, struct part *p, int one)
+{
+    if (one > 0 && p->in_memory++ == 0)
+        ps->busy++;
+    if (one < 0 && --p->in_memory == 0)
+        ps->busy--;
+    ps->total += (size_t)one;
+}
+
 int parts_take(struct parts *ps, struct part *p, int64_t offset)
 {
-    if (p->in_memory >= ps->cap || offsets_take(&p->offs, offset) < 0) {
+    if (p->in_memory >= limit_of(ps, p) || offsets_take(&p->offs, offset) < 0) {
         pause_part(ps, p, HOLD_FULL, offset);
         return -1;
     }
-    p->in_memory++;
+    count(ps, p, +1);
     return 0;
 }
 
 void parts_finish(struct parts *ps, struct part *p, int64_t offset)
 {
     offsets_finish(&p->offs, offset);
-    p->in_memory--;
-    if (p->hold == HOLD_FULL && p->in_memory <= ps->cap / 2)
+    count(ps, p, -1);
+    if (p->hold == HOLD_FULL && p->in_memory <= limit_of(ps, p) / 2)
         resume_part(ps, p);
 }
 
-void parts_untake(struct part *p)
+void parts_untake(struct parts *ps, struct part *p)
 {
-    p->in_memory--;
+    count(ps, p, -1);
 }
 
 void parts_fire_timers(struct parts *ps, int64_t now_ms)
@@ -242,6 +264,8 @@ static rd_kafka_topic_partition_list_t *group_list(struct parts *ps, int group, 
         if (forget_state) {
             p->gen++;
             offsets_reset(&p->offs);
+            ps->total -= p->in_memory;
+            ps->busy -= p->in_memory > 0;
             p->in_memory = 0;
             p->hold = HOLD_NONE;
             p->committed = -1;

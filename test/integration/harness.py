@@ -272,6 +272,9 @@ def sanitizer_reports():
     return found
 
 
+LEVELS_DEFAULT = ["1s", "5s", "10s", "30s", "1m", "5m", "10m", "30m", "1h", "2h", "6h", "12h", "1d"]   # the config's
+
+
 class Delayqd:
     """One delayqd process with its own topics, group, key prefix and port."""
 

@@ -160,6 +160,18 @@ static void route_exact_level(void)
     CHECK_EQ_INT(levels_route(&lv, 10000), 2);
 }
 
+static void ceil_rounds_a_wait_up_to_one_level(void)
+{
+    struct levels lv;
+
+    CHECK_EQ_INT(init_three(&lv), 0);   /* 1s, 5s, 10s */
+    CHECK_EQ_INT((int)levels_ceil_ms(&lv, 300), 1000);
+    CHECK_EQ_INT((int)levels_ceil_ms(&lv, 1000), 1000);
+    CHECK_EQ_INT((int)levels_ceil_ms(&lv, 1001), 5000);
+    CHECK_EQ_INT((int)levels_ceil_ms(&lv, 9999), 10000);
+    CHECK_EQ_INT((int)levels_ceil_ms(&lv, 10001), 10001);   /* above every level: as it is */
+}
+
 static void route_between_picks_lower(void)
 {
     struct levels lv;
@@ -329,6 +341,7 @@ void unit_levels(void)
     RUN(levels_init_rejects_bad_format);
     RUN(levels_init_rejects_too_long_topic);
     RUN(route_exact_level);
+    RUN(ceil_rounds_a_wait_up_to_one_level);
     RUN(route_between_picks_lower);
     RUN(route_below_smallest_and_above_largest);
     RUN(route_single_and_default_ladder);
