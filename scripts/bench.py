@@ -385,12 +385,14 @@ def phase_pull(stack, seconds):
 class Receiver:
     """scripts/bench/receiver.py in its own process (its own core, not this one's GIL)."""
 
-    def __init__(self, stack, stall=False, status=200):
+    def __init__(self, stack, stall=False, status=200, answer_ms=0, drop_after_ms=None):
         self.port = harness.free_port()
         self.out = os.path.join(stack.tmp, f"receiver-{self.port}.json")
         self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "bench", "receiver.py"),
-                                      "--port", str(self.port), "--out", self.out, "--status", str(status)]
-                                     + (["--stall"] if stall else []))
+                                      "--port", str(self.port), "--out", self.out, "--status", str(status),
+                                      "--answer-ms", str(answer_ms)]
+                                     + (["--stall"] if stall else [])
+                                     + (["--drop-after-ms", str(drop_after_ms)] if drop_after_ms is not None else []))
         harness.wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0, 10,
                            "the receiver")
 
@@ -473,6 +475,80 @@ def phase_callbacks(stack, n):
         d.stop()
     return out
 
+
+
+def spread(kind, n, t0, over_ms, **job):
+    return [dict(job, deliver_at_ms=t0 + i * over_ms // n, body=f"{kind}{i}") for i in range(n)]
+
+
+def uuid_tag():
+    return os.urandom(3).hex()
+
+
+def isolation_run(stack, bad, nbad, over_ms, extra, n_other=200):
+    """nbad callbacks to the endpoint bad, beside n_other to a healthy endpoint and n_other Kafka
+    jobs, all due over over_ms and spread over every partition: the healthy calls' and Kafka
+    jobs' lateness, delayqd's RSS (before and at its peak) and the calls sent back to wait."""
+    d = Delayqd(stack, name="iso" + uuid_tag(), partitions=8, levels=harness.LEVELS_DEFAULT,
+                extra=dict({"log_level": "warn", "max_body_bytes": 4 << 20}, **extra)).start()
+    try:
+        d.wait_groups_owned()
+        stack.ensure_topic(f"{d.name}_kafka")
+        ok, reader = Receiver(stack), Reader(stack, f"{d.name}_kafka")
+        time.sleep(2)
+        rss_before, peak = rss_mib(d.proc.pid), 0
+        t0 = now_ms() + 10000
+        sick = spread("d", nbad, t0, over_ms, callback={"url": bad.url()})
+        fine = spread("h", n_other, t0, over_ms, callback={"url": ok.url()})
+        kafka = spread("k", n_other, t0, over_ms, topic=f"{d.name}_kafka")
+        for batch in (sick, fine, kafka):
+            callback_fill(d, batch)
+        while now_ms() < t0 + over_ms + 6000:
+            peak = max(peak, rss_mib(d.proc.pid))
+            time.sleep(0.2)
+        got = {m["headers"].get("dq-id"): int(m["headers"]["dq-sent-ms"]) for m in reader.all()}
+        kl = [got[j["id"]] - j["deliver_at_ms"] for j in kafka if j["id"] in got]
+        calls = ok.calls()
+        hl = [(calls[j["id"]][0] - j["deliver_at_ms"], j["deliver_at_ms"] - t0) for j in fine if j["id"] in calls]
+        kw = [(got[j["id"]] - j["deliver_at_ms"], j["deliver_at_ms"] - t0) for j in kafka if j["id"] in got]
+        out = {"bad_calls": nbad, "healthy": lateness_of(fine, calls),
+               "kafka": {"jobs": n_other, "delivered": len(kl), "early": sum(1 for x in kl if x < 0),
+                         "p50_ms": pct(kl, 50), "p99_ms": pct(kl, 99), "max_ms": max(kl) if kl else None},
+               "rss_mib": {"before": round(rss_before, 1), "peak": round(peak, 1)},
+               "sent_back_to_wait": d.metric("delayq_callback_deferrals_total"),
+               "moved_down": d.metric("delayq_moves_total"),
+               # delayqd's own view (first calls answered 2xx: sent minus due), by bucket
+               "sent_late_buckets": {l.split('"')[1]: int(l.split()[-1]) for l in d.metrics_text().splitlines()
+                                     if l.startswith("delayq_callback_lateness_ms_bucket")},
+               # the latest (ms late, ms after the first due time): when the others were held back
+               "latest": {"healthy": [(round(a), b) for a, b in sorted(hl)[-5:]], "kafka": sorted(kw)[-5:]}}
+        reader.close()
+        return out
+    finally:
+        d.stop()
+
+
+def phase_isolation(stack, n):
+    """A dead endpoint (takes connections, never answers; timeout 2 s) with n calls due over 2 s,
+    beside 200 healthy calls and 200 Kafka jobs in the same window and partitions, default
+    delay.max_held; the same with max_held = 4000 and 2,000 dead calls; and an endpoint
+    answering in 20 ms to 1,000 calls a second for 10 s that starts resetting every connection
+    after 4 s, beside 100 healthy calls and 100 Kafka jobs a second."""
+    conf = 'allow_private = true; timeout_ms = 2000; secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";'
+    out = {"target": "healthy calls and Kafka jobs p99 <= 50 ms late beside a dead or dying "
+                     "endpoint; memory bounded"}
+    dead = Receiver(stack, stall=True)
+    out["dead"] = isolation_run(stack, dead, n, 2000, {"callbacks": conf})
+    dead.calls()
+    dead = Receiver(stack, stall=True)
+    out["dead_max_held_4000"] = isolation_run(stack, dead, min(n, 2000), 2000,
+                                              {"callbacks": conf, "max_held": 4000})
+    dead.calls()
+    dying = Receiver(stack, answer_ms=20, drop_after_ms=4000)
+    out["dying"] = isolation_run(stack, dying, 10000, 10000, {"callbacks": conf}, n_other=1000)
+    made = dying.calls()
+    out["dying"]["bad_endpoint_answered_calls"] = len(made)
+    return out
 
 
 def phase_burst(stack, n):
@@ -1085,7 +1161,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes, to try the script")
     ap.add_argument("--json", default=os.path.join(ROOT, "run", "bench.json"))
     ap.add_argument("--phases", default="add,fairness,batch,reschedule,profile,backlog,precision,first,"
-                                        "memory,claims,pull,callbacks,burst,storm,schedules,replicated,cluster")
+                                        "memory,claims,pull,callbacks,isolation,burst,storm,schedules,replicated,cluster")
     ap.add_argument("--warmup", type=int, default=20, help="seconds of unmeasured adds first")
     a = ap.parse_args()
     phases = a.phases.split(",")
@@ -1158,6 +1234,9 @@ def main():
         if "callbacks" in phases:
             res["callbacks"] = phase_callbacks(stack, 1000 if q else 5000)
             print(json.dumps({"callbacks": res["callbacks"]}, indent=1), flush=True)
+        if "isolation" in phases:
+            res["isolation"] = phase_isolation(stack, 2000 if q else 10000)
+            print(json.dumps({"isolation": res["isolation"]}, indent=1), flush=True)
         if "burst" in phases:
             res["burst"] = phase_burst(stack, 1000 if q else 5000)
             print(json.dumps({"burst": res["burst"]}, indent=1), flush=True)

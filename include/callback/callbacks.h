@@ -73,7 +73,9 @@ struct cb_result {
                                       * ms; -1 when it gave none */
     char response[CB_RESPONSE_KEEP + 1];   /* the first bytes of the body, NUL-terminated */
     size_t response_len;
-    char endpoint[CB_ENDPOINT_MAX];  /* "scheme://host:port", for logs and metrics */
+    char endpoint[CB_ENDPOINT_MAX];  /* the endpoint whose queue and limits the call had, for logs
+                                      * and metrics: a named endpoint's name, else the URL's
+                                      * "scheme://host:port" */
     int64_t sent_ms;                 /* epoch ms when the request went (after its queue wait) */
     int64_t took_ms;                 /* from sent to answer */
 };

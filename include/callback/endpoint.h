@@ -16,10 +16,11 @@
 
 struct transfer;
 
-/* A scheme://host:port and what limits its calls. */
+/* An endpoint (a named one of the config, or the URLs of one scheme://host:port): its queue
+ * and what limits its calls. */
 struct endpoint {
     struct endpoint *next;
-    char origin[CB_ENDPOINT_MAX];
+    char origin[CB_ENDPOINT_MAX];  /* its name: a named endpoint's, or the URLs' origin */
     int named;                     /* whose limits: a callbacks.endpoints index, or -1 */
     struct config_call_limits lim; /* resolved: no zero timeout or concurrency */
     struct transfer *queue, **queue_tail;
@@ -47,10 +48,11 @@ void endpoints_init(struct endpoints *eps, const struct config *cfg);
  * back to 0 (the transfers in flight are the caller's to free). */
 void endpoints_release(struct endpoints *eps);
 
-/* The endpoint of origin, made on first use; NULL out of memory. named is the callbacks.endpoints
- * index a call names, or -1: its limits are the first call's, or those of the first call that
- * names a configured endpoint. now: monotonic ms. */
-struct endpoint *endpoints_get(struct endpoints *eps, const char *origin, int named, int64_t now);
+/* The endpoint called name, made on first use; NULL out of memory. name is a named endpoint's
+ * (named: its callbacks.endpoints index), with that endpoint's limits, or, named -1, a URL's
+ * origin, with the default limits: each named endpoint has its own queue, even where two share
+ * an origin, and the URLs of one origin share theirs. now: monotonic ms. */
+struct endpoint *endpoints_get(struct endpoints *eps, const char *name, int named, int64_t now);
 
 /* Above 1024 endpoints, drops those idle for 60 s (looked at once a second at most; an
  * endpoint dropped forgets what its rate had learnt). now: monotonic ms. */

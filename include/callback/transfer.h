@@ -64,7 +64,8 @@ struct transfer {
     char redirect_refused[256];    /* "" or why a redirect was not followed */
     int cut;                       /* the body passed max_response_bytes: reading stopped */
     int64_t sent_mono_ms;
-    struct cb_result res;          /* filled as it goes; res.endpoint is the call's origin */
+    char origin[CB_ENDPOINT_MAX];  /* "scheme://host:port" of the URL first called */
+    struct cb_result res;          /* filled as it goes; res.endpoint is the endpoint's name */
 };
 
 /* Sets all up for cfg (not owned, must outlive it): libcurl's global state once per process,

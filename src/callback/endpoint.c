@@ -193,11 +193,8 @@ struct endpoint *endpoints_get(struct endpoints *eps, const char *origin, int na
 {
     struct endpoint *ep = endpoint_find(eps, origin);
 
-    if (ep) {
-        if (ep->named < 0 && named >= 0)
-            endpoint_limit(ep, eps->cfg, named, now);
+    if (ep)
         return ep;
-    }
     if (!(ep = calloc(1, sizeof(*ep))))
         return NULL;
     snprintf(ep->origin, sizeof(ep->origin), "%s", origin);

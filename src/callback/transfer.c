@@ -215,13 +215,15 @@ struct transfer *transfer_new(const struct transfers *all, const struct cb_call 
         return NULL;
     }
     t->all = all;
-    if (origin_of(call->url, t->res.endpoint, sizeof(t->res.endpoint), err, errlen) < 0) {
+    if (origin_of(call->url, t->origin, sizeof(t->origin), err, errlen) < 0) {
         free(t);
         return NULL;
     }
     t->res.ctx = call->ctx;
     t->res.retry_after_ms = -1;
     t->named = named_index(all->cfg, call->endpoint);
+    snprintf(t->res.endpoint, sizeof(t->res.endpoint), "%s",
+             t->named >= 0 ? all->cfg->callbacks.endpoints[t->named].name : t->origin);
     if (t->named >= 0 && all->named_keys[t->named].n > 0) {
         t->keys = all->named_keys[t->named].k;
         t->nkeys = all->named_keys[t->named].n;
@@ -463,13 +465,13 @@ int transfer_follow(struct transfer *t, CURLcode rc)
                  "cannot be called: %.200s", err);
         return 0;
     }
-    if (strcmp(origin, t->res.endpoint) != 0 && !cfg->callbacks.redirect_across_origins) {
+    if (strcmp(origin, t->origin) != 0 && !cfg->callbacks.redirect_across_origins) {
         snprintf(t->redirect_refused, sizeof(t->redirect_refused), "redirected to %.160s, another "
                  "origin (callbacks.redirect_across_origins is false)", origin);
         return 0;
     }
     if (!(url = strdup(loc)) ||
-        (strcmp(origin, t->res.endpoint) != 0 && t->njob_headers && drop_job_headers(t) < 0)) {
+        (strcmp(origin, t->origin) != 0 && t->njob_headers && drop_job_headers(t) < 0)) {
         free(url);
         snprintf(t->redirect_refused, sizeof(t->redirect_refused), "out of memory following a "
                  "redirect");

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 
-from harness import Delayqd, Reader, now_ms, wait_until
+from harness import LEVELS_DEFAULT, Delayqd, Reader, now_ms, wait_until
 from test_security import make_cert
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -281,6 +281,31 @@ def test_named_endpoints_rotated_secrets_and_a_topic_too(stack):
     rx.close()
 
 
+def test_named_endpoints_of_one_origin_each_have_their_own_queue_and_limits(stack):
+    """Two paths of one host, each a named endpoint: /reports stalls (2 calls at a time, 3 s
+    timeout), /orders answers. The orders calls are made at their times: a named endpoint has
+    its own queue and limits, where the URLs of one origin share theirs (sharing, the orders
+    waited behind the stalled reports, 3 s and more, or were sent back as busy)."""
+    rx = Receiver(lambda path, n: "stall" if path == "/reports" else 200)
+    conf = callbacks_conf(f'endpoints = {{ reports = {{ url = "{rx.url("/reports")}"; max_concurrency = 2; '
+                          f'timeout_ms = 3000; }}; orders = {{ url = "{rx.url("/orders")}"; }}; }};')
+    d = Delayqd(stack, extra={"callbacks": conf}).start()
+    for i in range(10):
+        d.add_ok(delay_ms=1000, body=str(i), callback={"endpoint": "reports"})
+    due = {}
+    for i in range(10):
+        before = now_ms()
+        due[d.add_ok(delay_ms=1300, body=str(i), callback={"endpoint": "orders"})] = before + 1300
+    wait_until(lambda: len(rx.of("/orders")) >= 10, 20, "the orders calls")
+    late = sorted(c["ms"] - due[c["headers"]["webhook-id"]] for c in rx.of("/orders"))
+    assert late[-1] <= 1500, late
+    # counted by name once answered (the receiver saw each call a moment before)
+    wait_until(lambda: 'delayq_callback_calls_total{endpoint="orders",class="2xx"} 10' in d.metrics_text(),
+               10, "the orders calls counted")
+    assert 'delayq_callback_in_flight{endpoint="reports"} 2' in d.metrics_text()
+    rx.close()
+
+
 def test_a_callback_then_a_pull_topic_is_popped_and_never_in_kafka(stack):
     """A job with a callback and a pull topic is called, then made ready for poppers of that
     topic: popped once with its body, and never produced to a Kafka topic of that name."""
@@ -389,13 +414,16 @@ def test_direct_producers_name_a_callback_in_a_header(stack):
 def test_an_endpoint_that_stops_answering_holds_back_no_other_job(stack):
     """2,000 calls to an endpoint that takes connections and never answers (timeout 2 s), beside
     200 calls to a healthy endpoint and 200 Kafka jobs due in the same seconds and partitions,
-    with delay.max_held = 4000: the dead endpoint's calls go back to wait in Kafka as soon as
-    its calls in flight grow old, not after their timeouts fill the partitions' memory, so every
-    other job is delivered within a second or two of its time (held back, they were 10 s late)."""
+    with delay.max_held = 4000 and the default 13 levels of 8 partitions (a share of 38 messages
+    per partition): the dead endpoint's calls go back to wait in Kafka as soon as its calls in
+    flight grow old, not after their timeouts fill the partitions' memory, and the 8 busy
+    partitions hold what the 96 idle ones leave, not 38 each, so every other job is delivered
+    within a second or two of its time (held back, they were 10 s late, or a minute)."""
     stalled = Receiver(lambda path, n: "stall")
     healthy = Receiver()
-    d = Delayqd(stack, extra={"callbacks": callbacks_conf("timeout_ms = 2000;"),
-                              "max_held": 4000}).start().wait_groups_owned()
+    d = Delayqd(stack, levels=LEVELS_DEFAULT, partitions=8,
+                extra={"callbacks": callbacks_conf("timeout_ms = 2000;"),
+                       "max_held": 4000}).start().wait_groups_owned()
     topic = f"{d.name}_biz"
     stack.ensure_topic(topic)
     reader = Reader(stack, topic)
