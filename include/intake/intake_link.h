@@ -61,6 +61,7 @@ struct task {
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
     int group;                  /* a hand-back's group */
+    int forget;                 /* a remove's: the record goes too, its id free at once */
     struct api_pull_topic *ask; /* a pull topic's request (owned) */
     answer_fn done;
     void *opaque;

@@ -188,7 +188,8 @@ int store_fail_delivered(struct store *st, const char *id, int64_t due_ms, const
 
 /* The lifetime of a record that lives as long as its pull job: ttl_ms -1 keeps the records of
  * the n ids (PERSIST; before the jobs are made ready, so that nothing ends them earlier), else
- * each expires ttl_ms from now (the job was finished, removed or handed out once). In one
+ * each expires ttl_ms from now (the job was finished, removed or handed out once), or, ttl_ms
+ * 0, is deleted at once (its id free for a new job). In one
  * pipeline, unconfirmed; a record that is not there is left so. failed (n bytes, or NULL): 1 for
  * each call Redis did not answer. 0, or -1 with err the first failure. */
 int store_keep_many(struct store *st, size_t n, const char *const *ids, int64_t ttl_ms,

@@ -57,7 +57,7 @@ static void queue_task(struct intake *in, enum task_kind kind, const char *id, i
         return;
     }
     *t = (struct task){ .kind = kind, .due_ms = due_ms, .group = (int)due_ms, .done = done,
-                        .opaque = opaque };
+                        .opaque = opaque, .forget = kind == T_REMOVE && due_ms };
     if (id)
         snprintf(t->id, sizeof(t->id), "%s", id);
     workers_queue(in->workers, t);
@@ -276,6 +276,29 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st, size_
                  "expiry; removing them again does: %s", nended, ended[0], err);
 }
 
+/* The records of the forgetting removes whose job is now removed (by them or before) are
+ * deleted, so that their ids are free. A message of such a job still in the delay topics
+ * carries a tag no later record of the id has, and is skipped. */
+static void forget_removed(struct store *st, const struct kind_batch *b,
+                           const struct store_removal *rms, const struct pullq_op *cancels)
+{
+    const char *ids[WORKER_BATCH];
+    size_t n = 0;
+    char err[256];
+
+    for (size_t i = 0; i < b->n; i++) {
+        const struct pullq_op *c = cancels[i].id ? &cancels[i] : NULL;
+        int gone = !rms[i].failed &&
+                   (rms[i].res == STORE_REMOVED || rms[i].state == JOB_CANCELLED ||
+                    (c && !c->failed && (c->res == PULLQ_DONE || c->state == 'c')));
+        if (b->t[i]->forget && gone && n < WORKER_BATCH)
+            ids[n++] = b->t[i]->id;
+    }
+    if (n && store_keep_many(st, n, ids, 0, NULL, err, sizeof(err)) < 0)
+        log_warn("the records of %zu removed jobs (job=%s first) were kept; their ids stay "
+                 "taken until they expire: %s", n, ids[0], err);
+}
+
 /* The removes of a batch, in one pipeline. */
 static void run_removes(struct intake *in, int worker, struct store *st, struct kind_batch *b)
 {
@@ -288,6 +311,7 @@ static void run_removes(struct intake *in, int worker, struct store *st, struct 
     if (rms && topics) {
         store_remove_many(st, b->n, rms, clock_now_ms(), in->cfg->job.retention_s * 1000);
         cancel_pulled(in, worker, st, b->n, rms, cancels, topics);
+        forget_removed(st, b, rms, cancels);
     }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
@@ -563,6 +587,11 @@ void intake_get(struct intake *in, const char *id, answer_fn done, void *opaque)
 void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaque)
 {
     queue_task(in, T_REMOVE, id, 0, done, opaque);
+}
+
+void intake_forget(struct intake *in, const char *id, answer_fn done, void *opaque)
+{
+    queue_task(in, T_REMOVE, id, 1, done, opaque);
 }
 
 void intake_claims(struct intake *in, answer_fn done, void *opaque)

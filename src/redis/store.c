@@ -208,13 +208,14 @@ struct keeping {
 static void build_keep(void *ctx, size_t j, struct conn_call *call)
 {
     struct keeping *k = ctx;
-    int forever = !k->ttl[0];
+    int forever = !k->ttl[0], drop = strcmp(k->ttl, "0") == 0;
 
     job_key(k->st, k->ids[j], k->key, sizeof(k->key));
-    k->argv[0] = forever ? "PERSIST" : "PEXPIRE";
+    k->argv[0] = drop ? "DEL" : forever ? "PERSIST" : "PEXPIRE";
     k->argv[1] = k->key;
     k->argv[2] = k->ttl;
-    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = forever ? 2 : 3, .argv = k->argv };
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = forever || drop ? 2 : 3,
+                                .argv = k->argv };
 }
 
 static void on_keep(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
@@ -239,7 +240,7 @@ int store_keep_many(struct store *st, size_t n, const char *const *ids, int64_t 
     if (failed)
         memset(failed, 0, n);
     if (ttl_ms >= 0)
-        snprintf(k.ttl, sizeof(k.ttl), "%lld", (long long)(ttl_ms > 1 ? ttl_ms : 1));
+        snprintf(k.ttl, sizeof(k.ttl), "%lld", (long long)ttl_ms);
     if (n > 0)
         (void)conn_pipeline(st->db, n, build_keep, on_keep, &k, CONN_NO_WAIT, err, errlen);
     return err[0] ? -1 : 0;
