@@ -155,6 +155,9 @@ struct config {
         int go_delayqueue;                 /* 1: a delivered message's value is the job id */
         int ouqiang;                       /* 1: ouqiang/delay-queue's routes (compat.h) */
         int changsongl;                    /* 1: changsongl/delay-queue's routes (compat.h) */
+        char networks[CONFIG_NETWORKS_MAX][CONFIG_NAME_MAX];   /* clients from these need no
+                                            * token on those routes (theirs send none) */
+        int nnetworks;
     } compat;
 };
 

@@ -44,6 +44,8 @@ int config_read_cb_secret_file(config_setting_t *s, struct config_read *rd, char
                                size_t whylen);
 int config_read_cb_networks(config_setting_t *s, struct config_read *rd, char *why,
                             size_t whylen);
+int config_read_compat_networks(config_setting_t *s, struct config_read *rd, char *why,
+                                size_t whylen);
 int config_read_cb_retry(config_setting_t *s, struct config_read *rd, char *why, size_t whylen);
 int config_read_cb_endpoints(config_setting_t *s, struct config_read *rd, char *why,
                              size_t whylen);

@@ -1,16 +1,18 @@
 /* compat: the routes of the delay queues delayqd replaces, behind their compat switches, so
  * that their clients work unchanged. Each route is translated into the jobs module's own
- * requests and its answer back into that queue's JSON.
+ * requests, and its answer written byte for byte as that queue's Go server writes it.
  *   compat.ouqiang (ouqiang/delay-queue): POST /push {topic, id, delay s, ttr s, body} adds a
- *   pull job; /pop {"topic": "a,b"} waits up to 178 s for a job of those topics and answers
- *   data {id, body} or null; /finish and /delete {id} remove it; /get {id} answers the job
- *   {topic, id, delay (due time, Unix s), ttr, body} or null. Every answer is HTTP 200 with
- *   {"code": 0 | 1, "message", "data"}, as there.
+ *   pull job, replacing the job of its id there; /pop {"topic": "a,b"} waits up to 178 s for a
+ *   job of those topics and answers data {id, body} or null; /finish and /delete {id} remove it
+ *   and free its id; /get {id} answers the job {topic, id, delay (due time, Unix s), ttr, body}
+ *   or null. Ids are global, any string. Every answer is HTTP 200, text/plain, with {"code":
+ *   0 | 1, "message", "data"}, as there.
  *   compat.changsongl (changsongl/delay-queue): POST /topic/<topic>/job {id, delay s, ttr s (0:
- *   handed out once, never again), body, override} adds a pull job; GET /topic/<topic>/job
- *   ?timeout=<s> (default 5) pops one and answers it both under "data" {id, topic, body, delay,
- *   ttr} and at the top level; PUT /topic/<topic>/job/<id> finishes it, DELETE removes it.
- *   Every answer is HTTP 200 with {"success", "message"[, ...]}, as there. */
+ *   handed out once, never again), body, override} adds a pull job (or replaces the one there);
+ *   GET /topic/<topic>/job?timeout=<s> (none: at once) pops one and answers it under "data"
+ *   {body, delay, id, topic, ttr}, its own delay and ttr; PUT /topic/<topic>/job/<id> finishes
+ *   it, DELETE removes it, both freeing its id. Ids live in their topic, kept as they were sent.
+ *   Every answer is HTTP 200, application/json, with {"data"?, "message", "success"}, as there. */
 #ifndef DQ_COMPAT_H
 #define DQ_COMPAT_H
 
@@ -23,7 +25,6 @@
                                          * its clients wait */
 
 #define COMPAT_TOPIC_PREFIX "/topic/"   /* changsongl's routes start so */
-#define COMPAT_CHANGSONGL_WAIT_S 5      /* its pop's timeout when the query gives none */
 
 /* A request to a compat route, as it came (all strings valid for the call). */
 struct compat_request {
@@ -34,8 +35,9 @@ struct compat_request {
     size_t len;
 };
 
-/* A compat answer: HTTP status and that queue's JSON text (malloc'd; the callee frees it). */
-typedef void (*compat_done_fn)(void *opaque, int status, char *text);
+/* A compat answer: HTTP status, that queue's JSON text (malloc'd; the callee frees it) and its
+ * Content-Type (static). */
+typedef void (*compat_done_fn)(void *opaque, int status, char *text, const char *type);
 
 /* Serves a request to a compat route; done is called exactly once. A waiting pop whose asker
  * is gone (wanted says 0; NULL: never) is dropped and takes nothing. */

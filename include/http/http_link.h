@@ -71,6 +71,7 @@ struct request {
     enum async_state state;
     int async_status;
     char *response;
+    const char *response_type;   /* its Content-Type (static); NULL: application/json */
     int counted;            /* the request is in http->busy */
     int hide_secrets;       /* answered to the read token: no callback header value shows */
     char method[8];         /* a compat route's */
@@ -91,6 +92,8 @@ enum MHD_Result http_send_error(struct request *req, int status, int code, const
  * text response, which it takes, from any thread, and resumes the connection when it waits
  * suspended. */
 void http_done(void *opaque, int status, char *response);
+/* http_done with the Content-Type type (a string that outlives the request). */
+void http_done_as(void *opaque, int status, char *response, const char *type);
 /* The same for a module's answer (core/answer.h), rendered here as the API's JSON. */
 void http_answered(void *opaque, const struct answer *a);
 /* The answer_wanted_fn of a request handed on (opaque: the request): 0 once its client has

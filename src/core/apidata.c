@@ -136,6 +136,8 @@ void *api_pop_data(const struct api_popped *jobs, size_t n)
         json_object_set_new(j, "key", json_string(job->key ? job->key : job->id));
         json_object_set_new(j, "headers", headers_object(job));
         json_object_set_new(j, "due_ms", json_integer(job->due_ms));
+        json_object_set_new(j, "delay_ms", json_integer(job->delay_ms));
+        json_object_set_new(j, "ttr_ms", json_integer(job->ttr_ms));
         json_object_set_new(j, "attempt", json_integer(jobs[i].attempt));
         json_object_set_new(j, "receipt", json_string(jobs[i].receipt));
         json_object_set_new(j, "reserved_until_ms", json_integer(jobs[i].until_ms));

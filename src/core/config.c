@@ -117,6 +117,7 @@ static const struct key keys[] = {
     BOOL(compat, go_delayqueue, compat.go_delayqueue),
     BOOL(compat, ouqiang, compat.ouqiang),
     BOOL(compat, changsongl, compat.changsongl),
+    FN(compat, networks, config_read_compat_networks),
 };
 
 static const char *const default_levels[] = {

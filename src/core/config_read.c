@@ -241,9 +241,9 @@ int config_read_cb_secret_file(config_setting_t *s, struct config_read *rd, char
     return read_cb_secrets(s, 1, cfg->callbacks.secrets, &cfg->callbacks.nsecrets, why, whylen);
 }
 
-/* Networks whose addresses callbacks may call though private: "10.1.0.0/16", "fd00::/8", or an
- * address alone. */
-int config_read_cb_networks(config_setting_t *s, struct config_read *rd, char *why, size_t whylen)
+/* A list of networks ("10.1.0.0/16", "fd00::/8", or an address alone) into nets and *nnets. */
+static int read_networks(config_setting_t *s, char (*nets)[CONFIG_NAME_MAX], int *nnets, char *why,
+                         size_t whylen)
 {
     int n = config_setting_length(s);
 
@@ -262,10 +262,23 @@ int config_read_cb_networks(config_setting_t *s, struct config_read *rd, char *w
                      "\"fd00::/8\", or an address", i);
             return -1;
         }
-        snprintf(rd->cfg->callbacks.networks[i], CONFIG_NAME_MAX, "%s", v);
+        snprintf(nets[i], CONFIG_NAME_MAX, "%s", v);
     }
-    rd->cfg->callbacks.nnetworks = n;
+    *nnets = n;
     return 0;
+}
+
+/* Networks whose addresses callbacks may call though private. */
+int config_read_cb_networks(config_setting_t *s, struct config_read *rd, char *why, size_t whylen)
+{
+    return read_networks(s, rd->cfg->callbacks.networks, &rd->cfg->callbacks.nnetworks, why, whylen);
+}
+
+/* Networks whose clients use the compatibility routes without a token. */
+int config_read_compat_networks(config_setting_t *s, struct config_read *rd, char *why,
+                                size_t whylen)
+{
+    return read_networks(s, rd->cfg->compat.networks, &rd->cfg->compat.nnetworks, why, whylen);
 }
 
 int config_read_cb_retry(config_setting_t *s, struct config_read *rd, char *why, size_t whylen)

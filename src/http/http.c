@@ -147,6 +147,11 @@ static void wake_once(struct server *s)
 
 void http_done(void *opaque, int status, char *response)
 {
+    http_done_as(opaque, status, response, NULL);
+}
+
+void http_done_as(void *opaque, int status, char *response, const char *type)
+{
     struct request *req = opaque;
     struct MHD_Connection *conn = req->conn;
     struct server *srv = req->srv;
@@ -155,6 +160,7 @@ void http_done(void *opaque, int status, char *response)
     pthread_mutex_lock(&req->mu);
     req->async_status = status;
     req->response = response;
+    req->response_type = type;
     suspended = req->state == ASYNC_SUSPENDED;
     req->state = ASYNC_DONE;
     pthread_mutex_unlock(&req->mu);
@@ -217,7 +223,8 @@ static enum MHD_Result serve_async(struct request *req)
     }
     pthread_mutex_lock(&req->mu);
     if (req->state == ASYNC_DONE) {
-        ret = http_send_json(req, req->async_status, req->response);
+        ret = http_send_text(req, req->async_status, req->response,
+                             req->response_type ? req->response_type : "application/json");
         req->response = NULL;
         async_uncount(req);
     } else if (req->state == ASYNC_NEW) {

@@ -3,6 +3,7 @@
  * before a body is read, and each route's handler: the jobs module's routes are handed on to be
  * answered later through http_answered (the compat routes through http_done), the others are
  * answered at once. The contract is in include/http/http.h, the inside in http_link.h. */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "http/compat.h"
 #include "http/http_link.h"
 #include "http/ui.h"
+#include "lib/netaddr.h"
 #include "lib/log.h"
 #include "schedules/schedules.h"
 
@@ -154,9 +156,31 @@ static int bears(struct MHD_Connection *conn, const char *token)
     return h && strncasecmp(h, "Bearer ", 7) == 0 && token_equal(h + 7, token);   /* RFC 9110: any case */
 }
 
+/* 1 when the client of conn is in one of compat.networks. */
+static int compat_client(const struct config *cfg, struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci;
+    struct netaddr a;
+    struct netaddr_net net;
+    char err[128];
+
+    if (!cfg->compat.nnetworks ||
+        !(ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)) ||
+        netaddr_of_sockaddr(ci->client_addr, ci->client_addr->sa_family == AF_INET6
+                                                 ? sizeof(struct sockaddr_in6)
+                                                 : sizeof(struct sockaddr_in), &a) < 0)
+        return 0;
+    for (int i = 0; i < cfg->compat.nnetworks; i++)
+        if (netaddr_net_parse(cfg->compat.networks[i], &net, err, sizeof(err)) == 0 &&
+            netaddr_net_contains(&net, &a))
+            return 1;
+    return 0;
+}
+
 /* Who may use a path: http.auth_token every one; http.read_token get, stats, claims (and, by
  * routes_admit, the GETs of schedules and dead letters);
- * http.metrics_token /metrics. A path no set token guards is open; /healthz and /readyz are. */
+ * http.metrics_token /metrics; the clients of compat.networks the compatibility routes, whose
+ * clients send no token. A path no set token guards is open; /healthz and /readyz are. */
 static int authorized(const struct http *http, struct MHD_Connection *conn, enum http_route route)
 {
     const char *all = http->cfg->http.auth_token, *read = http->cfg->http.read_token,
@@ -174,6 +198,8 @@ static int authorized(const struct http *http, struct MHD_Connection *conn, enum
     case R_STATS:
     case R_CLAIMS:
         return !all[0] || bears(conn, all) || (read[0] && bears(conn, read));
+    case R_COMPAT:
+        return !all[0] || bears(conn, all) || compat_client(http->cfg, conn);
     default:
         return !all[0] || bears(conn, all);
     }
@@ -341,7 +367,7 @@ static void start_compat(struct request *req, const char *body)
 
     if (query_value(req->conn, "timeout", &c.timeout) < 0)
         c.timeout = "";
-    compat_serve(req->http->jobs, req->http->cfg, &c, http_done, http_wanted, req);
+    compat_serve(req->http->jobs, req->http->cfg, &c, http_done_as, http_wanted, req);
 }
 
 /* The n query values named keys into vals (NULL when absent): 0, or -1 when one holds a NUL

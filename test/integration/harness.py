@@ -355,7 +355,7 @@ pull:  {{ topics = [ {", ".join('"%s"' % t for t in x.get("pull_topics", []))} ]
 callbacks: {{ {x.get('callbacks', '')} }};
 compat: {{ go_delayqueue = {"true" if x.get("go_delayqueue") else "false"};
           ouqiang = {"true" if x.get("ouqiang") else "false"};
-          changsongl = {"true" if x.get("changsongl") else "false"}; }};
+          changsongl = {"true" if x.get("changsongl") else "false"}; {x.get('compat', '')} }};
 """
         # private: it may hold a token, and delayqd refuses a readable file holding one
         fd = os.open(self.conf_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -61,6 +61,7 @@ int main(void)
     unit_recur();
     unit_netaddr();
     unit_ratelimit();
+    unit_gojson();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
