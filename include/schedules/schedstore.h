@@ -34,12 +34,20 @@ void sched_kept_release(struct sched_kept *k);
 int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out, int *found,
                    char *err, size_t errlen);
 
+/* schedstore_get of n ids in one pipeline: outs[i] and found[i] for ids[i]. 0, or -1 with err
+ * when any read failed (then none is kept). */
+int schedstore_get_many(struct schedstore *ss, size_t n, const char *const *ids,
+                        struct sched_kept *outs, int *found, char *err, size_t errlen);
+
 /* What a put, delete or pause changed. */
 struct sched_change {
     int64_t old_next;       /* the fire time of the occurrence it had pending (0: none) */
     char *old_job;          /* delete, pause: that occurrence's job, as kept (malloc'd; NULL) */
     int64_t gen;            /* put, pause: the new generation */
     int paused;             /* put: the schedule is paused, and stays so (no occurrence) */
+    int kept;               /* put: the timing was the kept one and a fire time was planned:
+                             * only the job was replaced (old_next, gen and runs stay) */
+    int64_t runs;           /* put, kept: the runs so far */
 };
 void sched_change_release(struct sched_change *c);
 

@@ -40,6 +40,7 @@ struct task {
     int ran;
     struct recur_timing timing;
     char *timing_json;
+    int kept;                    /* T_PUT: only the job was replaced (the timing kept) */
     void *data;                  /* the answer, while its occurrence is added */
     answer_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
     void *opaque;

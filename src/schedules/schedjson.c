@@ -21,6 +21,32 @@ static const char *const timing_fields[] = { "cron", "every_ms", "timezone", "st
  * schedule's. */
 static const char *const refused_fields[] = { "id", "delay", "delay_ms", "deliver_at_ms" };
 
+/* The fields of an add that an occurrence takes. */
+static const char *const job_fields[] = { "topic", "body", "body_encoding", "key", "headers",
+                                          "deliver", "ttr", "ttr_ms", "once", "override",
+                                          "callback" };
+
+/* The first member of o that is no field of a schedule (refused_fields are, to be refused with
+ * their reason); NULL when none. */
+static const char *unknown_field(json_t *o)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach(o, k, v) {
+        int known = 0;
+        for (size_t i = 0; !known && i < NTIMING; i++)
+            known = strcmp(k, timing_fields[i]) == 0;
+        for (size_t i = 0; !known && i < sizeof(job_fields) / sizeof(job_fields[0]); i++)
+            known = strcmp(k, job_fields[i]) == 0;
+        for (size_t i = 0; !known && i < sizeof(refused_fields) / sizeof(refused_fields[0]); i++)
+            known = strcmp(k, refused_fields[i]) == 0;
+        if (!known)
+            return k;
+    }
+    return NULL;
+}
+
 /* The timing as kept: the fields given, with the interval's anchor. */
 static char *timing_json(json_t *o, const struct recur_timing *t)
 {
@@ -111,8 +137,18 @@ int schedjson_parse_def(const char *body, size_t len, const struct api_limits *l
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
+    const char *unknown = json_is_object(o) ? unknown_field(o) : NULL;
+
     if (!json_is_object(o))
         api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
+    else if (unknown)
+        api_fail(e, 400, API_BAD_REQUEST, "%.100s is not a field of a schedule (its timing: cron or "
+                 "every_ms, timezone, start_at_ms, end_at_ms, max_runs, catch_up, catch_up_max, "
+                 "jitter_ms; its job: an add's fields but id and its due time)", unknown);
+    else if (json_is_integer(json_object_get(o, "end_at_ms")) &&
+             json_integer_value(json_object_get(o, "end_at_ms")) <= 0)
+        api_fail(e, 400, API_BAD_REQUEST, "end_at_ms must be a time (epoch ms); leave it out for "
+                 "a schedule without end");
     else if (json_object_get(o, "anchor_ms"))
         api_fail(e, 400, API_BAD_REQUEST, "anchor_ms is not a field of a schedule: an interval "
                  "starts at start_at_ms, or when it is put");

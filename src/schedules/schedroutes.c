@@ -15,6 +15,9 @@
 #define PREVIEW_DEFAULT 5
 #define LIST_DEFAULT 50
 #define LIST_MAX 500
+/* A put of the kept timing whose planned occurrence has come (claimed, being called, retried):
+ * it runs with the job it had and moves the schedule on; the next ones take the new job. */
+#define UNDER_WAY "ok; the occurrence under way runs with the job it had, the next ones with this"
 
 static void reply(struct task *t, int status, int code, const char *msg, void *data)
 {
@@ -28,6 +31,9 @@ static void first_added(void *opaque, const struct answer *a)
 
     if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
         reply(t, 200, API_OK, "ok", t->data);
+    } else if (t->kept && (a->is == ANSWER_EXISTS || a->is == ANSWER_CONFLICT)) {
+        /* claimed between the put and this add: under way */
+        reply(t, 200, API_OK, UNDER_WAY, t->data);
     } else {
         api_data_free(t->data);
         if (t->kind == T_TRIGGER)
@@ -149,14 +155,20 @@ static int run_put(struct schedules *s, int slot, struct task *t)
         redis_failed(t, "put", err);
         return 0;
     }
-    if (c.old_next && (c.paused || c.old_next != t->first_ms))
+    if (c.kept) {   /* the fire time planned now, whatever the read saw (one may have run) */
+        t->kept = 1;
+        t->first_ms = c.old_next;
+        runs = c.runs;
+    } else if (c.old_next && (c.paused || c.old_next != t->first_ms)) {
         schedules_cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
+    }
     log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
              c.paused ? ", paused" : "", (long long)t->first_ms);
     t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
-    if (c.paused || t->first_ms <= 0) {
+    if (c.paused || t->first_ms <= 0 || (t->kept && t->first_ms <= now)) {
         reply(t, 200, API_OK, c.paused ? "ok; the schedule stays paused until resumed"
-                                       : "ok; the schedule has no fire time left", t->data);
+                              : t->first_ms <= 0 ? "ok; the schedule has no fire time left"
+                              : UNDER_WAY, t->data);
         t->data = NULL;
         return 0;
     }
@@ -187,22 +199,35 @@ static void run_list(struct schedules *s, int slot, struct task *t)
     struct schedstore *ss = schedules_ss(s, slot);
     char **ids = NULL, err[256];
     void **items;
+    struct sched_kept *kept;
+    int64_t now = clock_now_ms();
     size_t n = 0;
-    int more = 0;
+    int more = 0, *found;
 
     if (schedstore_list(ss, t->after, (size_t)t->n, &ids, &n, &more, err, sizeof(err)) < 0) {
         redis_failed(t, "listing schedules", err);
         return;
     }
-    if (!(items = calloc(n ? n : 1, sizeof(*items)))) {
-        schedstore_ids_free(ids, n);
+    items = calloc(n ? n : 1, sizeof(*items));
+    kept = calloc(n ? n : 1, sizeof(*kept));
+    found = calloc(n ? n : 1, sizeof(*found));
+    if (!items || !kept || !found) {
         reply(t, 503, API_UNAVAILABLE, "out of memory", NULL);
-        return;
+    } else if (schedstore_get_many(ss, n, (const char *const *)ids, kept, found, err,
+                                   sizeof(err)) < 0) {
+        redis_failed(t, "listing schedules", err);
+    } else {
+        for (size_t i = 0; i < n; i++)   /* not found: deleted meanwhile */
+            if (found[i]) {
+                items[i] = schedjson_data(ids[i], kept[i].timing_json, kept[i].job_json,
+                                          &kept[i].st, 1, now);
+                sched_kept_release(&kept[i]);
+            }
+        reply(t, 200, API_OK, "ok", schedjson_list(items, n, n ? ids[n - 1] : NULL, more));
     }
-    for (size_t i = 0; i < n; i++)
-        items[i] = read_data(ss, ids[i], 1);   /* NULL: deleted meanwhile */
-    reply(t, 200, API_OK, "ok", schedjson_list(items, n, n ? ids[n - 1] : NULL, more));
     free(items);
+    free(kept);
+    free(found);
     schedstore_ids_free(ids, n);
 }
 

@@ -12,10 +12,18 @@ enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_COUNT };
 
 /* The scripts that change a schedule answer {res, old next, generation, paused, old job}. */
 
-/* KEYS: hash, due, ids. ARGV: id, timing, job, first, first due, now, keep runs (1/0).
- * {1, old next, generation, paused}: a paused schedule stays paused, with no occurrence. */
+/* KEYS: hash, due, ids. ARGV: id, timing, job, first, first due, now, keep runs (1/0: the
+ * timing is the kept one). {1, old next, generation, paused}: a paused schedule stays paused,
+ * with no occurrence. {2, next, generation, 0, '', runs}: the timing unchanged and a fire time
+ * planned, only the job is replaced: the generation, the fire time planned and the runs stay,
+ * so that the occurrence under way, whatever it carries, moves the schedule on. */
 static const char put_lua[] =
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
+    "if ARGV[7] == '1' and old ~= 0 and redis.call('HGET', KEYS[1], 'p') ~= '1' then\n"
+    "  redis.call('HSET', KEYS[1], 'j', ARGV[3], 'u', ARGV[6])\n"
+    "  return {2, old, tonumber(redis.call('HGET', KEYS[1], 'g')), 0, '',\n"
+    "          tonumber(redis.call('HGET', KEYS[1], 'r') or '0')}\n"
+    "end\n"
     "local g = redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
     "redis.call('HSETNX', KEYS[1], 'c', ARGV[6])\n"
     "redis.call('HSET', KEYS[1], 't', ARGV[2], 'j', ARGV[3], 'u', ARGV[6])\n"
@@ -221,6 +229,67 @@ int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out
     return 0;
 }
 
+/* The pipeline of schedstore_get_many. */
+struct getting {
+    struct schedstore *ss;
+    const char *const *ids;
+    struct sched_kept *outs;
+    int *found;
+    char key[KEY_MAX];
+    const char *argv[2];
+    char *err;
+    size_t errlen;
+};
+
+static void build_get(void *ctx, size_t j, struct conn_call *call)
+{
+    struct getting *g = ctx;
+
+    key_of(g->ss, "h:", g->ids[j], g->key, sizeof(g->key));
+    g->argv[0] = "HGETALL";
+    g->argv[1] = g->key;
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = g->argv };
+}
+
+static void on_get(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct getting *g = ctx;
+    struct sched_kept *out = &g->outs[j];
+
+    if (fail || !r) {
+        if (!g->err[0])
+            snprintf(g->err, g->errlen, "%s", fail ? fail->text : "no answer");
+        return;
+    }
+    for (size_t i = 0; i + 1 < conn_count(r); i += 2) {
+        const char *name = conn_str(conn_at(r, i), NULL);
+        if (name)
+            kept_field(out, name, conn_at(r, i + 1));
+    }
+    g->found[j] = out->timing_json && out->job_json;
+    if (!g->found[j])
+        sched_kept_release(out);
+}
+
+int schedstore_get_many(struct schedstore *ss, size_t n, const char *const *ids,
+                        struct sched_kept *outs, int *found, char *err, size_t errlen)
+{
+    struct getting g = { .ss = ss, .ids = ids, .outs = outs, .found = found, .err = err,
+                         .errlen = errlen };
+
+    err[0] = '\0';
+    memset(outs, 0, n * sizeof(*outs));
+    memset(found, 0, n * sizeof(*found));
+    if (n > 0)
+        (void)conn_pipeline(ss->db, n, build_get, on_get, &g, CONN_NO_WAIT, err, errlen);
+    if (err[0]) {
+        for (size_t i = 0; i < n; i++)
+            sched_kept_release(&outs[i]);
+        return -1;
+    }
+    return 0;
+}
+
 /* Runs a change script; *res its first element, the rest into out. */
 static int run_change(struct schedstore *ss, enum script s, const char *id, int nkeys,
                       const char *const *args, int nargs, int64_t *res, struct sched_change *out,
@@ -238,6 +307,8 @@ static int run_change(struct schedstore *ss, enum script s, const char *id, int 
     out->paused = int_at(r, 3) == 1;
     if (conn_count(r) > 4 && conn_str(conn_at(r, 4), &len) && len)
         out->old_job = str_dup(conn_at(r, 4));
+    out->kept = *res == 2;
+    out->runs = conn_count(r) > 5 ? int_at(r, 5) : 0;
     conn_reply_free(r);
     return 0;
 }

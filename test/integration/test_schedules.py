@@ -93,6 +93,9 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
         ({"every_ms": 1000, "topic": "t", "catch_up": "sometimes"}, "catch_up"),
         ({"every_ms": 1000, "topic": "t", "end_at_ms": 1000}, "never fires"),
         ({"every_ms": 1000, "topic": "t", "jitter_ms": 1000}, "jitter_ms must be less"),
+        ({"every_ms": 1000, "topic": "t", "immediately": True}, "immediately is not a field"),
+        ({"every_ms": 1000, "topic": "t", "Topic": "x"}, "Topic is not a field"),
+        ({"every_ms": 1000, "topic": "t", "end_at_ms": 0}, "end_at_ms must be a time"),
     ]
     for spec, word in cases:
         st, doc = d.http("PUT", f"{SCHED}/bad", spec)
@@ -264,6 +267,43 @@ def test_a_repeated_put_keeps_the_grid_runs_and_pause(stack):
     reader.close()
 
 
+def test_puts_of_the_same_timing_at_any_instant_lose_or_double_no_fire_time(stack):
+    """A deploy puts every schedule, at any instant, from every instance: the same timing put
+    every 300 ms, and a new body every 700 ms, from two instances, for a schedule every 2 s.
+    Every put answers 200 and every fire time runs exactly once (a put that met the fire
+    instant answered 503, and the schedule then stalled on a fire time already delivered)."""
+    a = Delayqd(stack).start().wait_groups_owned()
+    b = Delayqd(stack, cluster=a).start()
+    topic = f"{a.name}_deploys"
+    reader = Reader(stack, topic)
+    first = put(a, "deploy", every_ms=2000, topic=topic, body="v0")["next_at_ms"]
+    answers, bodies, k = [], {"v0"}, 0
+    start = now_ms()
+    offsets = [0, 3, 6, 10, 15, 25, 40, -5]   # around the fire instant, where it is claimed
+    for i in range(8):
+        fire = first + 2000 * (i + 1)
+        for at in (fire - 1000, fire - 300, fire + offsets[i]):
+            time.sleep(max(0, at - now_ms()) / 1000)
+            body = f"v{(now_ms() - start) // 700}"   # a new body every 700 ms, or the same
+            bodies.add(body)
+            st, doc = (a, b)[k % 2].http("PUT", f"{SCHED}/deploy",
+                                         {"every_ms": 2000, "topic": topic, "body": body})
+            answers.append((st, doc.get("message")))
+            k += 1
+    last = now_ms()
+    wait_until(lambda: any(f > last for f in occurrences(reader, "deploy")), 10, "a run after the puts")
+    occ = occurrences(reader, "deploy")
+    assert all(st == 200 for st, _ in answers), [x for x in answers if x[0] != 200]
+    fires = sorted(f for f in occ if f <= last)
+    assert fires == [first + 2000 * i for i in range(len(fires))], fires   # none lost
+    assert len(fires) >= 5, fires
+    assert all(len(m) == 1 for m in occ.values()), {f: len(m) for f, m in occ.items()}   # none twice
+    assert all(m[0]["payload"] in bodies for m in occ.values())
+    st, doc = a.http("GET", f"{SCHED}/deploy")
+    assert doc["data"]["next_at_ms"] > now_ms() - 2000, doc   # not stalled on a fire time gone
+    reader.close()
+
+
 def test_trigger_replace_cron_seconds_and_stats(stack):
     d = Delayqd(stack).start().wait_groups_owned()
     topic = f"{d.name}_cron"
@@ -277,20 +317,25 @@ def test_trigger_replace_cron_seconds_and_stats(stack):
     got = d.get(job)
     assert got["state"] == "delivered" and got["body"] == "v1" and "schedule" not in got, got
     wait_until(lambda: len(occurrences(reader, "c")) >= 3, 15, "3 occurrences")
-    # replace: the next occurrence has the new body; nothing of v1 after it
-    changed = now_ms()
+    # replace the job, same timing: the pending occurrence has the new body, nothing of v1 after
+    # it; the generation stays (the occurrence under way still moves the schedule on)
     data = put(d, "c", cron="*/2 * * * * *", topic=topic, body="v2")
-    assert data["generation"] == 2, data
-    wait_until(lambda: any(f > changed for f in occurrences(reader, "c")), 10, "one after the change")
+    changed = data["next_at_ms"]
+    if changed <= now_ms():   # the put met that occurrence under way: it keeps v1
+        changed += 2000
+    assert data["generation"] == 1, data
+    wait_until(lambda: any(f >= changed for f in occurrences(reader, "c")), 10, "one after the change")
     time.sleep(2.5)
     occ = occurrences(reader, "c")
     for f, msgs in occ.items():
         assert len(msgs) == 1, msgs
-        if f > changed:
+        if f >= changed:
             assert msgs[0]["payload"] == "v2", (f, msgs)
-    fire = max(f for f in occ if f > changed)
+    fire = max(f for f in occ if f >= changed)
     got = d.get(f"c@{fire}")
-    assert got["schedule"] == {"id": "c", "generation": 2}, got
+    assert got["schedule"] == {"id": "c", "generation": 1}, got
+    data = put(d, "c", cron="*/4 * * * * *", topic=topic, body="v2")   # another timing
+    assert data["generation"] == 2, data
     st, doc = d.http("GET", f"{SCHED}?limit=1")
     assert st == 200 and [s["id"] for s in doc["data"]["schedules"]] == ["c"], doc
     wait_until(lambda: d.metric("delayq_schedules") == 1, 5, "the gauge")
