@@ -486,6 +486,30 @@ def test_a_waiting_pop_whose_client_left_takes_nothing(stack):
     assert d.metric("delayq_pull_jobs_popped_total") == 2
 
 
+def test_abandoned_long_polls_free_their_address_s_connections(stack):
+    """64 pops waiting 60 s whose clients closed their connections, with
+    http.max_connections_per_ip = 64: their connections are let go as their clients leave, so
+    the address is not locked out until the waits run out (every new connection was reset,
+    /healthz included, for up to pull.max_wait_ms)."""
+    topic = pull_topic()
+    d = Delayqd(stack, extra={"pull_topics": [topic], "max_connections_per_ip": 64}).start()
+    conns = []
+    for _ in range(64):
+        c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        c.request("POST", API + "pop", json.dumps({"topic": topic, "wait_ms": 60000}),
+                  {"Content-Type": "application/json"})
+        conns.append(c)
+    time.sleep(1)
+    for c in conns:
+        c.close()
+    time.sleep(2)
+    status, _ = d.http("GET", "/healthz")
+    assert status == 200
+    job_id = d.add_ok(topic=topic, delay_ms=200, body="b", ttr=30)
+    assert [j["id"] for j in Client(d).pop(topic, wait_ms=10000)] == [job_id]
+    assert d.metric("delayq_pull_pops_left_total") >= 60
+
+
 def test_a_pop_waits_pull_max_wait_ms_at_most(stack):
     topic = pull_topic()
     d = Delayqd(stack, extra={"pull_topics": [topic], "max_wait_ms": 1000}).start()
