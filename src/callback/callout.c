@@ -415,6 +415,7 @@ static void on_call_result(struct callout *co, const struct cb_result *r, struct
     struct call *c = r->ctx;
     struct job_callback *cb = c->job.callback;
     int64_t now = clock_now_ms(), at = 0;
+    enum callplan_action act;
     struct config_call_retry rules = callplan_rules(&co->cfg->callbacks.retry, cb);
     struct callplan_facts f = { .status = r->status, .retry_after_ms = r->retry_after_ms,
                                 .transient = r->error == CB_E_CONNECT || r->error == CB_E_TIMEOUT ||
@@ -436,7 +437,8 @@ static void on_call_result(struct callout *co, const struct cb_result *r, struct
             cb->first_ms = r->sent_ms;
     }
     f.first_ms = cb->first_ms ? cb->first_ms : now;
-    switch (deferral_held_once(co, &f, &rules, callplan_decide(&f, &rules, &at, c->why, sizeof(c->why)), &at)) {
+    act = callplan_decide(&f, &rules, &at, c->why, sizeof(c->why));
+    switch (deferral_held_once(co, &f, &rules, act, &at)) {
     case CALL_DONE:
         if (cb->attempts == 1)
             metrics_call_lateness(r->sent_ms - c->job.due_ms);

@@ -45,8 +45,9 @@ static const struct {
 
 
 /* Queues a request for the workers; it is answered through done. */
-static void queue_task(struct intake *in, enum task_kind kind, const char *id, int64_t due_ms,
-                       answer_fn done, void *opaque)
+/* A task for the workers; NULL when out of memory (then done is answered). */
+static struct task *task_new(enum task_kind kind, const char *id, int64_t due_ms, answer_fn done,
+                             void *opaque)
 {
     struct task *t = calloc(1, sizeof(*t));
     char msg[64];
@@ -54,13 +55,22 @@ static void queue_task(struct intake *in, enum task_kind kind, const char *id, i
     if (!t) {
         snprintf(msg, sizeof(msg), "%s: out of memory", task_kinds[kind].failed);
         answer_send(done, opaque, 503, task_kinds[kind].code, msg, NULL);
-        return;
+        return NULL;
     }
     *t = (struct task){ .kind = kind, .due_ms = due_ms, .group = (int)due_ms, .done = done,
-                        .opaque = opaque, .forget = kind == T_REMOVE && due_ms };
+                        .opaque = opaque };
     if (id)
         snprintf(t->id, sizeof(t->id), "%s", id);
-    workers_queue(in->workers, t);
+    return t;
+}
+
+static void queue_task(struct intake *in, enum task_kind kind, const char *id, int64_t due_ms,
+                       answer_fn done, void *opaque)
+{
+    struct task *t = task_new(kind, id, due_ms, done, opaque);
+
+    if (t)
+        workers_queue(in->workers, t);
 }
 
 void intake_drop_task(void *ctx, void *task, const char *why)
@@ -591,7 +601,12 @@ void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaq
 
 void intake_forget(struct intake *in, const char *id, answer_fn done, void *opaque)
 {
-    queue_task(in, T_REMOVE, id, 1, done, opaque);
+    struct task *t = task_new(T_REMOVE, id, 0, done, opaque);
+
+    if (t) {
+        t->forget = 1;
+        workers_queue(in->workers, t);
+    }
 }
 
 void intake_claims(struct intake *in, answer_fn done, void *opaque)
