@@ -207,27 +207,6 @@ static void kept_field(struct sched_kept *k, const char *name, const struct conn
     }
 }
 
-int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out, int *found,
-                   char *err, size_t errlen)
-{
-    char key[KEY_MAX];
-    struct conn_reply *r;
-
-    memset(out, 0, sizeof(*out));
-    key_of(ss, "h:", id, key, sizeof(key));
-    if (!(r = conn_command(ss->db, err, errlen, "HGETALL", key, NULL)))
-        return -1;
-    for (size_t i = 0; i + 1 < conn_count(r); i += 2) {
-        const char *name = conn_str(conn_at(r, i), NULL);
-        if (name)
-            kept_field(out, name, conn_at(r, i + 1));
-    }
-    conn_reply_free(r);
-    *found = out->timing_json && out->job_json;
-    if (!*found)
-        sched_kept_release(out);
-    return 0;
-}
 
 /* The pipeline of schedstore_get_many. */
 struct getting {
@@ -288,6 +267,12 @@ int schedstore_get_many(struct schedstore *ss, size_t n, const char *const *ids,
         return -1;
     }
     return 0;
+}
+
+int schedstore_get(struct schedstore *ss, const char *id, struct sched_kept *out, int *found,
+                   char *err, size_t errlen)
+{
+    return schedstore_get_many(ss, 1, &id, out, found, err, errlen);
 }
 
 /* Runs a change script; *res its first element, the rest into out. */
