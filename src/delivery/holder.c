@@ -29,6 +29,7 @@
 #define COMMIT_INTERVAL_MS 100   /* commits trail progress by at most this */
 #define IDLE_WAIT_MS 200         /* longest sleep: bounds how late a stop request is noticed */
 #define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown */
+#define CLOSE_WAIT_MS 3000       /* the consumer's close at shutdown */
 #define NOMEM_RETRY_MS 1000
 #define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
 #define TRIM_AFTER_MOVED 10000   /* a burst: messages taken or finished since memory was given back */
@@ -76,7 +77,11 @@ static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_
      * Small pre-fetch: a paused partition's head is all the holder needs, and what was fetched
      * before a pause is dropped. With a million jobs pending, librdkafka's default pre-fetch
      * costs several times the resident memory of these sizes, and forwarding a backlog is no
-     * faster with it (docs/performance.md). */
+     * faster with it (docs/performance.md).
+     * socket.timeout.ms 10 s: a broker answers the holder's requests within milliseconds; a hung
+     * one is given up on sooner, and a stop waits for no request longer than that.
+     * session.timeout.ms 6 s: an assign()-based consumer joins no group; the setting only bounds
+     * how long librdkafka keeps a lost coordinator's commits before destroy may finish. */
     const char *const defaults[][2] = {
         { "client.id", "delayq-holder" },
         { "group.id", cfg->kafka.group_id },
@@ -90,6 +95,8 @@ static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_
         { "max.partition.fetch.bytes", "262144" },
         { "fetch.max.bytes", "4194304" },
         { "socket.nagle.disable", "true" },
+        { "socket.timeout.ms", "10000" },
+        { "session.timeout.ms", "6000" },
     };
 
     return kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen);
@@ -530,6 +537,32 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
     return h;
 }
 
+/* Closes the consumer within CLOSE_WAIT_MS. An assign()-based consumer has no group to leave;
+ * what a close may wait for is an offset commit sent while the broker was unreachable, which
+ * librdkafka otherwise waits for without end. Such a commit was never confirmed: the messages
+ * it covered are read again on restart and their marks keep them from being sent twice. */
+static void close_consumer(rd_kafka_t *rk)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    int64_t deadline = clock_mono_ms() + CLOSE_WAIT_MS;
+    rd_kafka_error_t *e = rd_kafka_consumer_close_queue(rk, q);
+
+    if (e) {
+        log_warn("closing the consumer: %s", rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
+    } else {
+        while (!rd_kafka_consumer_closed(rk) && clock_mono_ms() < deadline) {
+            rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 100);
+            if (ev)
+                rd_kafka_event_destroy(ev);
+        }
+        if (!rd_kafka_consumer_closed(rk))
+            log_warn("the consumer did not close within %d ms (the broker is unreachable); "
+                     "stopping without it", CLOSE_WAIT_MS);
+    }
+    rd_kafka_queue_destroy(q);
+}
+
 void holder_free(struct holder *h)
 {
     struct held *m;
@@ -546,10 +579,10 @@ void holder_free(struct holder *h)
     if (h->pq)
         rd_kafka_queue_destroy(h->pq);
     if (h->rk)
-        rd_kafka_consumer_close(h->rk);   /* may report a commit to the parts */
+        close_consumer(h->rk);
     parts_release(&h->parts);
     if (h->rk)
-        rd_kafka_destroy(h->rk);
+        rd_kafka_destroy_flags(h->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     if (h->wake[0] >= 0) {
         close(h->wake[0]);
         close(h->wake[1]);

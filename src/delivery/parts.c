@@ -15,6 +15,7 @@
 #define LOG_MODULE "holder"      /* the holder's partitions: one module in the logs */
 #define COMMITTED_TIMEOUT_MS 15000  /* the group coordinator may be loading */
 #define COMMITTED_RETRY_MS 200      /* ... or have moved: asked again after this */
+#define COMMIT_WAIT_MS 5000         /* longest wait for a commit before a release */
 #define CAP_MIN 16               /* in-memory messages per partition, however many partitions */
 
 int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const struct groups *gs,
@@ -188,6 +189,41 @@ int parts_next_timer(const struct parts *ps, int64_t *at_ms)
     return heap_peek(&ps->timers, at_ms) != NULL;
 }
 
+/* A commit waited for, but never longer than COMMIT_WAIT_MS: with the coordinator unreachable
+ * librdkafka keeps a synchronous commit waiting for it without end. */
+static rd_kafka_resp_err_t commit_waiting(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *l)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    int64_t deadline = clock_mono_ms() + COMMIT_WAIT_MS;
+    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, l, q, NULL, NULL);
+
+    while (!e) {
+        int64_t left = deadline - clock_mono_ms();
+        rd_kafka_event_t *ev;
+        if (left <= 0) {
+            e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+            break;
+        }
+        if (!(ev = rd_kafka_queue_poll(q, (int)left)))
+            continue;
+        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_OFFSET_COMMIT) {
+            e = rd_kafka_event_error(ev);
+            rd_kafka_event_destroy(ev);
+            break;
+        }
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);   /* a late answer is dropped with it */
+    return e == RD_KAFKA_RESP_ERR__NO_OFFSET ? RD_KAFKA_RESP_ERR_NO_ERROR : e;
+}
+
+static void forget_committed(struct parts *ps, const rd_kafka_topic_partition_t *tp)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->v[i].partition == tp->partition && !strcmp(topic_of(ps, &ps->v[i]), tp->topic))
+            ps->v[i].committed = -1;
+}
+
 void parts_commit(struct parts *ps, int group, int sync)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->n);
@@ -204,8 +240,15 @@ void parts_commit(struct parts *ps, int group, int sync)
             p->committed = cp;
         }
     }
-    if (l->cnt > 0 && (e = rd_kafka_commit(ps->rk, l, !sync)) && sync)
-        log_warn("final offset commit failed: %s", rd_kafka_err2str(e));
+    if (l->cnt > 0 && sync && (e = commit_waiting(ps->rk, l))) {
+        log_warn("offset commit before a release failed: %s; the messages since the last commit "
+                 "are read again by the next holder, and their marks keep them from being sent twice",
+                 rd_kafka_err2str(e));
+        for (int i = 0; i < l->cnt; i++)
+            forget_committed(ps, &l->elems[i]);
+    } else if (l->cnt > 0 && !sync) {
+        rd_kafka_commit(ps->rk, l, 1);
+    }
     rd_kafka_topic_partition_list_destroy(l);
 }
 
