@@ -158,6 +158,8 @@ struct config {
         char networks[CONFIG_NETWORKS_MAX][CONFIG_NAME_MAX];   /* clients from these need no
                                             * token on those routes (theirs send none) */
         int nnetworks;
+        int64_t ouqiang_max_attempts;      /* their jobs' receives before the dead letters; */
+        int64_t changsongl_max_attempts;   /* 0: none, as the originals */
     } compat;
 };
 

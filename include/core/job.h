@@ -16,6 +16,8 @@
 #define JOB_ERROR_MAX 511       /* why a failed job failed, as kept in its record */
 
 #define JOB_TTR_MAX_MS (86400LL * 1000)   /* a pull job is reserved a day at most */
+#define JOB_POPS_NO_LIMIT (-1)   /* a pull job's max_pops: handed out until finished */
+#define JOB_POPS_MAX 1000000     /* a pull job's own limit of receives, at most */
 #define JOB_TTR_ONCE_MS 1   /* a pull job's ttr_ms that means: finished as its first pop hands
                              * it out, never handed out again (changsongl's ttr 0) */
 
@@ -77,6 +79,8 @@ struct job {
     int64_t created_ms;          /* epoch ms */
     enum job_deliver deliver;    /* as asked at add */
     int64_t ttr_ms;              /* a pull job's reservation time as asked at add; 0: default */
+    int64_t max_pops;            /* a pull job's receives before it is buried: 0 pull.max_attempts,
+                                  * JOB_POPS_NO_LIMIT none */
     struct job_callback *callback;   /* owned; NULL: none */
     struct job_sched *sched;     /* owned; NULL: not an occurrence of a schedule */
     int override;                /* 1: the add replaces a pending or removed job of its id;
@@ -120,7 +124,7 @@ void job_new_tag(char out[JOB_TAG_LEN + 1]);
  * delivering one the token of the message delivering it; a mark or remove writes its 13-digit
  * stamp where they were, so the head keeps its length and store.c writes heads in place.
  * tail is the msgpack array [topic, body, delay_ms, key or nil, {headers}, deliver, ttr_ms,
- * {callback} or nil, {schedule}], written at add (and again between a callback's attempts),
+ * {callback} or nil, {schedule} or nil, max_pops], written at add (and again between a callback's attempts),
  * with what follows delay_ms left off when it says nothing (no key, no headers, deliver AUTO, no
  * callback, no schedule) and any later elements ignored. A callback-only job's topic is "".
  * A failed record may carry a msgpack string after the tail: why it failed. The id is the

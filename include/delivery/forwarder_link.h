@@ -149,6 +149,7 @@ struct ready_item {
     msgpack_sbuffer rec;
     int64_t due_ms;
     int64_t ttr_ms;
+    int64_t max_pops;
 };
 
 /* The text arguments of one record's claim or mark. */

@@ -58,6 +58,7 @@ struct pullq_entry {
     size_t rec_len;
     int64_t due_ms;             /* epoch ms: it may be popped from then on, oldest first */
     int64_t ttr_ms;             /* its own reservation time; 0: the pop's or the default */
+    int64_t max_pops;           /* its own limit of receives (job.max_pops); 0: pull.max_attempts */
     enum pullq_ready_result res;
     int failed;
     char err[256];

@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/config_read.h"
+#include "core/job.h"
 
 #define LOG_MODULE "config"
 /* A job of job.max_delay_s hops down from the largest level at most this often. */
@@ -97,7 +98,7 @@ static const struct key keys[] = {
     FN(log, level, config_read_log_level),
     FN(pull, topics, config_read_pull_topics),
     INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
-    INT(pull, max_attempts, pull.max_attempts, 0, 1000000),
+    INT(pull, max_attempts, pull.max_attempts, 0, JOB_POPS_MAX),
     BOOL(pull, also_kafka, pull.also_kafka),
     INT(pull, max_wait_ms, pull.max_wait_ms, 0, 180000),
     FN(callbacks, secret, config_read_cb_secret),
@@ -118,6 +119,8 @@ static const struct key keys[] = {
     BOOL(compat, ouqiang, compat.ouqiang),
     BOOL(compat, changsongl, compat.changsongl),
     FN(compat, networks, config_read_compat_networks),
+    INT(compat, ouqiang_max_attempts, compat.ouqiang_max_attempts, 0, JOB_POPS_MAX),
+    INT(compat, changsongl_max_attempts, compat.changsongl_max_attempts, 0, JOB_POPS_MAX),
 };
 
 static const char *const default_levels[] = {

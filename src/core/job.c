@@ -261,10 +261,10 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
         return -1;
     msgpack_packer_init(&pk, buf, msgpack_sbuffer_write);
     /* elements after the headers: a ttr counts without deliver too (a topic of pull.topics) */
-    int more = job->deliver || job->ttr_ms || job->callback || job->sched;
+    int more = job->deliver || job->ttr_ms || job->callback || job->sched || job->max_pops;
 
-    msgpack_pack_array(&pk, job->sched ? 9 : job->callback ? 8 : more ? 7 : job->nheaders ? 5
-                            : job->key ? 4 : 3);
+    msgpack_pack_array(&pk, job->max_pops ? 10 : job->sched ? 9 : job->callback ? 8 : more ? 7
+                            : job->nheaders ? 5 : job->key ? 4 : 3);
     pack_str(&pk, job->topic, strlen(job->topic));
     pack_str(&pk, job->body, job->body_len);
     msgpack_pack_int64(&pk, job->delay_ms);
@@ -283,10 +283,14 @@ static int record_pack(const struct job *job, int64_t until_ms, msgpack_sbuffer 
     msgpack_pack_int64(&pk, job->ttr_ms);
     if (job->callback)
         pack_callback(&pk, job->callback);
-    else if (job->sched)
+    else if (job->sched || job->max_pops)
         msgpack_pack_nil(&pk);
     if (job->sched)
         pack_sched(&pk, job->sched);
+    else if (job->max_pops)
+        msgpack_pack_nil(&pk);
+    if (job->max_pops)
+        msgpack_pack_int64(&pk, job->max_pops);
     return 0;
 }
 
@@ -468,7 +472,8 @@ static const char *read_head(const char *v, size_t len, struct job *out, struct 
 
 /* Where the fields of a record's tail are; key and headers NULL when left off. */
 struct tail_fields {
-    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr, *callback, *sched;
+    const msgpack_object *topic, *body, *delay, *key, *headers, *deliver, *ttr, *callback, *sched,
+        *max_pops;
 };
 
 /* Finds the fields of tail a: [topic, body, delay_ms, key, {headers}], the key and headers
@@ -483,7 +488,7 @@ static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
         return -1;
     e = a->via.array.ptr;
     n = a->via.array.size;
-    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+    *f = (struct tail_fields){ &e[0], &e[1], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     if (e[2].type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         f->delay = &e[2];
         f->key = n > 3 ? &e[3] : NULL;
@@ -491,7 +496,8 @@ static int find_tail_fields(const msgpack_object *a, struct tail_fields *f)
         f->deliver = n > 6 ? &e[5] : NULL;
         f->ttr = n > 6 ? &e[6] : NULL;
         f->callback = n > 7 && e[7].type != MSGPACK_OBJECT_NIL ? &e[7] : NULL;
-        f->sched = n > 8 ? &e[8] : NULL;
+        f->sched = n > 8 && e[8].type != MSGPACK_OBJECT_NIL ? &e[8] : NULL;
+        f->max_pops = n > 9 ? &e[9] : NULL;
         return 0;
     }
     if (n < 5)
@@ -530,6 +536,15 @@ static const char *read_tail(const struct tail_fields *f, struct job *out)
         return "callback";
     if (f->sched && unpack_sched(f->sched, out) < 0)
         return "schedule";
+    if (f->max_pops) {
+        const msgpack_object *m = f->max_pops;
+        if (m->type == MSGPACK_OBJECT_NEGATIVE_INTEGER && m->via.i64 == JOB_POPS_NO_LIMIT)
+            out->max_pops = JOB_POPS_NO_LIMIT;
+        else if (m->type == MSGPACK_OBJECT_POSITIVE_INTEGER && m->via.u64 <= JOB_POPS_MAX)
+            out->max_pops = (int64_t)m->via.u64;
+        else
+            return "max_pops";
+    }
     return NULL;
 }
 

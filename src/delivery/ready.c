@@ -53,6 +53,7 @@ void fw_ready_job(struct forwarder *fw, struct held *m, const struct job *job)
     snprintf(it->topic, sizeof(it->topic), "%s", job->topic);
     it->due_ms = job->due_ms;
     it->ttr_ms = job->ttr_ms;
+    it->max_pops = job->max_pops;
     msgpack_sbuffer_init(&it->rec);
     if (job_record_pack(job, &it->rec) < 0) {
         msgpack_sbuffer_destroy(&it->rec);
@@ -198,7 +199,8 @@ void fw_run_ready(struct forwarder *fw)
             continue;
         fw->entries[n++] = (struct pullq_entry){ .topic = it->topic, .id = it->id,
                                                  .rec = it->rec.data, .rec_len = it->rec.size,
-                                                 .due_ms = it->due_ms, .ttr_ms = it->ttr_ms };
+                                                 .due_ms = it->due_ms, .ttr_ms = it->ttr_ms,
+                                                 .max_pops = it->max_pops };
     }
     pullq_ready_many(fw->pq, n, fw->entries);
     for (size_t i = 0, k = 0; i < fw->nready; i++) {

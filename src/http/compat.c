@@ -60,7 +60,14 @@ struct add {
     char *body;                 /* owned */
     size_t body_len;
     json_int_t delay, ttr;      /* seconds; ttr 0: handed out once */
+    int64_t max_pops;           /* receives before the dead letters (job.max_pops) */
 };
+
+/* A protocol's compat.*_max_attempts as a job's max_pops: 0 is no limit there. */
+static int64_t pops_limit(int64_t max_attempts)
+{
+    return max_attempts ? max_attempts : JOB_POPS_NO_LIMIT;
+}
 
 /* A request on its way through the jobs module: whose answer to translate, and how. */
 struct call {
@@ -336,6 +343,7 @@ static void send_add(struct call *c, int override)
                        .due_ms = now + ad->delay * 1000, .created_ms = now,
                        .deliver = JOB_DELIVER_PULL, .override = override,
                        .ttr_ms = ad->ttr ? ad->ttr * 1000 : JOB_TTR_ONCE_MS,
+                       .max_pops = ad->max_pops,
                        .key = strcmp(ad->id, ad->given) ? strdup(ad->given) : NULL };
 
     if (!job.topic || !job.body || (strcmp(ad->id, ad->given) && !job.key)) {
@@ -443,7 +451,8 @@ static json_t *go_object(const struct compat_request *req)
 
 /* /push: an add of a pull job, with ouqiang's checks and words first. A job of the id there is
  * replaced, its delay counted from now, as ouqiang's SET of the id does. */
-static void push(struct intake *jobs, json_t *req, compat_done_fn done, void *opaque)
+static void push(struct intake *jobs, const struct config *cfg, json_t *req, compat_done_fn done,
+                 void *opaque)
 {
     char *id = NULL, *topic = NULL, *body = NULL;
     size_t id_len = 0, topic_len = 0, body_len = 0;
@@ -466,7 +475,7 @@ static void push(struct intake *jobs, json_t *req, compat_done_fn done, void *op
         oq_reply(done, opaque, 1, "topic is too long for a topic of this server", NULL);
     else if ((c = call_new(PUSH, jobs, done, opaque))) {
         c->add = (struct add){ .given = id, .body = body, .body_len = body_len, .delay = delay,
-                               .ttr = ttr };
+                               .ttr = ttr, .max_pops = pops_limit(cfg->compat.ouqiang_max_attempts) };
         id = body = NULL;
         snprintf(c->add.topic, sizeof(c->add.topic), "%s", topic);
         if (compat_job_id(NULL, c->add.given, id_len, c->add.id) < 0)
@@ -578,7 +587,7 @@ static int cs_uint(json_t *o, const char *name, json_int_t *v, char *why, size_t
 /* POST /topic/<topic>/job: an add of a pull job, the id and body as sent; with "override",
  * the replacement of the job of the id there (answered "job is not exists" when there is none,
  * as changsongl's). */
-static void cs_add(struct call *c, const struct compat_request *req)
+static void cs_add(struct call *c, const struct config *cfg, const struct compat_request *req)
 {
     json_t *o = json_loadb(req->body, req->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     json_t *id = json_is_object(o) ? go_member(o, "id") : NULL;
@@ -616,6 +625,7 @@ static void cs_add(struct call *c, const struct compat_request *req)
         c->add.body_len = json_string_length(body);
         c->add.delay = delay;
         c->add.ttr = ttr;
+        c->add.max_pops = pops_limit(cfg->compat.changsongl_max_attempts);
         snprintf(c->add.topic, sizeof(c->add.topic), "%s", c->topic);
         json_decref(o);
         if (replace) {
@@ -656,7 +666,7 @@ static void changsongl(struct intake *jobs, const struct config *cfg,
                                    why, sizeof(why)) != TARGET_OK) {
         cs_reply(c, 0, why, NULL, 0);
     } else if (post) {
-        cs_add(c, req);
+        cs_add(c, cfg, req);
         return;
     } else if (get) {
         if (req->timeout && req->timeout[0]) {
@@ -698,7 +708,7 @@ void compat_serve(struct intake *jobs, const struct config *cfg, const struct co
     if (!(o = go_object(req)))
         oq_reply(done, opaque, 1, OQ_BAD_JSON, NULL);
     else if (strcmp(req->path, "/push") == 0)
-        push(jobs, o, done, opaque);
+        push(jobs, cfg, o, done, opaque);
     else if (strcmp(req->path, "/pop") == 0)
         pop(jobs, cfg, o, done, wanted, opaque);
     else if (strcmp(req->path, "/get") == 0)

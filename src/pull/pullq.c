@@ -134,7 +134,8 @@ static void build_ready(void *ctx, size_t j, struct conn_call *call)
     pullq_channel(b->q, b->k[2], KEY_MAX);
     arg(b, 7, b->k[2]);
     arg(b, 8, e->topic);
-    *call = (struct conn_call){ .script = S_READY, .nkeys = 3, .argc = 9, .argv = b->argv,
+    arg_num(b, 9, 2, e->max_pops);
+    *call = (struct conn_call){ .script = S_READY, .nkeys = 3, .argc = 10, .argv = b->argv,
                                .lens = b->lens };
 }
 

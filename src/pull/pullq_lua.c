@@ -14,7 +14,8 @@ _Static_assert(JOB_TTR_ONCE_MS == 1, "JOB_TTR_ONCE_TEXT must say JOB_TTR_ONCE_MS
     "local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
 
 
-/* KEYS: ready, job, later. ARGV: id, record, due_ms, ttr_ms, channel, topic. A hash of the
+/* KEYS: ready, job, later. ARGV: id, record, due_ms, ttr_ms, channel, topic, max_pops (the job's
+ * own limit of receives: 0 none given, -1 no limit; kept as 'max', -1 as 0). A hash of the
  * same due time is this job's, made ready before (its message read again after a crash): left
  * alone, also when it has been finished since. A job made ready is announced on channel (the
  * topic), for the pops that wait on any instance, and leaves the jobs added for later. */
@@ -28,32 +29,43 @@ static const char ready_lua[] =
     "end\n"
     "redis.call('HSET', KEYS[2], 'rec', ARGV[2], 'due', ARGV[3], 'st', 'r', 'att', '0',\n"
     "           'ttr', ARGV[4])\n"
+    "local mp = tonumber(ARGV[7])\n"
+    "if mp ~= 0 then redis.call('HSET', KEYS[2], 'max', tostring(math.max(mp, 0))) end\n"
     "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
     "redis.call('PUBLISH', ARGV[5], ARGV[6])\n"
     "return 0\n";
+
+/* The receive limit of a job whose 'max' field is own (nil: the instance's max, named by
+ * setting): limit (0: none) and the words that name it. */
+#define LUA_LIMIT \
+    "local function limit(own, max, setting)\n" \
+    "  if own then return tonumber(own), 'its own limit is ' .. own end\n" \
+    "  return max, setting .. ' is ' .. max\n" \
+    "end\n"
 
 /* KEYS: ready, reserved, dead, paused. ARGV: (unused), max, ttr_ms (0: the job's, else default), default
  * ttr_ms, receipt start, job key prefix, ":" .. topic, retention_ms, max_attempts (0: none).
  * Answers how many it buried, then id, record, attempt, receipt, until, due for each job
  * handed out. A job whose own ttr is JOB_TTR_ONCE_MS is finished as it is handed out, with no
  * receipt. A job received
- * max_attempts times already (reservations that ran out, or released) is not handed out
- * again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
+ * max_attempts times already, or its own limit (reservations that ran out, or released) is not
+ * handed out again: it is buried, for the sweep to send to the dead letters. A reservation keeps the ttr
  * it was given (rttr), which a touch without one renews. A paused topic hands out nothing. */
 static const char pop_lua[] =
     "if redis.call('EXISTS', KEYS[4]) == 1 then return {0} end\n"
     LUA_NOW
+    LUA_LIMIT
     "local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))\n"
     "local out = {0}\n"
     "for i, id in ipairs(ids) do\n"
     "  local jk = ARGV[6] .. id\n"
-    "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st')\n"
+    "  local f = redis.call('HMGET', jk, 'rec', 'att', 'ttr', 'due', 'st', 'max')\n"
     "  redis.call('ZREM', KEYS[1], id)\n"
-    "  local max = tonumber(ARGV[9])\n"
+    "  local max, named = limit(f[6], tonumber(ARGV[9]), 'pull.max_attempts')\n"
     "  if f[1] and f[5] == 'r' and max > 0 and (tonumber(f[2]) or 0) >= max then\n"
     "    redis.call('ZADD', KEYS[3], now, id)\n"
     "    redis.call('HSET', jk, 'st', 'b', 'why', 'received ' .. f[2] .. ' times without being '\n"
-    "               .. 'finished (pull.max_attempts is ' .. max .. ')')\n"
+    "               .. 'finished (' .. named .. ')')\n"
     "    out[1] = out[1] + 1\n"
     "  elseif f[1] and f[5] == 'r' then\n"
     "    local att = (tonumber(f[2]) or 0) + 1\n"
@@ -141,7 +153,8 @@ static const char op_lua[] =
  * to send. Jobs ready again are announced on channel ("peek:" and the topic: some are). */
 static const char sweep_lua[] =
     LUA_NOW
-    "local max, lim = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    LUA_LIMIT
+    "local lim = tonumber(ARGV[3])\n"
     "local back = 0\n"
     /* an added job that was removed, or whose add failed, is forgotten forget_ms after it
      * would have been due */
@@ -153,14 +166,15 @@ static const char sweep_lua[] =
     "if out[3] == 0 and out[4] == 0 then return out end\n"
     "for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, lim)) do\n"
     "  local jk = ARGV[4] .. id\n"
-    "  local f = redis.call('HMGET', jk, 'att', 'due', 'st')\n"
+    "  local f = redis.call('HMGET', jk, 'att', 'due', 'st', 'max')\n"
     "  redis.call('ZREM', KEYS[2], id)\n"
     "  if f[3] == 'R' then\n"
     "    local att = tonumber(f[1]) or 0\n"
+    "    local max, named = limit(f[4], tonumber(ARGV[2]), 'pull.max_attempts')\n"
     "    if max > 0 and att >= max then\n"
     "      redis.call('ZADD', KEYS[3], now, id)\n"
     "      redis.call('HSET', jk, 'st', 'b', 'why', 'not finished within its time to run ' ..\n"
-    "                 att .. ' times (pull.max_attempts is ' .. max .. ')')\n"
+    "                 att .. ' times (' .. named .. ')')\n"
     "    else\n"
     "      redis.call('ZADD', KEYS[1], f[2] or now, id)\n"
     "      redis.call('HSET', jk, 'st', 'r')\n"

@@ -10,7 +10,7 @@ import json
 import time
 import urllib.parse
 
-from harness import Delayqd, now_ms
+from harness import Delayqd, now_ms, wait_until
 
 OQ_TYPE = "text/plain; charset=utf-8"
 CS_TYPE = "application/json; charset=utf-8"
@@ -240,3 +240,29 @@ def test_compat_networks_open_the_compat_routes_alone_to_clients_without_a_token
     closed = Delayqd(stack, extra={"ouqiang": True, "auth_token": "s3cret",
                                    "compat": 'networks = [ "10.0.0.0/8" ];'}).start()
     assert raw(closed, "POST", "/push", php_push("order", "t-3", 1, 30, "b"))[0] == 401
+
+
+def test_compat_jobs_are_handed_out_until_finished_unless_their_limit_says_otherwise(stack):
+    """ouqiang and changsongl hand a job out until it is finished, whatever pull.max_attempts
+    says for native pull jobs; compat.<protocol>_max_attempts sets a limit for that protocol's
+    jobs, after which they go to the dead letters naming it."""
+    d = Delayqd(stack, extra={"ouqiang": True, "changsongl": True, "max_attempts": 1,
+                              "max_wait_ms": 5000,
+                              "compat": "changsongl_max_attempts = 2;"}).start()
+    oq(d, "/push", php_push("oqforever", "oq-1", 1, 1, "b"))
+    cs(d, "POST", "/topic/cslimited/job", sdk_add("cs-1", 1, 1, "b"))
+    for attempt in range(3):   # pull.max_attempts 1 would bury it after the first
+        text = oq(d, "/pop", '{"topic":"oqforever"}')
+        assert json.loads(text)["data"] == {"id": "oq-1", "body": "b"}, (attempt, text)
+    for attempt in range(2):
+        text = cs(d, "GET", "/topic/cslimited/job?timeout=5")
+        assert '"id":"cs-1"' in text, (attempt, text)
+    assert cs(d, "GET", "/topic/cslimited/job?timeout=3") == CS_EMPTY   # buried after two
+    assert oq(d, "/finish", '{"id":"oq-1"}') == OK
+
+    def letters():
+        return d.http("GET", "/delay-queue/api/dead?topic=cslimited")[1]["data"]["dead"]
+    wait_until(letters, 15, "the changsongl job's dead letter")
+    (letter,) = letters()
+    assert "its own limit is 2" in letter["reason"], letter
+    assert d.http("GET", "/delay-queue/api/dead?topic=oqforever")[1]["data"]["dead"] == []

@@ -482,7 +482,19 @@ static void round_trip_pull(void)
     CHECK_EQ_INT(out.deliver, JOB_DELIVER_PULL);
     CHECK_EQ_INT(out.ttr_ms, 90000);
     CHECK(out.key == NULL && out.nheaders == 0);
+    CHECK_EQ_INT(out.max_pops, 0);
     job_release(&out);
+    /* a job's own limit of receives comes after a nil callback and schedule */
+    in.max_pops = JOB_POPS_NO_LIMIT;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(out.max_pops, JOB_POPS_NO_LIMIT);
+    CHECK(out.callback == NULL && out.sched == NULL && out.ttr_ms == 90000);
+    job_release(&out);
+    in.max_pops = 3;
+    CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(out.max_pops, 3);
+    job_release(&out);
+    in.max_pops = 0;
     in.deliver = JOB_DELIVER_KAFKA;
     in.ttr_ms = 0;
     CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
