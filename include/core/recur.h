@@ -62,6 +62,14 @@ int64_t recur_first(const struct recur_timing *t, int64_t now_ms, int64_t pendin
  * hash of both, so that every instance computes the same. */
 int64_t recur_jitter(const char *id, int64_t fire_ms, int64_t jitter_ms);
 
+/* An occurrence due more than max_delay_ms after now is parked: it is not a job yet (a job may
+ * not wait longer), and its schedule's index of due times names when the sweep, which looks
+ * at an index time up to lag_ms after it, is to make it: up to a minute after due -
+ * max_delay_ms, and early enough for the job to be made before it is due. The index time of an
+ * occurrence due at due_ms: due_ms itself when it is not parked. */
+int recur_parked(int64_t due_ms, int64_t now_ms, int64_t max_delay_ms);
+int64_t recur_index_ms(int64_t due_ms, int64_t now_ms, int64_t max_delay_ms, int64_t lag_ms);
+
 /* The name of a catch_up, and back: 0, or -1 when it is none of skip, once, all. */
 const char *recur_catch_up_name(enum recur_catch_up c);
 int recur_catch_up_of(const char *s, enum recur_catch_up *out);

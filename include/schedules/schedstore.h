@@ -92,6 +92,11 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
                        int64_t next_ms, int64_t next_due_ms, int ran, struct sched_advance *out,
                        char *err, size_t errlen);
 
+/* Indexes schedule id's pending occurrence of fire time next_ms at index_ms (recur_index_ms),
+ * unless the schedule moved on meanwhile. */
+int schedstore_index(struct schedstore *ss, const char *id, int64_t next_ms, int64_t index_ms,
+                     char *err, size_t errlen);
+
 /* Up to max ids after `after` ("": from the first), in order, into *ids (malloc'd, each
  * malloc'd; *n of them); *more: others follow. */
 int schedstore_list(struct schedstore *ss, const char *after, size_t max, char ***ids, size_t *n,

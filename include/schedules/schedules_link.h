@@ -70,6 +70,9 @@ void schedules_task_free(struct task *t);
  * first use; NULL out of memory. */
 struct schedstore *schedules_ss(struct schedules *s, int slot);
 
+/* The index time of an occurrence due at due_ms (0: none) made now: recur_index_ms. */
+int64_t schedules_index_ms(const struct schedules *s, int64_t due_ms);
+
 /* Cancels the pending occurrence of schedule id that fires at fire_ms (a replace, pause or
  * delete): it is not delivered. When it has no record yet (its add still on its way), a
  * cancelled record of job_json is written first, so that the add, when it comes, is refused.

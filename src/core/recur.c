@@ -6,6 +6,7 @@
 /* How far catch_up all walks from a missed occurrence towards now before it gives up counting
  * and goes on as skip would (a cron firing every second, missed for days). */
 #define CATCH_UP_WALK_MAX 100000
+#define PARK_LEAD_MS 60000   /* a parked occurrence is indexed this long after it may be made, at most */
 
 static const char *const catch_up_names[] = { "skip", "once", "all" };
 
@@ -137,4 +138,20 @@ int64_t recur_jitter(const char *id, int64_t fire_ms, int64_t jitter_ms)
     for (int i = 0; i < 8; i++)
         h = (h ^ (unsigned char)((uint64_t)fire_ms >> (8 * i))) * 1099511628211ULL;
     return (int64_t)(h % (uint64_t)jitter_ms);
+}
+
+int recur_parked(int64_t due_ms, int64_t now_ms, int64_t max_delay_ms)
+{
+    return due_ms - now_ms > max_delay_ms;
+}
+
+int64_t recur_index_ms(int64_t due_ms, int64_t now_ms, int64_t max_delay_ms, int64_t lag_ms)
+{
+    int64_t lead = max_delay_ms - lag_ms - 1000;
+
+    if (lead > PARK_LEAD_MS)
+        lead = PARK_LEAD_MS;
+    if (lead < 1000 - lag_ms)
+        lead = 1000 - lag_ms;
+    return recur_parked(due_ms, now_ms, max_delay_ms) ? due_ms - max_delay_ms + lead : due_ms;
 }

@@ -149,7 +149,8 @@ static int run_put(struct schedules *s, int slot, struct task *t)
             runs = k.st.runs;
         sched_kept_release(&k);
     }
-    due = t->first_ms + recur_jitter(t->id, t->first_ms, t->def.timing.jitter_ms);
+    due = schedules_index_ms(s, t->first_ms > 0 ? t->first_ms + recur_jitter(t->id, t->first_ms,
+                                                  t->def.timing.jitter_ms) : 0);
     if (schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
                        keep, &c, err, sizeof(err)) < 0) {
         redis_failed(t, "put", err);
@@ -299,7 +300,8 @@ static int run_resume(struct schedules *s, int slot, struct task *t)
         now = clock_now_ms();
         first = recur_first(&timing, now, k.paused_pending);
         if (schedstore_resume(ss, t->id, k.st.generation, first,
-                              first + recur_jitter(t->id, first, timing.jitter_ms), now, &res, &gen,
+                              schedules_index_ms(s, first > 0 ? first + recur_jitter(t->id, first,
+                                                 timing.jitter_ms) : 0), now, &res, &gen,
                               err, sizeof(err)) < 0) {
             sched_kept_release(&k);
             redis_failed(t, "resume", err);

@@ -8,7 +8,7 @@
 
 #define KEY_MAX (CONFIG_STR_MAX + 16 + RECUR_ID_MAX)
 
-enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_COUNT };
+enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_INDEX, S_COUNT };
 
 /* The scripts that change a schedule answer {res, old next, generation, paused, old job}. */
 
@@ -91,8 +91,15 @@ static const char take_lua[] =
     "for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end\n"
     "return ids\n";
 
+/* KEYS: hash, due. ARGV: id, next, index time. 1 when next is still the pending fire time and
+ * the schedule is indexed at the time given, else 0. */
+static const char index_lua[] =
+    "if redis.call('HGET', KEYS[1], 'n') ~= ARGV[2] then return 0 end\n"
+    "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])\n"
+    "return 1\n";
+
 static const char *const script_text[S_COUNT] = { put_lua, delete_lua, pause_lua, resume_lua,
-                                                  advance_lua, take_lua };
+                                                  advance_lua, take_lua, index_lua };
 
 struct schedstore {
     const struct config *cfg;
@@ -387,6 +394,21 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
         if (!out->job_json)
             out->res = 0;
     }
+    conn_reply_free(r);
+    return 0;
+}
+
+int schedstore_index(struct schedstore *ss, const char *id, int64_t next_ms, int64_t index_ms,
+                     char *err, size_t errlen)
+{
+    char next[24], at[24];
+    const char *args[] = { id, next, at };
+    struct conn_reply *r;
+
+    snprintf(next, sizeof(next), "%lld", (long long)next_ms);
+    snprintf(at, sizeof(at), "%lld", (long long)index_ms);
+    if (!(r = run(ss, S_INDEX, id, 2, args, 3, err, errlen)))
+        return -1;
     conn_reply_free(r);
     return 0;
 }

@@ -23,6 +23,7 @@
 #define SWEEP_GRACE_MS 3000
 #define SWEEP_AGAIN_MS 10000
 #define SWEEP_MAX 512             /* schedules one sweep takes */
+#define SWEEP_LAG_MS (SWEEP_GRACE_MS + SWEEP_EVERY_MS)   /* an index time is looked at by then */
 
 /* ---- shared with schedroutes.c ---- */
 
@@ -38,6 +39,12 @@ struct schedstore *schedules_ss(struct schedules *s, int slot)
     if (!s->wss[slot])
         s->wss[slot] = schedstore_new(s->cfg);
     return s->wss[slot];
+}
+
+int64_t schedules_index_ms(const struct schedules *s, int64_t due_ms)
+{
+    return due_ms > 0 ? recur_index_ms(due_ms, clock_now_ms(), s->limits.max_delay_ms, SWEEP_LAG_MS)
+                      : 0;
 }
 
 /* The store of worker slot, as schedules_ss. */
@@ -60,8 +67,8 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
     struct job job;
     const struct job *jp = &job;
 
-    if (fire_ms <= 0 || !st)
-        return;
+    if (fire_ms <= 0 || !st || recur_parked(fire_ms, now, s->limits.max_delay_ms))
+        return;   /* a parked occurrence is no job yet, and none is on its way */
     snprintf(name, sizeof(name), "%s@%lld", id, (long long)fire_ms);
     if (store_remove_many(st, 1, &rm, now, retention) == 0 && (rm.res != STORE_NO_JOB || !job_json))
         return;
@@ -103,6 +110,10 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
     struct api_error e;
     struct job job;
 
+    if (recur_parked(due, now, s->limits.max_delay_ms)) {
+        answer_send(done, opaque, 200, API_OK, "parked: the sweep makes it when it may wait", NULL);
+        return;
+    }
     if (schedjson_occurrence(job_json, strlen(job_json), &s->limits, now, due, &job, &e) < 0) {
         job_release(&job);
         log_error("schedule=%s: its job does not read: %s", id, e.message);
@@ -138,6 +149,7 @@ static void move_on(struct schedules *s, int slot, const char *id, int64_t gen, 
     char err[256];
     int64_t due = next_ms > 0 ? next_ms + recur_jitter(id, next_ms, timing->jitter_ms) : 0;
 
+    due = schedules_index_ms(s, due);
     if (schedstore_advance(schedules_ss(s, slot), id, gen, fire_ms, next_ms, due, ran, &a, err,
                            sizeof(err)) < 0) {
         log_warn("schedule=%s: moving on from %lld failed (a sweep does it): %s", id,
@@ -187,6 +199,7 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     struct sched_kept k;
     char err[256], job[JOB_ID_MAX + 1];
     enum job_state state = JOB_PENDING;
+    int64_t due, now;
     int found, rc;
 
     if (schedstore_get(schedules_ss(s, slot), id, &k, &found, err, sizeof(err)) < 0) {
@@ -208,7 +221,17 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     }
     snprintf(job, sizeof(job), "%s@%lld", id, (long long)k.st.next_ms);
     rc = occurrence_state(s, slot, job, &state);
-    if (rc == 0 || (rc == 1 && state == JOB_PENDING)) {
+    due = k.st.next_ms + recur_jitter(id, k.st.next_ms, timing.jitter_ms);
+    if (rc >= 0 && due > (now = clock_now_ms())) {
+        /* a parked occurrence's time to be made came: made, then indexed at its due time */
+        if (rc == 0 && !recur_parked(due, now, s->limits.max_delay_ms))
+            schedules_add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms,
+                                     k.st.generation, k.st.runs, 1, 0, occurrence_added, NULL);
+        if (schedstore_index(schedules_ss(s, slot), id, k.st.next_ms,
+                             recur_index_ms(due, now, s->limits.max_delay_ms, SWEEP_LAG_MS), err,
+                             sizeof(err)) < 0)
+            log_warn("sweep: indexing schedule %s failed (looked at again in seconds): %s", id, err);
+    } else if (rc == 0 || (rc == 1 && state == JOB_PENDING)) {
         log_info("sweep: occurrence %s %s; adding it again", job, rc ? "is overdue" : "is missing");
         schedules_add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms,
                                  k.st.generation, k.st.runs, 1, 0, occurrence_added, NULL);

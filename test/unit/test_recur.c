@@ -227,6 +227,25 @@ static void definitions_read_and_refused(void)
     }
 }
 
+
+/* An occurrence further off than the longest delay is parked: indexed for the sweep to make it
+ * within the longest delay, before it is due, at most a minute after it may. */
+static void parked_occurrences_are_made_in_time(void)
+{
+    const int64_t day = 86400000, now = 1800000000000, lag = 4000;
+
+    CHECK(!recur_parked(now + 30 * day, now, 30 * day));
+    CHECK_EQ_INT(recur_index_ms(now + 30 * day, now, 30 * day, lag), now + 30 * day);
+    CHECK(recur_parked(now + 365 * day, now, 30 * day));
+    CHECK_EQ_INT(recur_index_ms(now + 365 * day, now, 30 * day, lag), now + 335 * day + 60000);
+    /* a short longest delay: looked at (index + lag) before it is due, and within it */
+    for (int64_t max = 2000; max <= 120000; max += 1000) {
+        int64_t due = now + max + 1, at = recur_index_ms(due, now, max, lag);
+        CHECK(at + lag < due);
+        CHECK(due - (at + lag - 1000) <= max);   /* the earliest look: a sweep period sooner */
+    }
+}
+
 void unit_recur(void)
 {
     RUN(interval_fire_times);
@@ -239,4 +258,5 @@ void unit_recur(void)
     RUN(jitter_moves_what_counts_as_missed);
     RUN(catch_up_all_stops_at_the_end);
     RUN(definitions_read_and_refused);
+    RUN(parked_occurrences_are_made_in_time);
 }
