@@ -29,6 +29,10 @@ void sched_def_release(struct sched_def *d);
 /* 1 when kept timings a and b say the same, but for an interval's anchor (when it was put). */
 int schedjson_same_timing(const char *a, const char *b);
 
+/* A timing's signature (malloc'd; NULL out of memory): the same for the same timing fields,
+ * whatever their order and anchor, so that Redis can compare two in a script. */
+char *schedjson_timing_sig(const char *timing_json);
+
 /* The occurrence job of kept job JSON due at due_ms, its id set by the caller (out released by
  * the caller with job_release, also on error). 0, or -1 with e set. */
 int schedjson_occurrence(const char *job_json, size_t len, const struct api_limits *lim,

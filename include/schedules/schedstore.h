@@ -48,15 +48,18 @@ struct sched_change {
     int kept;               /* put: the timing was the kept one and a fire time was planned:
                              * only the job was replaced (old_next, gen and runs stay) */
     int64_t runs;           /* put, kept: the runs so far */
+    char *kept_timing;      /* put, kept: the timing as kept, anchor and all (malloc'd; NULL) */
 };
 void sched_change_release(struct sched_change *c);
 
 /* Creates or replaces schedule id, its pending occurrence to fire at first_ms (0: none) and be
  * due at first_due_ms, unless it is paused: it stays paused, its definition replaced. Runs start
- * again from 0 unless keep_runs; the last run is kept. */
+ * again from 0 unless the timing is the same (sig: schedjson_timing_sig; keep_runs: a read
+ * before found it the same, for schedules kept without a signature); the last run is kept. */
 int schedstore_put(struct schedstore *ss, const char *id, const char *timing_json,
                    const char *job_json, int64_t first_ms, int64_t first_due_ms, int64_t now_ms,
-                   int keep_runs, struct sched_change *out, char *err, size_t errlen);
+                   int keep_runs, const char *sig, struct sched_change *out, char *err,
+                   size_t errlen);
 
 /* Deletes schedule id: *found, and what it had pending. */
 int schedstore_delete(struct schedstore *ss, const char *id, int *found,

@@ -65,6 +65,17 @@ static char *timing_json(json_t *o, const struct recur_timing *t)
     return text;
 }
 
+char *schedjson_timing_sig(const char *timing_json)
+{
+    json_t *x = json_loads(timing_json, 0, NULL);
+    char *sig;
+
+    json_object_del(x, "anchor_ms");
+    sig = x ? json_dumps(x, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(x);
+    return sig;
+}
+
 int schedjson_same_timing(const char *a, const char *b)
 {
     json_t *x = json_loads(a, 0, NULL), *y = json_loads(b, 0, NULL);

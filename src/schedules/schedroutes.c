@@ -111,19 +111,27 @@ static int kept_timing(struct task *t, const struct sched_kept *k, struct recur_
 /* A put of a schedule that exists with the same timing keeps its grid and its runs (a put
  * repeated at every deploy must not restart an interval, nor its max_runs): t's timing becomes
  * the kept one, its first occurrence the pending one. 1 when so. */
-static int same_timing(struct task *t, const struct sched_kept *k, int64_t now)
+/* t's timing becomes the kept one, timing_json (anchor and all): 1, or 0 when it does not read. */
+static int adopt_timing(struct task *t, const char *timing_json)
 {
-    char err[256], *kept;
+    char err[256], *kept = strdup(timing_json);
+    struct recur_timing timing;
 
-    if (!schedjson_same_timing(k->timing_json, t->def.timing_json) ||
-        !(kept = strdup(k->timing_json)))
-        return 0;
-    if (timing_parse(kept, strlen(kept), &t->def.timing, err, sizeof(err)) < 0) {
+    if (!kept || timing_parse(kept, strlen(kept), &timing, err, sizeof(err)) < 0) {
         free(kept);
         return 0;
     }
+    t->def.timing = timing;
     free(t->def.timing_json);
     t->def.timing_json = kept;
+    return 1;
+}
+
+static int same_timing(struct task *t, const struct sched_kept *k, int64_t now)
+{
+    if (!schedjson_same_timing(k->timing_json, t->def.timing_json) ||
+        !adopt_timing(t, k->timing_json))
+        return 0;
     t->first_ms = k->st.next_ms > 0 ? k->st.next_ms : recur_next(&t->def.timing, now);
     return 1;
 }
@@ -136,8 +144,8 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     int64_t now = clock_now_ms(), due;
     struct sched_change c;
     struct sched_kept k;
-    char err[256];
-    int found, keep = 0;
+    char err[256], *sig;
+    int found, keep = 0, rc;
     int64_t runs = 0;
 
     if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) < 0) {
@@ -151,8 +159,14 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     }
     due = schedules_index_ms(s, t->first_ms > 0 ? t->first_ms + recur_jitter(t->id, t->first_ms,
                                                   t->def.timing.jitter_ms) : 0);
-    if (schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
-                       keep, &c, err, sizeof(err)) < 0) {
+    if (!(sig = schedjson_timing_sig(t->def.timing_json))) {
+        reply(t, 503, API_UNAVAILABLE, "out of memory", NULL);
+        return 0;
+    }
+    rc = schedstore_put(ss, t->id, t->def.timing_json, t->def.job_json, t->first_ms, due, now,
+                        keep, sig, &c, err, sizeof(err));
+    free(sig);
+    if (rc < 0) {
         redis_failed(t, "put", err);
         return 0;
     }
@@ -160,11 +174,16 @@ static int run_put(struct schedules *s, int slot, struct task *t)
         t->kept = 1;
         t->first_ms = c.old_next;
         runs = c.runs;
+        /* kept by the script where the read saw another timing, or none: a concurrent put of
+         * this timing made it; its anchor is the grid */
+        if (!keep && c.kept_timing && !adopt_timing(t, c.kept_timing))
+            log_error("schedule=%s: its timing as kept does not read", t->id);
     } else if (c.old_next && (c.paused || c.old_next != t->first_ms)) {
         schedules_cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
     }
     log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
              c.paused ? ", paused" : "", (long long)t->first_ms);
+    sched_change_release(&c);
     t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
     if (c.paused || t->first_ms <= 0 || (t->kept && t->first_ms <= now)) {
         reply(t, 200, API_OK, c.paused ? "ok; the schedule stays paused until resumed"

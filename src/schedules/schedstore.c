@@ -13,21 +13,29 @@ enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_INDEX, S_
 /* The scripts that change a schedule answer {res, old next, generation, paused, old job}. */
 
 /* KEYS: hash, due, ids. ARGV: id, timing, job, first, first due, now, keep runs (1/0: the
- * timing is the kept one). {1, old next, generation, paused}: a paused schedule stays paused,
- * with no occurrence. {2, next, generation, 0, '', runs}: the timing unchanged and a fire time
- * planned, only the job is replaced: the generation, the fire time planned and the runs stay,
- * so that the occurrence under way, whatever it carries, moves the schedule on. */
+ * timing read before was the same), the timing's signature (schedjson_timing_sig). The timing
+ * is the same when the kept signature is this one (read in the script: of concurrent puts of
+ * the same timing, all but the one that creates it keep it), or, kept by a version that wrote
+ * none, when the read said so. {1, old next, generation, paused}: a paused schedule stays
+ * paused, with no occurrence. {2, next, generation, 0, '', runs, kept timing}: the timing
+ * unchanged and a fire time planned, only the job is replaced: the generation, the fire time
+ * planned and the runs stay, so that the occurrence under way, whatever it carries, moves the
+ * schedule on. */
 static const char put_lua[] =
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
-    "if ARGV[7] == '1' and old ~= 0 and redis.call('HGET', KEYS[1], 'p') ~= '1' then\n"
-    "  redis.call('HSET', KEYS[1], 'j', ARGV[3], 'u', ARGV[6])\n"
+    "local sig = redis.call('HGET', KEYS[1], 's')\n"
+    "local same = (sig and sig == ARGV[8]) or (not sig and ARGV[7] == '1')\n"
+    "if redis.call('EXISTS', KEYS[1]) == 0 then same = false end\n"
+    "if same and old ~= 0 and redis.call('HGET', KEYS[1], 'p') ~= '1' then\n"
+    "  redis.call('HSET', KEYS[1], 'j', ARGV[3], 'u', ARGV[6], 's', ARGV[8])\n"
     "  return {2, old, tonumber(redis.call('HGET', KEYS[1], 'g')), 0, '',\n"
-    "          tonumber(redis.call('HGET', KEYS[1], 'r') or '0')}\n"
+    "          tonumber(redis.call('HGET', KEYS[1], 'r') or '0'), redis.call('HGET', KEYS[1], 't')}\n"
     "end\n"
     "local g = redis.call('HINCRBY', KEYS[1], 'g', 1)\n"
     "redis.call('HSETNX', KEYS[1], 'c', ARGV[6])\n"
-    "redis.call('HSET', KEYS[1], 't', ARGV[2], 'j', ARGV[3], 'u', ARGV[6])\n"
-    "if ARGV[7] ~= '1' then redis.call('HSET', KEYS[1], 'r', '0') end\n"
+    "if not same or ARGV[7] == '1' then redis.call('HSET', KEYS[1], 't', ARGV[2]) end\n"
+    "redis.call('HSET', KEYS[1], 'j', ARGV[3], 'u', ARGV[6], 's', ARGV[8])\n"
+    "if not same then redis.call('HSET', KEYS[1], 'r', '0') end\n"
     "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
     "if redis.call('HGET', KEYS[1], 'p') == '1' then return {1, old, g, 1} end\n"
     "redis.call('HSET', KEYS[1], 'p', '0', 'n', ARGV[4], 'f', '0')\n"
@@ -301,6 +309,8 @@ static int run_change(struct schedstore *ss, enum script s, const char *id, int 
         out->old_job = str_dup(conn_at(r, 4));
     out->kept = *res == 2;
     out->runs = conn_count(r) > 5 ? int_at(r, 5) : 0;
+    if (out->kept && conn_count(r) > 6 && conn_str(conn_at(r, 6), &len) && len)
+        out->kept_timing = str_dup(conn_at(r, 6));
     conn_reply_free(r);
     return 0;
 }
@@ -308,21 +318,23 @@ static int run_change(struct schedstore *ss, enum script s, const char *id, int 
 void sched_change_release(struct sched_change *c)
 {
     free(c->old_job);
-    c->old_job = NULL;
+    free(c->kept_timing);
+    c->old_job = c->kept_timing = NULL;
 }
 
 int schedstore_put(struct schedstore *ss, const char *id, const char *timing_json,
                    const char *job_json, int64_t first_ms, int64_t first_due_ms, int64_t now_ms,
-                   int keep_runs, struct sched_change *out, char *err, size_t errlen)
+                   int keep_runs, const char *sig, struct sched_change *out, char *err,
+                   size_t errlen)
 {
     char first[24], due[24], now[24];
-    const char *args[] = { id, timing_json, job_json, first, due, now, keep_runs ? "1" : "0" };
+    const char *args[] = { id, timing_json, job_json, first, due, now, keep_runs ? "1" : "0", sig };
     int64_t res;
 
     snprintf(first, sizeof(first), "%lld", (long long)(first_ms > 0 ? first_ms : 0));
     snprintf(due, sizeof(due), "%lld", (long long)first_due_ms);
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-    return run_change(ss, S_PUT, id, 3, args, 7, &res, out, err, errlen);
+    return run_change(ss, S_PUT, id, 3, args, 8, &res, out, err, errlen);
 }
 
 int schedstore_delete(struct schedstore *ss, const char *id, int *found,

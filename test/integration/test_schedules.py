@@ -2,7 +2,11 @@
 "<schedule id>@<fire time ms>", made when the one before comes due, by whichever instance
 delivers that one; tests read the business topic with kcat, as a user's consumer would."""
 
+import http.client
+import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 import uuid
 
 from harness import Delayqd, Reader, now_ms, wait_until
@@ -394,3 +398,55 @@ def test_fire_times_further_off_than_max_delay_are_made_when_they_may_wait(stack
         assert msgs[0]["recv_ms"] >= fire, (msgs[0]["recv_ms"], fire)
         # made as a job before it was due: delivered by the delay topics, not by a late sweep
         assert int(msgs[0]["headers"]["dq-sent-ms"]) - fire < 1000, msgs[0]
+
+
+def simultaneous(requests):
+    """[(status, document)] of requests [(delayqd, method, path, body)], each on a connection
+    of its own opened beforehand, all sent at the same instant."""
+    conns = [http.client.HTTPConnection("127.0.0.1", d.port, timeout=30) for d, *_ in requests]
+    for c in conns:
+        c.connect()
+    go = threading.Barrier(len(requests))
+
+    def one(i):
+        _, method, path, body = requests[i]
+        go.wait()
+        conns[i].request(method, path, json.dumps(body), {"Content-Type": "application/json"})
+        r = conns[i].getresponse()
+        return r.status, json.loads(r.read())
+    with ThreadPoolExecutor(len(requests)) as pool:
+        out = list(pool.map(one, range(len(requests))))
+    for c in conns:
+        c.close()
+    return out
+
+
+def test_concurrent_puts_that_create_a_schedule_make_one_grid(stack):
+    """A deploy of many instances puts a new schedule from each at once: ten identical PUTs,
+    five on each of two instances, sent at the same instant, three schedules in turn. One PUT
+    creates each; the others keep its grid, generation and runs (read and decided in one Redis
+    script), so every fire time runs once and the generation stays the first put's."""
+    a = Delayqd(stack).start().wait_groups_owned()
+    b = Delayqd(stack, cluster=a).start()
+    topic = f"{a.name}_herd"
+    reader = Reader(stack, topic)
+    firsts = {}
+    for _ in range(3):
+        sid = "herd-" + uuid.uuid4().hex[:6]
+        spec = {"every_ms": 1000, "topic": topic, "body": "h"}
+        answers = simultaneous([((a, b)[i % 2], "PUT", f"{SCHED}/{sid}", spec) for i in range(10)])
+        assert all(st == 200 for st, _ in answers), answers
+        gens = {doc["data"]["generation"] for _, doc in answers}
+        assert gens == {1}, (sid, gens)   # each concurrent put that created it bumped it
+        nexts = {doc["data"]["next_at_ms"] for _, doc in answers}
+        assert len(nexts) == 1, (sid, nexts)   # one grid
+        firsts[sid] = nexts.pop()
+    for sid, first in firsts.items():
+        wait_until(lambda: len(occurrences(reader, sid)) >= 5, 20, "5 occurrences")
+    time.sleep(1.5)
+    for sid, first in firsts.items():
+        occ = occurrences(reader, sid)
+        fires = sorted(occ)
+        assert fires == [first + 1000 * i for i in range(len(fires))], (sid, fires)   # none lost
+        assert all(len(m) == 1 for m in occ.values()), {f: len(m) for f, m in occ.items()}
+    reader.close()
