@@ -128,12 +128,13 @@ static int serve(const struct config *cfg)
         log_error("%s", err);
         goto out;
     }
-    holder_on_occurrence(holder, schedules_occurred, schedules);
+    holder_on_occurrence(holder, schedules_occurred, schedules_check, schedules);
     /* Every thread is started, with these signals blocked: from here on they come to this
      * one, whose loop looks at the flags, and no other thread's call is cut short by them. */
     pthread_sigmask(SIG_UNBLOCK, handled_signals(), NULL);
     log_info("delayqd %s ready", DELAYQ_VERSION);
     holder_run(holder, &stop_requested);
+    holder_on_occurrence(holder, NULL, NULL, NULL);   /* schedules go first, below */
     log_info("stopping");
     http_drain(http, (int)cfg->kafka.produce_timeout_ms + 1000);
     rc = 0;

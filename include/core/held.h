@@ -36,6 +36,7 @@ struct held {
     int attempts;               /* failed tries so far (Redis or Kafka) */
     int stage;                  /* the forwarder's */
     int mark;                   /* the forwarder's: state to mark the record once sent */
+    int skipped;                /* the forwarder's: a cancelled mark's enum recur_verdict */
     int64_t claimed_due_ms;     /* the forwarder's: the due time in the record it claimed */
     int kept;                   /* the forwarder's: its record has no expiry (a pull job's,
                                  * made ready: the job ends it), which its mark keeps */

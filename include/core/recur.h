@@ -23,6 +23,13 @@
  * all:  every missed one runs, the most recent catch_up_max at most, one after the other. */
 enum recur_catch_up { RECUR_SKIP, RECUR_ONCE, RECUR_ALL };
 
+/* What an occurrence that comes due finds of its schedule: still the one that made it (its
+ * generation, not paused), or changed, paused or deleted since: then it does not run. */
+enum recur_verdict { RECUR_RUNS, RECUR_SCHED_CHANGED, RECUR_SCHED_PAUSED, RECUR_SCHED_GONE };
+
+/* Why an occurrence of that verdict was cancelled, in words. */
+const char *recur_verdict_why(enum recur_verdict v);
+
 struct recur_timing {
     char cron_text[RECUR_CRON_MAX + 1];   /* "" for an interval */
     struct cron cron;

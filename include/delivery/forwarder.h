@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/held.h"
+#include "core/recur.h"
 
 struct forwarder;
 struct groups;
@@ -71,8 +72,16 @@ struct recur_plan;
 typedef void forwarder_occurrence_fn(void *ctx, const struct job *job, int64_t fire_ms,
                                      const struct recur_timing *t, const struct recur_plan *plan);
 
-/* Sets what an occurrence that comes due tells (before the holder runs). */
-void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn, void *ctx);
+/* The verdicts out[i] of the n occurrences jobs[i] about to run: each compared with its
+ * schedule as it is now (generation, paused, there). Called on the holder's thread once per
+ * batch of claims, in one round trip; a failed read answers RECUR_RUNS. */
+typedef void forwarder_sched_check_fn(void *ctx, size_t n, const struct job *const *jobs,
+                                      enum recur_verdict *out);
+
+/* Sets what an occurrence that comes due tells, and how it is checked (before the holder
+ * runs; check NULL: none is). */
+void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn,
+                             forwarder_sched_check_fn *check, void *ctx);
 
 /* Messages submitted and not yet handed back. */
 size_t forwarder_in_flight(const struct forwarder *fw);

@@ -100,6 +100,13 @@ struct held_send {
     size_t value_len;
 };
 
+/* An occurrence claimed and planned to run, its job read from its record, waiting for its
+ * schedule's check. */
+struct occ {
+    struct held *m;
+    struct job job;
+};
+
 struct forwarder {
     const struct config *cfg;
     struct groups *groups;   /* consulted right before each send, and on another's claim */
@@ -124,7 +131,10 @@ struct forwarder {
     char claim_err[256];
     struct callout *co;      /* callback jobs' calls (callout.c) */
     forwarder_occurrence_fn *occurred;   /* told of each schedule occurrence that comes due */
+    forwarder_sched_check_fn *check;     /* asked whether they still run */
     void *occurred_ctx;
+    struct occ *occs;                    /* occurrences claimed, to be checked (fw_run_occurrences) */
+    size_t nocc, occ_cap;
     size_t in_flight;
     struct fw_outcome *out;  /* messages handed back, out[out_next .. nout) not yet taken */
     size_t nout, out_next, out_cap;

@@ -27,7 +27,8 @@ struct warm *holder_warm(struct holder *h);
 
 /* What an occurrence of a schedule that comes due tells (forwarder_on_occurrence); set before
  * holder_run. */
-void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn, void *ctx);
+void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn,
+                          forwarder_sched_check_fn *check, void *ctx);
 
 /* Creates the consumer, the forwarder and the group leases. Partitions are assigned group by
  * group as their leases are won. partitions[level] is each delay topic's partition count.

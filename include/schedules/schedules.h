@@ -50,4 +50,10 @@ const char *schedules_allow(const char *path);
 void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,
                         const struct recur_timing *t, const struct recur_plan *plan);
 
+/* The forwarder's check (forwarder_sched_check_fn): each occurrence's schedule read in one
+ * pipeline; an occurrence of another generation, a paused or a deleted schedule does not run.
+ * Called on the holder's thread only. */
+void schedules_check(void *ctx, size_t n, const struct job *const *jobs,
+                     enum recur_verdict *out);
+
 #endif

@@ -55,6 +55,7 @@ struct schedules {
     struct schedstore *wss[REQUEST_WORKERS + MOVE_WORKERS];
     struct store *wst[REQUEST_WORKERS + MOVE_WORKERS];
     struct schedstore *sweep_ss;
+    struct schedstore *check_ss;   /* the holder's thread's, for schedules_check */
     pthread_t sweeper;
     int sweeping;
     pthread_mutex_t mu;

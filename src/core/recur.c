@@ -155,3 +155,18 @@ int64_t recur_index_ms(int64_t due_ms, int64_t now_ms, int64_t max_delay_ms, int
         lead = 1000 - lag_ms;
     return recur_parked(due_ms, now_ms, max_delay_ms) ? due_ms - max_delay_ms + lead : due_ms;
 }
+
+const char *recur_verdict_why(enum recur_verdict v)
+{
+    switch (v) {
+    case RECUR_SCHED_CHANGED:
+        return "skipped: its schedule was changed after it was made (another generation)";
+    case RECUR_SCHED_PAUSED:
+        return "skipped: its schedule is paused";
+    case RECUR_SCHED_GONE:
+        return "skipped: its schedule was deleted";
+    case RECUR_RUNS:
+        break;
+    }
+    return "skipped: a later fire time of its schedule had passed too when it came due (catch_up)";
+}

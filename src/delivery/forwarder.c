@@ -208,6 +208,52 @@ static int occurrence_runs(struct forwarder *fw, struct held *m, const struct jo
     return 0;
 }
 
+/* Keeps occurrence m, with its job (taken over: *job is zeroed), for the check of its
+ * schedule: 1, or 0 out of memory (it runs unchecked, as it did before checks). */
+static int hold_for_check(struct forwarder *fw, struct held *m, struct job *job)
+{
+    struct occ *o = grow(fw->occs, &fw->occ_cap, fw->nocc + 1, sizeof(*o));
+
+    if (!o)
+        return 0;
+    fw->occs = o;
+    fw->occs[fw->nocc++] = (struct occ){ .m = m, .job = *job };
+    memset(job, 0, sizeof(*job));
+    return 1;
+}
+
+/* The occurrences claimed since the last check, checked against their schedules in one round
+ * trip: delivered, or, changed, paused or deleted since they were made, marked cancelled. */
+static void run_occurrences(struct forwarder *fw)
+{
+    const struct job **jobs = calloc(fw->nocc, sizeof(*jobs));
+    enum recur_verdict *says = calloc(fw->nocc, sizeof(*says));
+
+    if (jobs && says && fw->check) {
+        for (size_t i = 0; i < fw->nocc; i++)
+            jobs[i] = &fw->occs[i].job;
+        fw->check(fw->occurred_ctx, fw->nocc, jobs, says);
+    }
+    for (size_t i = 0; i < fw->nocc; i++) {
+        struct occ *o = &fw->occs[i];
+        enum recur_verdict v = says ? says[i] : RECUR_RUNS;
+        if (v == RECUR_RUNS) {
+            fw_deliver(fw, o->m, &o->job);
+        } else {
+            metrics_inc(M_SCHED_SKIPPED);
+            log_info("job=%s %s", o->job.id, recur_verdict_why(v));
+            o->m->mark = JOB_CANCELLED;
+            o->m->skipped = (int)v;
+            o->m->stage = ST_MARK;
+            vec_push(&fw->marks, o->m);
+        }
+        job_release(&o->job);
+    }
+    fw->nocc = 0;
+    free(jobs);
+    free(says);
+}
+
 /* What a claimed record says to do with its message. */
 void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_claim *c,
                          int64_t now)
@@ -258,6 +304,8 @@ void fw_act_on_claim(struct forwarder *fw, struct held *m, const struct store_cl
         fw_hold_back(fw, m, job.due_ms);   /* the record is the authority on the due time */
     } else if (job.sched && !occurrence_runs(fw, m, &job, c->before == JOB_DELIVERING, now)) {
         ;   /* skipped: marked */
+    } else if (job.sched && fw->check && hold_for_check(fw, m, &job)) {
+        return;   /* the job is the check's now */
     } else {
         fw_deliver(fw, m, &job);
     }
@@ -389,6 +437,8 @@ void forwarder_flush(struct forwarder *fw)
     fw->batch.n = 0;
     if (fw->claims.n)
         fw_run_claims(fw, now);
+    if (fw->nocc)
+        run_occurrences(fw);
     if (fw->nready)
         fw_run_ready(fw);
     if (fw->marks.n)
@@ -459,9 +509,11 @@ struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int
     return fw;
 }
 
-void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn, void *ctx)
+void forwarder_on_occurrence(struct forwarder *fw, forwarder_occurrence_fn *fn,
+                             forwarder_sched_check_fn *check, void *ctx)
 {
     fw->occurred = fn;
+    fw->check = check;
     fw->occurred_ctx = ctx;
 }
 
@@ -490,6 +542,9 @@ void forwarder_free(struct forwarder *fw)
     free(fw->out);
     free(fw->batch.v);
     free(fw->claims.v);
+    for (size_t i = 0; i < fw->nocc; i++)
+        job_release(&fw->occs[i].job);
+    free(fw->occs);
     free(fw->sends);
     free(fw->marks.v);
     free(fw);

@@ -500,9 +500,10 @@ struct warm *holder_warm(struct holder *h)
     return forwarder_warm(h->fw);
 }
 
-void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn, void *ctx)
+void holder_on_occurrence(struct holder *h, forwarder_occurrence_fn *fn,
+                          forwarder_sched_check_fn *check, void *ctx)
 {
-    forwarder_on_occurrence(h->fw, fn, ctx);
+    forwarder_on_occurrence(h->fw, fn, check, ctx);
 }
 
 struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_MAX], char *err,

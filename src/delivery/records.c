@@ -233,8 +233,7 @@ static void mark_args(struct forwarder *fw, const struct held *m, size_t i)
             fw_refusal_reason(m, reason, sizeof(reason));
         a->error = strdup(reason);   /* without it, the record is still marked */
     } else if (m->mark == JOB_CANCELLED) {
-        a->error = strdup("skipped: a later fire time of its schedule had passed too when it "
-                          "came due (catch_up)");
+        a->error = strdup(recur_verdict_why((enum recur_verdict)m->skipped));
     }
     if (m->call && job_record_pack(callout_job_of(m->call), &a->tail) == 0)
         head = job_record_head_len(a->tail.data, a->tail.size);

@@ -395,9 +395,47 @@ void schedules_free(struct schedules *s)
         store_free(s->wst[i]);
     }
     schedstore_free(s->sweep_ss);
+    schedstore_free(s->check_ss);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+void schedules_check(void *ctx, size_t n, const struct job *const *jobs,
+                     enum recur_verdict *out)
+{
+    struct schedules *s = ctx;
+    struct sched_kept *kept = calloc(n, sizeof(*kept));
+    const char **ids = calloc(n, sizeof(*ids));
+    int *found = calloc(n, sizeof(*found));
+    char err[256] = "out of memory";
+
+    for (size_t i = 0; i < n; i++)
+        out[i] = RECUR_RUNS;
+    if (!s->check_ss)
+        s->check_ss = schedstore_new(s->cfg);
+    if (kept && ids && found && s->check_ss) {
+        for (size_t i = 0; i < n; i++)
+            ids[i] = jobs[i]->sched->id;
+        if (schedstore_get_many(s->check_ss, n, ids, kept, found, err, sizeof(err)) == 0) {
+            for (size_t i = 0; i < n; i++) {
+                if (!found[i])
+                    out[i] = RECUR_SCHED_GONE;
+                else if (kept[i].st.paused)
+                    out[i] = RECUR_SCHED_PAUSED;
+                else if (kept[i].st.generation != jobs[i]->sched->gen)
+                    out[i] = RECUR_SCHED_CHANGED;
+                if (found[i])
+                    sched_kept_release(&kept[i]);
+            }
+            err[0] = '\0';
+        }
+    }
+    if (err[0])
+        log_warn("checking %zu occurrences against their schedules failed (%s): they run", n, err);
+    free(kept);
+    free(ids);
+    free(found);
 }
 
 void schedules_occurred(void *ctx, const struct job *job, int64_t fire_ms,

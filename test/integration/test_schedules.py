@@ -450,3 +450,32 @@ def test_concurrent_puts_that_create_a_schedule_make_one_grid(stack):
         assert fires == [first + 1000 * i for i in range(len(fires))], (sid, fires)   # none lost
         assert all(len(m) == 1 for m in occ.values()), {f: len(m) for f, m in occ.items()}
     reader.close()
+
+
+def test_an_occurrence_whose_schedule_changed_paused_or_went_does_not_run(stack):
+    """Each occurrence is checked against its schedule when it comes due: one of an older
+    generation, or of a schedule paused or deleted since, is cancelled, never delivered, even
+    when the change could not remove it (here: the schedule's hash changed in Redis as a pause,
+    a timing PUT and a delete change it, the pending occurrence left in place, as when Redis
+    failed between the change and the removal)."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_checked"
+    reader = Reader(stack, topic)
+    key = f"{d.prefix}{{sched}}:h:"
+    cases = {"paused": ["HSET", "p", "1"], "changed": ["HINCRBY", "g", "1"], "deleted": ["DEL"]}
+    pending = {}
+    for name in cases:
+        pending[name] = put(d, name, every_ms=3000, topic=topic, body=name)["next_at_ms"]
+    for name, cmd in cases.items():
+        assert d.get(f"{name}@{pending[name]}")["state"] == "pending"
+        stack.redis(cmd[0], key + name, *cmd[1:])
+    wait_until(lambda: all(d.get(f"{n}@{f}")["state"] == "cancelled" for n, f in pending.items()),
+               15, "the occurrences cancelled")
+    says = {n: d.get(f"{n}@{f}")["error"] for n, f in pending.items()}
+    assert "paused" in says["paused"] and "changed" in says["changed"], says
+    assert "deleted" in says["deleted"], says
+    time.sleep(1)
+    assert not any(occurrences(reader, n) for n in cases), reader.all()
+    put(d, "control", every_ms=1000, topic=topic, body="c")   # unchanged ones still run
+    wait_until(lambda: occurrences(reader, "control"), 10, "the control schedule's run")
+    reader.close()
