@@ -479,3 +479,55 @@ def test_an_occurrence_whose_schedule_changed_paused_or_went_does_not_run(stack)
     put(d, "control", every_ms=1000, topic=topic, body="c")   # unchanged ones still run
     wait_until(lambda: occurrences(reader, "control"), 10, "the control schedule's run")
     reader.close()
+
+
+def test_puts_of_the_same_timing_meet_a_callback_occurrence_in_retry(stack):
+    """The same PUT every 300 ms from two instances while the schedule's callback endpoint
+    answers 500 for its first 10 s: occurrences in retry keep their place (a PUT of the same
+    timing disturbs none), the schedule moves on meanwhile, and every fire time is called back
+    until answered, answered 2xx once; every PUT answers 200."""
+    from test_callbacks import SECRET, Receiver
+    started = now_ms()
+    rx = Receiver(lambda path, n: 500 if now_ms() - started < 10000 else 200)
+    conf = {"callbacks": f'secret = "{SECRET}"; allow_private = true; '
+                         'retry = { min_backoff_ms = 300; max_backoff_ms = 2000; max_attempts = 30; };'}
+    a = Delayqd(stack, extra=conf).start().wait_groups_owned()
+    b = Delayqd(stack, cluster=a, extra=conf).start()
+    spec = {"every_ms": 2000, "body": "t", "callback": {"url": rx.url("/tick")}}
+    first = put(a, "hooked", **spec)["next_at_ms"]
+    answers, k = [], 0
+    while now_ms() < started + 20000:
+        st, doc = (a, b)[k % 2].http("PUT", f"{SCHED}/hooked", spec)
+        answers.append((st, doc.get("message")))
+        k += 1
+        time.sleep(0.3)
+    last = now_ms()
+    assert all(st == 200 for st, _ in answers), [x for x in answers if x[0] != 200]
+
+    def fires_answered():
+        ok = {}
+        for job_id, calls in rx.by_id().items():
+            fire = int(job_id.rsplit("@", 1)[1])
+            if any(c["ms"] - started >= 10000 for c in calls):   # answered 2xx from then on
+                ok[fire] = calls
+        return ok
+    want = [f for f in range(first, last, 2000)]
+    try:
+        wait_until(lambda: set(want) <= set(fires_answered()), 40, "every fire time answered")
+    except AssertionError:
+        got = fires_answered()
+        raise AssertionError(("unanswered", [(f - first) // 2000 for f in want if f not in got],
+                              {(f - first) // 2000: [(c["ms"] - started) for c in cs]
+                               for f, cs in rx.by_id().items() for f in [int(f.rsplit("@", 1)[1])]},
+                              a.http("GET", f"{SCHED}/hooked")[1]["data"]))
+    time.sleep(2)
+    by_fire = {}
+    for job_id, calls in rx.by_id().items():
+        by_fire[int(job_id.rsplit("@", 1)[1])] = calls
+    assert set(want) <= set(by_fire), sorted(set(want) - set(by_fire))   # none lost
+    for fire in want:
+        ok = [c for c in by_fire[fire] if c["ms"] - started >= 10000]
+        assert len(ok) == 1, (fire, len(ok))   # answered once, no call after the 2xx
+        assert min(c["ms"] for c in by_fire[fire]) >= fire   # never early
+    assert all((f - first) % 2000 == 0 for f in by_fire), sorted(by_fire)   # one grid
+    rx.close()
