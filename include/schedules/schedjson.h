@@ -16,10 +16,11 @@ struct sched_def {
     struct recur_timing timing;
     char *timing_json;      /* malloc'd: the timing fields, as kept (timing_parse) */
     char *job_json;         /* malloc'd: the job fields of each occurrence, as kept */
+    int immediately;        /* the put asks for one occurrence now besides the grid's (not kept) */
 };
 
 /* Reads a PUT body: the timing fields (cron or every_ms, timezone, start_at_ms, end_at_ms,
- * max_runs, catch_up, catch_up_max, jitter_ms) and the fields of an add but for id and the
+ * max_runs, catch_up, catch_up_max, jitter_ms), "immediately" (true or false) and the fields of an add but for id and the
  * due time (topic, body, key, headers, deliver, ttr_ms or once, callback), checked as an add's.
  * now_ms anchors an interval without start_at_ms. 0, or -1 with e set (400 naming the field). */
 int schedjson_parse_def(const char *body, size_t len, const struct api_limits *lim,

@@ -41,6 +41,7 @@ static const char *unknown_field(json_t *o)
             known = strcmp(k, job_fields[i]) == 0;
         for (size_t i = 0; !known && i < sizeof(refused_fields) / sizeof(refused_fields[0]); i++)
             known = strcmp(k, refused_fields[i]) == 0;
+        known = known || strcmp(k, "immediately") == 0;
         if (!known)
             return k;
     }
@@ -149,13 +150,23 @@ int schedjson_parse_def(const char *body, size_t len, const struct api_limits *l
 
     memset(out, 0, sizeof(*out));
     const char *unknown = json_is_object(o) ? unknown_field(o) : NULL;
+    json_t *now = json_is_object(o) ? json_object_get(o, "immediately") : NULL;
+    int bad_now = now && !json_is_boolean(now);
+
+    if (now && !bad_now) {   /* a request of the put, not a field of the schedule */
+        out->immediately = json_is_true(now);
+        json_object_del(o, "immediately");
+    }
 
     if (!json_is_object(o))
         api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
     else if (unknown)
         api_fail(e, 400, API_BAD_REQUEST, "%.100s is not a field of a schedule (its timing: cron or "
                  "every_ms, timezone, start_at_ms, end_at_ms, max_runs, catch_up, catch_up_max, "
-                 "jitter_ms; its job: an add's fields but id and its due time)", unknown);
+                 "jitter_ms; immediately; its job: an add's fields but id and its due time)",
+                 unknown);
+    else if (bad_now)
+        api_fail(e, 400, API_BAD_REQUEST, "immediately must be true or false");
     else if (json_is_integer(json_object_get(o, "end_at_ms")) &&
              json_integer_value(json_object_get(o, "end_at_ms")) <= 0)
         api_fail(e, 400, API_BAD_REQUEST, "end_at_ms must be a time (epoch ms); leave it out for "

@@ -30,7 +30,9 @@ static void first_added(void *opaque, const struct answer *a)
     struct task *t = opaque;
 
     if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
-        reply(t, 200, API_OK, "ok", t->data);
+        char msg[JOB_ID_MAX + 64];
+        snprintf(msg, sizeof(msg), "ok; and one occurrence now: %s", t->immediate);
+        reply(t, 200, API_OK, t->ran_now ? msg : "ok", t->data);
     } else if (t->kept && (a->is == ANSWER_EXISTS || a->is == ANSWER_CONFLICT)) {
         /* claimed between the put and this add: under way */
         reply(t, 200, API_OK, UNDER_WAY, t->data);
@@ -45,6 +47,35 @@ static void first_added(void *opaque, const struct answer *a)
                   "within seconds of its due time", NULL);
     }
     schedules_task_free(t);
+}
+
+/* What became of a put's immediate occurrence, which no request waits for. */
+static void immediate_added(void *opaque, const struct answer *a)
+{
+    char *job = opaque;
+
+    if (a->is != ANSWER_DONE && a->is != ANSWER_ALREADY)
+        log_warn("the immediate occurrence %s was not added: %s", job, a->message);
+    free(job);
+}
+
+/* A put's "immediately": one occurrence now, besides the grid's (as a trigger), when the put
+ * made a new grid; a put that kept it (repeated, or one of several at once) runs none. Its job
+ * id into job. */
+static void run_immediately(struct schedules *s, struct task *t, char job[JOB_ID_MAX + 1])
+{
+    int64_t now = clock_now_ms();
+    char *copy;
+
+    if (recur_next(&t->def.timing, now - 1) == now)
+        now++;   /* not the id of the schedule's own occurrence of this instant */
+    snprintf(job, JOB_ID_MAX + 1, "%s@%lld", t->id, (long long)now);
+    if (!(copy = strdup(job))) {
+        log_warn("the immediate occurrence %s was not added: out of memory", job);
+        return;
+    }
+    schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json, now,
+                             0, 0, 0, 0, immediate_added, copy);
 }
 
 /* The schedule id of the request's task is answered 404. */
@@ -183,6 +214,10 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     }
     log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
              c.paused ? ", paused" : "", (long long)t->first_ms);
+    if (t->def.immediately && !c.kept && !c.paused) {
+        run_immediately(s, t, t->immediate);
+        t->ran_now = 1;
+    }
     sched_change_release(&c);
     t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
     if (c.paused || t->first_ms <= 0 || (t->kept && t->first_ms <= now)) {

@@ -97,7 +97,8 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
         ({"every_ms": 1000, "topic": "t", "catch_up": "sometimes"}, "catch_up"),
         ({"every_ms": 1000, "topic": "t", "end_at_ms": 1000}, "never fires"),
         ({"every_ms": 1000, "topic": "t", "jitter_ms": 1000}, "jitter_ms must be less"),
-        ({"every_ms": 1000, "topic": "t", "immediately": True}, "immediately is not a field"),
+        ({"every_ms": 1000, "topic": "t", "immediately": "yes"}, "immediately must be true or false"),
+        ({"every_ms": 1000, "topic": "t", "immediate": True}, "immediate is not a field"),
         ({"every_ms": 1000, "topic": "t", "Topic": "x"}, "Topic is not a field"),
         ({"every_ms": 1000, "topic": "t", "end_at_ms": 0}, "end_at_ms must be a time"),
     ]
@@ -531,3 +532,29 @@ def test_puts_of_the_same_timing_meet_a_callback_occurrence_in_retry(stack):
         assert min(c["ms"] for c in by_fire[fire]) >= fire   # never early
     assert all((f - first) % 2000 == 0 for f in by_fire), sorted(by_fire)   # one grid
     rx.close()
+
+
+def test_immediately_runs_one_occurrence_at_the_put_that_makes_the_grid(stack):
+    """"immediately": true runs one occurrence at the PUT, besides the grid's; the same PUT
+    repeated (every deploy) keeps the grid and runs none; a PUT of another timing runs one
+    again. It is a request of the PUT, not kept in the schedule."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_now"
+    reader = Reader(stack, topic)
+    spec = {"every_ms": 20000, "topic": topic, "body": "n", "immediately": True}
+    st, doc = d.http("PUT", f"{SCHED}/now", spec)
+    assert st == 200 and "one occurrence now: now@" in doc["message"], doc
+    job = doc["message"].rsplit(" ", 1)[1]
+    assert "immediately" not in doc["data"], doc
+    grid = doc["data"]["next_at_ms"]
+    wait_until(lambda: occurrences(reader, "now"), 10, "the immediate occurrence")
+    (fire,) = occurrences(reader, "now")
+    assert f"now@{fire}" == job and fire < grid, (fire, grid)
+    st, doc = d.http("PUT", f"{SCHED}/now", spec)   # repeated: the grid kept, nothing now
+    assert st == 200 and doc["message"] == "ok" and doc["data"]["next_at_ms"] == grid, doc
+    st, doc = d.http("PUT", f"{SCHED}/now", dict(spec, every_ms=30000))   # another timing
+    assert st == 200 and "one occurrence now" in doc["message"], doc
+    wait_until(lambda: len(occurrences(reader, "now")) >= 2, 10, "the second immediate occurrence")
+    time.sleep(1)
+    assert len(occurrences(reader, "now")) == 2, occurrences(reader, "now")
+    reader.close()
