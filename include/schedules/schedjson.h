@@ -57,6 +57,20 @@ void *schedjson_data(const char *id, const char *timing_json, const char *job_js
 /* {"next": [{"at_ms", "local"}, ...]}: the next n fire times strictly after from_ms. */
 void *schedjson_preview(const struct recur_timing *t, int n, int64_t from_ms);
 
+/* A fire time a schedule moved on from, and its occurrence's record as it is now. */
+struct sched_run_seen {
+    int64_t fire_ms;
+    int ran;                    /* 0: skipped (missed, catch_up) */
+    const char *job_id;
+    int found;                  /* 0: its record is gone (older than job.retention_s) */
+    enum job_state state;
+    char error[JOB_ERROR_MAX + 1];
+};
+
+/* {"runs": [{"fire_at_ms", "job_id", "ran", "state" (null: gone), "error" (or null)}, ...]},
+ * the latest first. */
+void *schedjson_runs(const struct sched_run_seen *runs, size_t n);
+
 /* {"schedules": [...], "after": <id of the last, or null when none follow>}. items are
  * schedjson_data's (taken). */
 void *schedjson_list(void *const *items, size_t n, const char *last, int more);

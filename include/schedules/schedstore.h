@@ -95,6 +95,18 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
                        int64_t next_ms, int64_t next_due_ms, int ran, struct sched_advance *out,
                        char *err, size_t errlen);
 
+#define SCHED_RUNS_KEPT 100   /* fire times a schedule keeps the outcome of (GET .../runs) */
+
+/* A fire time the schedule moved on from: its occurrence ran (1) or was skipped (0). */
+struct sched_run {
+    int64_t fire_ms;
+    int ran;
+};
+
+/* The last (up to max) fire times schedule id moved on from, the latest first, into out. */
+int schedstore_runs(struct schedstore *ss, const char *id, size_t max, struct sched_run *out,
+                    size_t *n, char *err, size_t errlen);
+
 /* Indexes schedule id's pending occurrence of fire time next_ms at index_ms (recur_index_ms),
  * unless the schedule moved on meanwhile. */
 int schedstore_index(struct schedstore *ss, const char *id, int64_t next_ms, int64_t index_ms,

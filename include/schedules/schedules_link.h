@@ -23,8 +23,8 @@
 #define REQUEST_WORKERS 2
 #define MOVE_WORKERS 2
 
-/* T_PUT to T_NEXT are requests (schedroutes.c), T_MOVE and T_SWEEP no request waits for. */
-enum task_kind { T_PUT, T_GET, T_LIST, T_DELETE, T_PAUSE, T_RESUME, T_TRIGGER, T_NEXT,
+/* T_PUT to T_RUNS are requests (schedroutes.c), T_MOVE and T_SWEEP no request waits for. */
+enum task_kind { T_PUT, T_GET, T_LIST, T_DELETE, T_PAUSE, T_RESUME, T_TRIGGER, T_NEXT, T_RUNS,
                  T_MOVE, T_SWEEP };
 
 struct task {
@@ -33,7 +33,8 @@ struct task {
     struct sched_def def;        /* T_PUT */
     int64_t first_ms;            /* T_PUT: its first occurrence's fire time */
     char after[RECUR_ID_MAX + 1];   /* T_LIST */
-    int64_t n, from_ms;          /* T_LIST: page size; T_NEXT: fire times and from when */
+    int64_t n, from_ms;          /* T_LIST: page size; T_NEXT: fire times and from when;
+                                  * T_RUNS: runs */
     /* T_MOVE: the occurrence that came due (fire_ms, generation gen, runs before it), whether it
      * ran, and the fire time planned after it (0: none) */
     int64_t gen, fire_ms, runs, next_ms;
@@ -73,6 +74,9 @@ void schedules_task_free(struct task *t);
  * first use; NULL out of memory. */
 struct schedstore *schedules_ss(struct schedules *s, int slot);
 
+/* The job store of worker slot, made at its first use (NULL out of memory). */
+struct store *schedules_st(struct schedules *s, int slot);
+
 /* The index time of an occurrence due at due_ms (0: none) made now: recur_index_ms. */
 int64_t schedules_index_ms(const struct schedules *s, int64_t due_ms);
 
@@ -92,7 +96,7 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
                               int64_t gen, int64_t runs, int chained, int override,
                               answer_fn done, void *opaque);
 
-/* Runs the request task t (T_PUT to T_NEXT) on worker slot and answers it: 1 when t was handed
+/* Runs the request task t (T_PUT to T_RUNS) on worker slot and answers it: 1 when t was handed
  * on (to an add whose answer answers it and frees t), 0 when the caller frees t. */
 int schedules_run_request(struct schedules *s, int slot, struct task *t);
 

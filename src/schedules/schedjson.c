@@ -242,6 +242,20 @@ void *schedjson_preview(const struct recur_timing *t, int n, int64_t from_ms)
     return json_pack("{s:o}", "next", list);
 }
 
+void *schedjson_runs(const struct sched_run_seen *runs, size_t n)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; i < n; i++) {
+        const struct sched_run_seen *r = &runs[i];
+        json_array_append_new(list, json_pack(
+            "{s:I, s:s, s:b, s:o, s:o}", "fire_at_ms", (json_int_t)r->fire_ms, "job_id", r->job_id,
+            "ran", r->ran, "state", r->found ? json_string(job_state_name(r->state)) : json_null(),
+            "error", r->found && r->error[0] ? json_string(r->error) : json_null()));
+    }
+    return json_pack("{s:o}", "runs", list);
+}
+
 static json_t *ms_or_null(int64_t ms)
 {
     return ms > 0 ? json_integer(ms) : json_null();

@@ -15,6 +15,7 @@
 #define PREVIEW_DEFAULT 5
 #define LIST_DEFAULT 50
 #define LIST_MAX 500
+#define RUNS_DEFAULT 20
 /* A put of the kept timing whose planned occurrence has come (claimed, being called, retried):
  * it runs with the job it had and moves the schedule on; the next ones take the new job. */
 #define UNDER_WAY "ok; the occurrence under way runs with the job it had, the next ones with this"
@@ -417,6 +418,54 @@ static void run_next(struct schedules *s, int slot, struct task *t)
     sched_kept_release(&k);
 }
 
+/* The last runs: each fire time moved on from, and what its occurrence's record says now. */
+static void run_runs(struct schedules *s, int slot, struct task *t)
+{
+    struct sched_run runs[SCHED_RUNS_KEPT];
+    struct store_read reads[SCHED_RUNS_KEPT];
+    char ids[SCHED_RUNS_KEPT][JOB_ID_MAX + 1], err[256];
+    struct sched_run_seen seen[SCHED_RUNS_KEPT];
+    struct sched_kept k;
+    size_t n = 0;
+
+    if (!read_kept(schedules_ss(s, slot), t, &k))
+        return;
+    sched_kept_release(&k);
+    if (schedstore_runs(schedules_ss(s, slot), t->id, (size_t)t->n, runs, &n, err,
+                        sizeof(err)) < 0) {
+        redis_failed(t, "reading the runs", err);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%s@%lld", t->id, (long long)runs[i].fire_ms);
+        reads[i] = (struct store_read){ .id = ids[i] };
+    }
+    if (n && store_read_many(schedules_st(s, slot), n, reads) < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(reads[i].data);
+        redis_failed(t, "reading the runs' jobs", reads[0].err);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct job_record rec;
+        struct job j = { .id = "" };
+        seen[i] = (struct sched_run_seen){ .fire_ms = runs[i].fire_ms, .ran = runs[i].ran,
+                                           .job_id = ids[i], .found = reads[i].found };
+        if (reads[i].found &&
+            job_record_read(ids[i], reads[i].data, reads[i].len, &j, &rec, err, sizeof(err)) == 0) {
+            seen[i].state = rec.state;
+            snprintf(seen[i].error, sizeof(seen[i].error), "%s", rec.error);
+        } else if (reads[i].found) {
+            seen[i].state = JOB_FAILED;
+            snprintf(seen[i].error, sizeof(seen[i].error), "its record does not read: %s", err);
+        }
+        if (reads[i].found)
+            job_release(&j);
+        free(reads[i].data);
+    }
+    reply(t, 200, API_OK, "ok", schedjson_runs(seen, n));
+}
+
 int schedules_run_request(struct schedules *s, int slot, struct task *t)
 {
     switch (t->kind) {
@@ -428,6 +477,7 @@ int schedules_run_request(struct schedules *s, int slot, struct task *t)
     case T_DELETE: run_delete(s, slot, t); break;
     case T_PAUSE: run_pause(s, slot, t); break;
     case T_NEXT: run_next(s, slot, t); break;
+    case T_RUNS: run_runs(s, slot, t); break;
     case T_MOVE: case T_SWEEP: break;   /* schedules.c's */
     }
     return 0;
@@ -470,7 +520,7 @@ const char *schedules_allow(const char *path)
         return NULL;   /* an empty id */
     if (!action[0])
         return "GET, PUT, DELETE";
-    if (strcmp(action, "next") == 0)
+    if (strcmp(action, "next") == 0 || strcmp(action, "runs") == 0)
         return "GET";
     if (strcmp(action, "pause") == 0 || strcmp(action, "resume") == 0 ||
         strcmp(action, "trigger") == 0)
@@ -526,6 +576,14 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
             return api_fail(e, 400, API_BAD_REQUEST, "from_ms must be epoch milliseconds");
         return 0;
     }
+    if (strcmp(action, "runs") == 0) {
+        t->kind = T_RUNS;
+        t->n = RUNS_DEFAULT;
+        if (api_query_int(r->limit, 1, SCHED_RUNS_KEPT, &t->n) < 0)
+            return api_fail(e, 400, API_BAD_REQUEST, "limit must be an integer from 1 to %d",
+                            SCHED_RUNS_KEPT);
+        return 0;
+    }
     if (strcmp(action, "pause") == 0)
         t->kind = T_PAUSE;
     else if (strcmp(action, "resume") == 0)
@@ -534,7 +592,7 @@ static int task_of(struct schedules *s, const struct schedules_request *r, struc
         t->kind = T_TRIGGER;
     else
         return api_fail(e, 404, API_NOT_FOUND, "no such schedule route: %s %s (a schedule has "
-                        "POST pause, resume, trigger and GET next)", r->method, action);
+                        "POST pause, resume, trigger and GET next, runs)", r->method, action);
     (void)s;
     return 0;
 }

@@ -43,9 +43,10 @@ static const char put_lua[] =
     "else redis.call('ZREM', KEYS[2], ARGV[1]) end\n"
     "return {1, old, g, 0}\n";
 
-/* KEYS: hash, due, ids. ARGV: id. {0} none, or {1, old next, 0, 0, job} */
+/* KEYS: hash, due, ids, runs. ARGV: id. {0} none, or {1, old next, 0, 0, job} */
 static const char delete_lua[] =
     "if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end\n"
+    "redis.call('DEL', KEYS[4])\n"
     "local old = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')\n"
     "local j = redis.call('HGET', KEYS[1], 'j') or ''\n"
     "redis.call('DEL', KEYS[1])\n"
@@ -75,11 +76,14 @@ static const char resume_lua[] =
     "if ARGV[3] ~= '0' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1]) end\n"
     "return {1, 0, g}\n";
 
-/* KEYS: hash, due. ARGV: id, generation, fire, next, next due, ran (0/1).
+/* KEYS: hash, due, ids (unused), runs. ARGV: id, generation, fire, next, next due, ran (0/1),
+ * runs kept. The fire time moved on from is pushed on runs ("<fire>:<ran>"), the last ones kept.
  * {0} stale; {1 advanced | 2 before, next, runs, job} */
 static const char advance_lua[] =
     "if redis.call('HGET', KEYS[1], 'g') ~= ARGV[2] then return {0} end\n"
     "if redis.call('HGET', KEYS[1], 'n') == ARGV[3] then\n"
+    "  redis.call('LPUSH', KEYS[4], ARGV[3] .. ':' .. ARGV[6])\n"
+    "  redis.call('LTRIM', KEYS[4], 0, tonumber(ARGV[7]) - 1)\n"
     "  local r = redis.call('HINCRBY', KEYS[1], 'r', tonumber(ARGV[6]))\n"
     "  redis.call('HSET', KEYS[1], 'n', ARGV[4], 'f', ARGV[3])\n"
     "  if ARGV[6] == '1' then redis.call('HSET', KEYS[1], 'l', ARGV[3]) end\n"
@@ -145,8 +149,8 @@ static void key_of(const struct schedstore *ss, const char *what, const char *id
 static struct conn_reply *run(struct schedstore *ss, enum script s, const char *id, int nkeys,
                              const char *const *args, int nargs, char *err, size_t errlen)
 {
-    char keys[3][KEY_MAX];
-    const char *argv[3 + 8];
+    char keys[4][KEY_MAX];
+    const char *argv[4 + 8];
     struct conn_call call = { .script = (int)s, .nkeys = (size_t)nkeys,
                              .argc = (size_t)(nkeys + nargs), .argv = argv };
 
@@ -156,6 +160,7 @@ static struct conn_reply *run(struct schedstore *ss, enum script s, const char *
         key_of(ss, "h:", id, keys[0], sizeof(keys[0]));
         key_of(ss, "due", NULL, keys[1], sizeof(keys[1]));
         key_of(ss, "ids", NULL, keys[2], sizeof(keys[2]));
+        key_of(ss, "runs:", id, keys[3], sizeof(keys[3]));
     }
     for (int i = 0; i < nkeys; i++)
         argv[i] = keys[i];
@@ -343,7 +348,7 @@ int schedstore_delete(struct schedstore *ss, const char *id, int *found,
     const char *args[] = { id };
     int64_t res;
 
-    if (run_change(ss, S_DELETE, id, 3, args, 1, &res, out, err, errlen) < 0)
+    if (run_change(ss, S_DELETE, id, 4, args, 1, &res, out, err, errlen) < 0)
         return -1;
     *found = res == 1;
     return 0;
@@ -387,8 +392,8 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
                        int64_t next_ms, int64_t next_due_ms, int ran, struct sched_advance *out,
                        char *err, size_t errlen)
 {
-    char g[24], fire[24], next[24], due[24];
-    const char *args[] = { id, g, fire, next, due, ran ? "1" : "0" };
+    char g[24], fire[24], next[24], due[24], keep[24];
+    const char *args[] = { id, g, fire, next, due, ran ? "1" : "0", keep };
     struct conn_reply *r;
 
     memset(out, 0, sizeof(*out));
@@ -396,7 +401,8 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
     snprintf(fire, sizeof(fire), "%lld", (long long)fire_ms);
     snprintf(next, sizeof(next), "%lld", (long long)(next_ms > 0 ? next_ms : 0));
     snprintf(due, sizeof(due), "%lld", (long long)next_due_ms);
-    if (!(r = run(ss, S_ADVANCE, id, 2, args, 6, err, errlen)))
+    snprintf(keep, sizeof(keep), "%d", SCHED_RUNS_KEPT);
+    if (!(r = run(ss, S_ADVANCE, id, 4, args, 7, err, errlen)))
         return -1;
     out->res = (int)int_at(r, 0);
     if (out->res > 0) {
@@ -405,6 +411,34 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
         out->job_json = conn_count(r) > 3 ? str_dup(conn_at(r, 3)) : NULL;
         if (!out->job_json)
             out->res = 0;
+    }
+    conn_reply_free(r);
+    return 0;
+}
+
+int schedstore_runs(struct schedstore *ss, const char *id, size_t max, struct sched_run *out,
+                    size_t *n, char *err, size_t errlen)
+{
+    char key[KEY_MAX], stop[24];
+    struct conn_reply *r;
+
+    *n = 0;
+    key_of(ss, "runs:", id, key, sizeof(key));
+    snprintf(stop, sizeof(stop), "%zu", max ? max - 1 : 0);
+    if (!(r = conn_command(ss->db, err, errlen, "LRANGE", key, "0", stop, NULL)))
+        return -1;
+    for (size_t i = 0; i < conn_count(r) && *n < max; i++) {
+        char text[48] = "", *colon;
+        size_t len;
+        const char *s = conn_str(conn_at(r, i), &len);
+        if (!s || len >= sizeof(text))
+            continue;
+        memcpy(text, s, len);
+        text[len] = '\0';
+        if (!(colon = strchr(text, ':')))
+            continue;
+        out[*n].fire_ms = strtoll(text, NULL, 10);
+        out[(*n)++].ran = colon[1] == '1';
     }
     conn_reply_free(r);
     return 0;

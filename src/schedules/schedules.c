@@ -48,7 +48,7 @@ int64_t schedules_index_ms(const struct schedules *s, int64_t due_ms)
 }
 
 /* The store of worker slot, as schedules_ss. */
-static struct store *st_of(struct schedules *s, int slot)
+struct store *schedules_st(struct schedules *s, int slot)
 {
     if (!s->wst[slot])
         s->wst[slot] = store_new(s->cfg);
@@ -61,7 +61,7 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
     char name[JOB_ID_MAX + 1], err[256];
     struct store_removal rm = { .id = name };
     struct store_add_answer added;
-    struct store *st = st_of(s, slot);
+    struct store *st = schedules_st(s, slot);
     int64_t now = clock_now_ms(), retention = s->cfg->job.retention_s * 1000;
     struct api_error e;
     struct job job;
@@ -173,7 +173,7 @@ static int occurrence_state(struct schedules *s, int slot, const char *job, enum
     char err[256];
     int rc = -1;
 
-    if (!st_of(s, slot) || store_read_many(st_of(s, slot), 1, &rd) < 0) {
+    if (!schedules_st(s, slot) || store_read_many(schedules_st(s, slot), 1, &rd) < 0) {
         log_warn("sweep: reading %s failed: %s", job, rd.err);
     } else if (!rd.found) {
         rc = 0;
@@ -257,7 +257,7 @@ static void run_task(struct schedules *s, int slot, struct task *t)
 {
     int handed = 0;
 
-    if (!schedules_ss(s, slot) || !st_of(s, slot)) {
+    if (!schedules_ss(s, slot) || !schedules_st(s, slot)) {
         if (t->done)
             answer_send(t->done, t->opaque, 503, API_UNAVAILABLE, "out of memory", NULL);
         schedules_task_free(t);

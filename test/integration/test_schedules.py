@@ -558,3 +558,38 @@ def test_immediately_runs_one_occurrence_at_the_put_that_makes_the_grid(stack):
     time.sleep(1)
     assert len(occurrences(reader, "now")) == 2, occurrences(reader, "now")
     reader.close()
+
+
+def test_runs_list_each_fire_time_and_what_became_of_it(stack):
+    """GET /schedules/{id}/runs: the last fire times the schedule moved on from, the latest
+    first, each with its occurrence's job id and its record's state now (a callback answered
+    500 ends failed, with why); limit bounds the page; a deleted schedule has none."""
+    from test_callbacks import SECRET, Receiver
+    rx = Receiver(lambda path, n: 500 if path == "/bad" else 200)
+    d = Delayqd(stack, extra={"callbacks": f'secret = "{SECRET}"; allow_private = true; '
+                              'retry = { max_attempts = 1; };'}).start().wait_groups_owned()
+    topic = f"{d.name}_runs"
+    first = put(d, "runs", every_ms=1000, topic=topic, body="r")["next_at_ms"]
+    put(d, "bad", every_ms=1000, body="b", callback={"url": rx.url("/bad")})
+    wait_until(lambda: len(d.http("GET", f"{SCHED}/runs/runs")[1]["data"]["runs"]) >= 4, 15, "4 runs")
+    wait_until(lambda: all(r["state"] == "delivered"
+                           for r in d.http("GET", f"{SCHED}/runs/runs")[1]["data"]["runs"]),
+               10, "runs delivered")
+    st, doc = d.http("GET", f"{SCHED}/runs/runs?limit=3")
+    assert st == 200 and len(doc["data"]["runs"]) == 3, doc
+    runs = doc["data"]["runs"]
+    fires = [r["fire_at_ms"] for r in runs]
+    assert fires == sorted(fires, reverse=True) and all((f - first) % 1000 == 0 for f in fires), runs
+    assert all(r["ran"] and r["job_id"] == f"runs@{r['fire_at_ms']}" and r["error"] is None
+               for r in runs), runs
+    wait_until(lambda: any(r["state"] == "failed"
+                           for r in d.http("GET", f"{SCHED}/bad/runs")[1]["data"]["runs"]),
+               15, "a failed run")
+    failed = [r for r in d.http("GET", f"{SCHED}/bad/runs")[1]["data"]["runs"] if r["state"] == "failed"]
+    assert "500" in failed[0]["error"], failed
+    assert d.http("GET", f"{SCHED}/runs/runs?limit=0")[0] == 400
+    assert d.http("GET", f"{SCHED}/runs/runs?limit=101")[0] == 400
+    assert d.http("DELETE", f"{SCHED}/runs")[0] == 200
+    assert d.http("GET", f"{SCHED}/runs/runs")[0] == 404
+    assert stack.redis("EXISTS", f"{d.prefix}{{sched}}:runs:runs") == "0"
+    rx.close()

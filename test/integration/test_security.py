@@ -446,6 +446,8 @@ def test_the_documented_redis_acl_user_runs_every_flow(stack):
         assert st == 200, doc
         wait_until(lambda: any(m["headers"].get("dq-id", "").startswith(f"{name}-s@")
                                for m in reader.all()), 15, "an occurrence")
+        st, doc = d.http("GET", f"/delay-queue/api/schedules/{name}-s/runs")
+        assert st == 200 and doc["data"]["runs"], doc
         assert d.http("DELETE", f"/delay-queue/api/schedules/{name}-s")[0] == 200
         wait_until(lambda: d.http("GET", "/delay-queue/api/dead")[1]["data"]["dead"], 15, "the dead letter")
         letter = d.http("GET", "/delay-queue/api/dead")[1]["data"]["dead"][0]
