@@ -61,6 +61,7 @@ struct job_sched {
     char *id;                    /* owned: the schedule's id */
     int64_t gen;                 /* the schedule's generation when the occurrence was made */
     int64_t runs;                /* occurrences of the schedule run before this one */
+    int64_t prev_ms;             /* the fire time of the occurrence before it; 0: none known */
     char *timing;                /* owned: the schedule's timing as JSON (api_parse_timing) */
 };
 

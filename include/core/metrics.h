@@ -35,7 +35,9 @@ enum metric_counter {
     M_PULL_DEAD,            /* pull jobs sent to the dead-letter topic (buried, or out of attempts) */
     M_CALL_DEFERRED,        /* callback jobs sent back to wait: their endpoint was busy */
     M_SCHED_RUN,            /* occurrences of schedules that came due and ran */
-    M_SCHED_SKIPPED,        /* occurrences that came due missed and were skipped (catch_up) */
+    M_SCHED_SKIPPED,        /* occurrences that came due and were skipped (catch_up, a change
+                             * of their schedule since, overlap) */
+    M_SCHED_OVERLAPPED,     /* of those: skipped because the one before had not finished */
     M_SCHED_MADE,           /* occurrences made (the next of each, a trigger's, a sweep's) */
     M_DEAD_REDRIVEN,        /* dead letters added again as jobs (POST /dead/redrive) */
     M_COUNTERS

@@ -25,7 +25,8 @@ enum recur_catch_up { RECUR_SKIP, RECUR_ONCE, RECUR_ALL };
 
 /* What an occurrence that comes due finds of its schedule: still the one that made it (its
  * generation, not paused), or changed, paused or deleted since: then it does not run. */
-enum recur_verdict { RECUR_RUNS, RECUR_SCHED_CHANGED, RECUR_SCHED_PAUSED, RECUR_SCHED_GONE };
+enum recur_verdict { RECUR_RUNS, RECUR_SCHED_CHANGED, RECUR_SCHED_PAUSED, RECUR_SCHED_GONE,
+                     RECUR_OVERLAP };
 
 /* Why an occurrence of that verdict was cancelled, in words. */
 const char *recur_verdict_why(enum recur_verdict v);
@@ -41,6 +42,9 @@ struct recur_timing {
     int64_t max_runs;          /* 0: no limit */
     enum recur_catch_up catch_up;
     int64_t catch_up_max;      /* catch_up all: at most this many missed ones run */
+    int overlap_skip;          /* overlap "skip": an occurrence whose predecessor has not
+                                * finished (a callback retrying, a pull job not finished) is
+                                * skipped; "allow" (0): it runs */
     int64_t jitter_ms;         /* 0..jitter_ms - 1 added to each due time, the same for the
                                 * same occurrence on every instance */
 };

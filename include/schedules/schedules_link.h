@@ -59,6 +59,8 @@ struct schedules {
     struct store *wst[REQUEST_WORKERS + MOVE_WORKERS];
     struct schedstore *sweep_ss;
     struct schedstore *check_ss;   /* the holder's thread's, for schedules_check */
+    struct store *check_st;
+    struct pullq *check_pq;
     pthread_t sweeper;
     int sweeping;
     pthread_mutex_t mu;
@@ -93,7 +95,8 @@ void schedules_cancel_occurrence(struct schedules *s, int slot, const char *id, 
  * called exactly once with the add's answer. */
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
-                              int64_t gen, int64_t runs, int chained, int override,
+                              int64_t gen, int64_t runs, int64_t prev_ms, int chained,
+                              int override,
                               answer_fn done, void *opaque);
 
 /* Runs the request task t (T_PUT to T_RUNS) on worker slot and answers it: 1 when t was handed

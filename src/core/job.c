@@ -234,7 +234,7 @@ static void pack_callback(msgpack_packer *pk, const struct job_callback *cb)
 /* The schedule reference: {s: id, g: generation, q: runs before, t: timing JSON}. */
 static void pack_sched(msgpack_packer *pk, const struct job_sched *sc)
 {
-    msgpack_pack_map(pk, 4);
+    msgpack_pack_map(pk, sc->prev_ms > 0 ? 5 : 4);
     pack_str(pk, "s", 1);
     pack_str(pk, sc->id, strlen(sc->id));
     pack_str(pk, "g", 1);
@@ -243,6 +243,10 @@ static void pack_sched(msgpack_packer *pk, const struct job_sched *sc)
     msgpack_pack_int64(pk, sc->runs);
     pack_str(pk, "t", 1);
     pack_str(pk, sc->timing, strlen(sc->timing));
+    if (sc->prev_ms > 0) {
+        pack_str(pk, "p", 1);
+        msgpack_pack_int64(pk, sc->prev_ms);
+    }
 }
 
 /* A pending record of job, its stamp field empty (until_ms < 0) or until_ms. */
@@ -360,8 +364,10 @@ static int unpack_sched(const msgpack_object *o, struct job *out)
             sc->id = dup_str(v, NULL);
         else if (key_is(k, "t") && !sc->timing)
             sc->timing = dup_str(v, NULL);
-        else if ((key_is(k, "g") || key_is(k, "q")) && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            *(key_is(k, "g") ? &sc->gen : &sc->runs) = (int64_t)v->via.u64;
+        else if ((key_is(k, "g") || key_is(k, "q") || key_is(k, "p")) &&
+                 v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            *(key_is(k, "g") ? &sc->gen : key_is(k, "q") ? &sc->runs : &sc->prev_ms) =
+                (int64_t)v->via.u64;
     }
     return sc->id && sc->timing ? 0 : -1;
 }

@@ -165,6 +165,8 @@ const char *recur_verdict_why(enum recur_verdict v)
         return "skipped: its schedule is paused";
     case RECUR_SCHED_GONE:
         return "skipped: its schedule was deleted";
+    case RECUR_OVERLAP:
+        return "skipped: the occurrence before it had not finished (overlap skip)";
     case RECUR_RUNS:
         break;
     }

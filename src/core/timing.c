@@ -75,13 +75,14 @@ static int read_when(json_t *o, struct recur_timing *t, char *err, size_t errlen
 int timing_from_json(void *obj, int64_t now_ms, struct recur_timing *t, char *err, size_t errlen)
 {
     json_t *o = obj;
-    const char *zone, *catch_up;
+    const char *zone, *catch_up, *overlap;
     char why[200];
 
     memset(t, 0, sizeof(*t));
     t->catch_up_max = 100;
     if (read_when(o, t, err, errlen) < 0 || str_field(o, "timezone", &zone, err, errlen) < 0 ||
         str_field(o, "catch_up", &catch_up, err, errlen) < 0 ||
+        str_field(o, "overlap", &overlap, err, errlen) < 0 ||
         int_field(o, "start_at_ms", 0, TIME_MAX_MS, &t->start_ms, err, errlen) < 0 ||
         int_field(o, "end_at_ms", 0, TIME_MAX_MS, &t->end_ms, err, errlen) < 0 ||
         int_field(o, "max_runs", 1, INT64_MAX, &t->max_runs, err, errlen) < 0 ||
@@ -97,6 +98,11 @@ int timing_from_json(void *obj, int64_t now_ms, struct recur_timing *t, char *er
         snprintf(err, errlen, "catch_up must be \"skip\", \"once\" or \"all\"");
         return -1;
     }
+    if (overlap && strcmp(overlap, "allow") && strcmp(overlap, "skip")) {
+        snprintf(err, errlen, "overlap must be \"allow\" or \"skip\"");
+        return -1;
+    }
+    t->overlap_skip = overlap && !strcmp(overlap, "skip");
     if (t->end_ms && t->start_ms && t->end_ms < t->start_ms) {
         snprintf(err, errlen, "end_at_ms is before start_at_ms");
         return -1;

@@ -14,7 +14,7 @@
 /* The timing fields: the rest of a PUT body is the job of each occurrence. */
 static const char *const timing_fields[] = { "cron", "every_ms", "timezone", "start_at_ms",
                                              "end_at_ms", "max_runs", "catch_up", "catch_up_max",
-                                             "jitter_ms", "anchor_ms" };
+                                             "jitter_ms", "overlap", "anchor_ms" };
 #define NTIMING (sizeof(timing_fields) / sizeof(timing_fields[0]))
 
 /* Fields of an add that a schedule's occurrence does not take: its id and due time are the
@@ -163,7 +163,7 @@ int schedjson_parse_def(const char *body, size_t len, const struct api_limits *l
     else if (unknown)
         api_fail(e, 400, API_BAD_REQUEST, "%.100s is not a field of a schedule (its timing: cron or "
                  "every_ms, timezone, start_at_ms, end_at_ms, max_runs, catch_up, catch_up_max, "
-                 "jitter_ms; immediately; its job: an add's fields but id and its due time)",
+                 "jitter_ms, overlap; immediately; its job: an add's fields but id and its due time)",
                  unknown);
     else if (bad_now)
         api_fail(e, 400, API_BAD_REQUEST, "immediately must be true or false");

@@ -76,7 +76,7 @@ static void run_immediately(struct schedules *s, struct task *t, char job[JOB_ID
         return;
     }
     schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json, now,
-                             0, 0, 0, 0, immediate_added, copy);
+                             0, 0, 0, 0, 0, immediate_added, copy);
 }
 
 /* The schedule id of the request's task is answered 404. */
@@ -178,7 +178,7 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     struct sched_kept k;
     char err[256], *sig;
     int found, keep = 0, rc;
-    int64_t runs = 0;
+    int64_t runs = 0, prev = 0;
 
     if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) < 0) {
         redis_failed(t, "put", err);
@@ -187,6 +187,7 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     if (found) {
         if ((keep = same_timing(t, &k, now)))
             runs = k.st.runs;
+        prev = k.advanced_from;
         sched_kept_release(&k);
     }
     due = schedules_index_ms(s, t->first_ms > 0 ? t->first_ms + recur_jitter(t->id, t->first_ms,
@@ -229,7 +230,7 @@ static int run_put(struct schedules *s, int slot, struct task *t)
         return 0;
     }
     schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json,
-                             t->first_ms, c.gen, runs, 1, 1, first_added, t);
+                             t->first_ms, c.gen, runs, t->kept ? prev : 0, 1, 1, first_added, t);
     return 1;
 }
 
@@ -365,7 +366,7 @@ static int run_resume(struct schedules *s, int slot, struct task *t)
         if (res == SCHED_SWITCHED && first > 0) {
             t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
             schedules_add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, first, gen,
-                                     k.st.runs, 1, 1, first_added, t);
+                                     k.st.runs, 0, 1, 1, first_added, t);
             sched_kept_release(&k);
             return 1;
         }
@@ -398,7 +399,7 @@ static int run_trigger(struct schedules *s, int slot, struct task *t)
             now++;   /* not the id of the schedule's own occurrence of this instant */
         snprintf(job, sizeof(job), "%s@%lld", t->id, (long long)now);
         t->data = schedjson_triggered(t->id, job, now);
-        schedules_add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, now, 0, 0, 0, 0,
+        schedules_add_occurrence(s, t->id, &timing, k.timing_json, k.job_json, now, 0, 0, 0, 0, 0,
                                  first_added, t);
         handed = 1;
     }

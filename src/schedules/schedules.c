@@ -11,6 +11,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "core/metrics.h"
+#include "pull/pullq.h"
 #include "schedules/schedules_link.h"
 
 #define LOG_MODULE "schedules"
@@ -102,7 +103,8 @@ static void occurrence_added(void *opaque, const struct answer *a)
 
 void schedules_add_occurrence(struct schedules *s, const char *id, const struct recur_timing *t,
                               const char *timing_json, const char *job_json, int64_t fire_ms,
-                              int64_t gen, int64_t runs, int chained, int override,
+                              int64_t gen, int64_t runs, int64_t prev_ms, int chained,
+                              int override,
                               answer_fn done, void *opaque)
 {
     int64_t now = clock_now_ms();
@@ -127,6 +129,7 @@ void schedules_add_occurrence(struct schedules *s, const char *id, const struct 
         job.sched->timing = strdup(timing_json);
         job.sched->gen = gen;
         job.sched->runs = runs;
+        job.sched->prev_ms = prev_ms;
     }
     if (chained && (!job.sched || !job.sched->id || !job.sched->timing)) {
         job_release(&job);
@@ -158,7 +161,7 @@ static void move_on(struct schedules *s, int slot, const char *id, int64_t gen, 
     }
     if (a.res > 0 && a.next_ms > 0)
         schedules_add_occurrence(s, id, timing, timing_json, a.job_json, a.next_ms, gen, a.runs,
-                                 1, 0, occurrence_added, NULL);
+                                 fire_ms, 1, 0, occurrence_added, NULL);
     else if (a.res == 1)
         log_info("schedule=%s ended: no fire time after %lld", id, (long long)fire_ms);
     free(a.job_json);
@@ -226,7 +229,8 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
         /* a parked occurrence's time to be made came: made, then indexed at its due time */
         if (rc == 0 && !recur_parked(due, now, s->limits.max_delay_ms))
             schedules_add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms,
-                                     k.st.generation, k.st.runs, 1, 0, occurrence_added, NULL);
+                                     k.st.generation, k.st.runs, k.advanced_from, 1, 0,
+                                     occurrence_added, NULL);
         if (schedstore_index(schedules_ss(s, slot), id, k.st.next_ms,
                              recur_index_ms(due, now, s->limits.max_delay_ms, SWEEP_LAG_MS), err,
                              sizeof(err)) < 0)
@@ -234,7 +238,8 @@ static void sweep_one(struct schedules *s, int slot, const char *id)
     } else if (rc == 0 || (rc == 1 && state == JOB_PENDING)) {
         log_info("sweep: occurrence %s %s; adding it again", job, rc ? "is overdue" : "is missing");
         schedules_add_occurrence(s, id, &timing, k.timing_json, k.job_json, k.st.next_ms,
-                                 k.st.generation, k.st.runs, 1, 0, occurrence_added, NULL);
+                                 k.st.generation, k.st.runs, k.advanced_from, 1, 0,
+                                 occurrence_added, NULL);
     } else if (rc == 1 && state != JOB_DELIVERING) {
         int ran = state != JOB_CANCELLED;
         plain = timing;
@@ -396,9 +401,96 @@ void schedules_free(struct schedules *s)
     }
     schedstore_free(s->sweep_ss);
     schedstore_free(s->check_ss);
+    store_free(s->check_st);
+    pullq_free(s->check_pq);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+#define OVERLAP_HOPS 16   /* occurrences skipped for overlap walked back, at most */
+
+/* 1 when the record of an occurrence (data, len bytes) says it has not finished: pending (a
+ * callback waiting for its retry), being delivered, or a pull job made ready and not yet
+ * finished (its pull hash ready, delayed or reserved); 0 when it has, or it cannot tell. One
+ * skipped for overlap stands for the one before it, whose record is read in turn. */
+static int unfinished(struct schedules *s, const char *id, const char *data, size_t len)
+{
+    char cur[JOB_ID_MAX + 1], err[256];
+    struct store_read rd = { .id = cur };
+    int rc = 0;
+
+    snprintf(cur, sizeof(cur), "%s", id);
+    for (int hop = 0; hop <= OVERLAP_HOPS; hop++) {
+        struct job_record rec;
+        struct job j = { .id = "" };
+        int again = 0;
+
+        if (job_record_read(cur, data, len, &j, &rec, err, sizeof(err)) == 0) {
+            if (rec.state == JOB_PENDING || rec.state == JOB_DELIVERING) {
+                rc = 1;
+            } else if (rec.state == JOB_DELIVERED && j.deliver == JOB_DELIVER_PULL && s->check_pq) {
+                struct pullq_look look = { .topic = j.topic, .id = cur };
+                rc = pullq_look_many(s->check_pq, 1, &look) == 0 && look.found &&
+                     (look.state == 'r' || look.state == 'R');
+            } else if (rec.state == JOB_CANCELLED && j.sched && j.sched->prev_ms > 0 &&
+                       strcmp(rec.error, recur_verdict_why(RECUR_OVERLAP)) == 0) {
+                snprintf(cur, sizeof(cur), "%s@%lld", j.sched->id, (long long)j.sched->prev_ms);
+                again = 1;
+            }
+        }
+        job_release(&j);
+        if (hop > 0)
+            free(rd.data);
+        if (!again || hop == OVERLAP_HOPS)
+            break;
+        rd = (struct store_read){ .id = cur };
+        if (store_read_many(s->check_st, 1, &rd) < 0 || !rd.found) {
+            free(rd.data);
+            break;
+        }
+        data = rd.data;
+        len = rd.len;
+    }
+    return rc;
+}
+
+/* Occurrences that are to run, of schedules with overlap "skip", whose predecessor has not
+ * finished: RECUR_OVERLAP. kept[i] (found) is occurrence i's schedule. */
+static void check_overlap(struct schedules *s, size_t n, const struct job *const *jobs,
+                          const struct sched_kept *kept, enum recur_verdict *out)
+{
+    struct store_read *reads = calloc(n, sizeof(*reads));
+    char (*ids)[JOB_ID_MAX + 1] = calloc(n, sizeof(*ids)), err[256];
+    size_t *at = calloc(n, sizeof(*at)), m = 0;
+    struct recur_timing t;
+
+    if (!s->check_st)
+        s->check_st = store_new(s->cfg);
+    if (!s->check_pq)
+        s->check_pq = pullq_new(s->cfg);
+    for (size_t i = 0; reads && ids && at && i < n; i++) {
+        if (out[i] != RECUR_RUNS || jobs[i]->sched->prev_ms <= 0 ||
+            timing_parse(kept[i].timing_json, strlen(kept[i].timing_json), &t, err,
+                         sizeof(err)) < 0 || !t.overlap_skip)
+            continue;
+        snprintf(ids[m], sizeof(ids[m]), "%s@%lld", jobs[i]->sched->id,
+                 (long long)jobs[i]->sched->prev_ms);
+        reads[m] = (struct store_read){ .id = ids[m] };
+        at[m++] = i;
+    }
+    if (m && s->check_st && store_read_many(s->check_st, m, reads) < 0)
+        log_warn("overlap: reading %zu occurrences before others failed: those run", m);
+    for (size_t k = 0; k < m; k++) {
+        if (reads[k].found && unfinished(s, ids[k], reads[k].data, reads[k].len)) {
+            out[at[k]] = RECUR_OVERLAP;
+            metrics_inc(M_SCHED_OVERLAPPED);
+        }
+        free(reads[k].data);
+    }
+    free(reads);
+    free(ids);
+    free(at);
 }
 
 void schedules_check(void *ctx, size_t n, const struct job *const *jobs,
@@ -425,9 +517,11 @@ void schedules_check(void *ctx, size_t n, const struct job *const *jobs,
                     out[i] = RECUR_SCHED_PAUSED;
                 else if (kept[i].st.generation != jobs[i]->sched->gen)
                     out[i] = RECUR_SCHED_CHANGED;
+            }
+            check_overlap(s, n, jobs, kept, out);
+            for (size_t i = 0; i < n; i++)
                 if (found[i])
                     sched_kept_release(&kept[i]);
-            }
             err[0] = '\0';
         }
     }

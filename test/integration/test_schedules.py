@@ -99,6 +99,7 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
         ({"every_ms": 1000, "topic": "t", "jitter_ms": 1000}, "jitter_ms must be less"),
         ({"every_ms": 1000, "topic": "t", "immediately": "yes"}, "immediately must be true or false"),
         ({"every_ms": 1000, "topic": "t", "immediate": True}, "immediate is not a field"),
+        ({"every_ms": 1000, "topic": "t", "overlap": "sometimes"}, "overlap must be"),
         ({"every_ms": 1000, "topic": "t", "Topic": "x"}, "Topic is not a field"),
         ({"every_ms": 1000, "topic": "t", "end_at_ms": 0}, "end_at_ms must be a time"),
     ]
@@ -592,4 +593,38 @@ def test_runs_list_each_fire_time_and_what_became_of_it(stack):
     assert d.http("DELETE", f"{SCHED}/runs")[0] == 200
     assert d.http("GET", f"{SCHED}/runs/runs")[0] == 404
     assert stack.redis("EXISTS", f"{d.prefix}{{sched}}:runs:runs") == "0"
+    rx.close()
+
+
+def test_overlap_skip_skips_occurrences_while_the_one_before_is_unfinished(stack):
+    """overlap "skip": an occurrence that comes due while the one before it has not finished
+    (its callback still retrying) is skipped, marked cancelled saying so, counted; once the
+    one before is answered, the next runs. overlap "allow" (the default) runs them all."""
+    from test_callbacks import SECRET, Receiver
+    clock = {"put": None}   # calls are answered 500 for 4.5 s from the PUTs, then 200
+    rx = Receiver(lambda path, n: 500 if now_ms() - clock["put"] < 4500 else 200)
+    d = Delayqd(stack, extra={"callbacks": f'secret = "{SECRET}"; allow_private = true; '
+                              'retry = { min_backoff_ms = 300; max_backoff_ms = 600; '
+                              'max_attempts = 50; };'}).start().wait_groups_owned()
+    clock["put"] = started = now_ms()
+    for name, overlap in (("skip", "skip"), ("allow", "allow")):
+        put(d, f"ov-{name}", every_ms=1000, body=name, overlap=overlap,
+            callback={"url": rx.url(f"/{name}")})
+    wait_until(lambda: now_ms() - started > 9000, 15, "the calls answered 2xx for a while")
+
+    def fires(path):
+        return sorted({int(c["headers"]["webhook-id"].rsplit("@", 1)[1]) for c in rx.of(path)})
+    skipped = [r for r in d.http("GET", f"{SCHED}/ov-skip/runs?limit=100")[1]["data"]["runs"]
+               if r["state"] == "cancelled"]
+    assert skipped and all("overlap" in r["error"] for r in skipped), skipped
+    called = fires("/skip")
+    assert not set(r["fire_at_ms"] for r in skipped) & set(called), (skipped, called)
+    early = {c["headers"]["webhook-id"] for c in rx.of("/skip") if c["ms"] - started < 4400}
+    assert len(early) == 1, early   # while the first was retrying, no other was called
+    assert len(called) >= 3, called   # the first, retried, then the ones after it finished
+    allowed = fires("/allow")
+    assert len(allowed) >= len(called) + len(skipped) - 1, (allowed, called, skipped)
+    st, doc = d.http("GET", f"{SCHED}/ov-allow/runs?limit=100")
+    assert not [r for r in doc["data"]["runs"] if r["state"] == "cancelled"], doc
+    assert d.metric("delayq_schedule_overlaps_total") >= len(skipped)
     rx.close()

@@ -522,7 +522,9 @@ static void round_trip_schedule(void)
     in.sched->timing = strdup("{\"cron\":\"30 2 * * *\"}");
     in.sched->gen = 7;
     in.sched->runs = 41;
+    in.sched->prev_ms = 1800000000000;
     CHECK_EQ_INT(round_trip(&in, &out, &rec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(out.sched->prev_ms, 1800000000000);
     CHECK(out.sched != NULL && out.callback == NULL);
     CHECK_STR(out.sched->id, "nightly");
     CHECK_STR(out.sched->timing, "{\"cron\":\"30 2 * * *\"}");

@@ -186,6 +186,17 @@ static void definitions_read_and_refused(void)
                                  sizeof(err)) == 0);
     CHECK_STR(tz_name(back.tz), "Europe/Berlin");
     CHECK_EQ_INT(back.jitter_ms, 100);
+    CHECK_EQ_INT(back.overlap_skip, 0);
+    CHECK_EQ_INT(def.immediately, 0);
+    sched_def_release(&def);
+
+    /* overlap is a timing field, kept; immediately a request of the put, not kept */
+    ok = "{\"every_ms\": 5000, \"topic\": \"t\", \"overlap\": \"skip\", \"immediately\": true}";
+    CHECK(schedjson_parse_def(ok, strlen(ok), &lim, 1234, &def, &e) == 0);
+    CHECK_EQ_INT(def.immediately, 1);
+    CHECK(strstr(def.job_json, "immediately") == NULL && strstr(def.timing_json, "immediately") == NULL);
+    CHECK(timing_parse(def.timing_json, strlen(def.timing_json), &back, err, sizeof(err)) == 0);
+    CHECK_EQ_INT(back.overlap_skip, 1);
     sched_def_release(&def);
 
     ok = "{\"every_ms\": 5000, \"topic\": \"t\"}";
