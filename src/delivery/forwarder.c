@@ -527,7 +527,12 @@ void forwarder_free(struct forwarder *fw)
     if (!fw)
         return;
     callout_free(fw->co);   /* calls unanswered: made again after a restart */
-    rd_kafka_flush(fw->rk, 5000);
+    if (rd_kafka_flush(fw->rk, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* what a hung broker never answered: purged, its reports hand the messages back, to
+         * be freed below (read again on restart) */
+        rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(fw->rk, 1000);
+    }
     if (fw->marks.n)
         fw_run_marks(fw);
     warm_free(fw->warm);
