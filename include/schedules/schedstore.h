@@ -95,6 +95,7 @@ int schedstore_advance(struct schedstore *ss, const char *id, int64_t gen, int64
                        int64_t next_ms, int64_t next_due_ms, int ran, struct sched_advance *out,
                        char *err, size_t errlen);
 
+#define SCHED_SHARDS 16       /* hash tags "{sched:0}" .. "{sched:15}" the schedules spread over */
 #define SCHED_RUNS_KEPT 100   /* fire times a schedule keeps the outcome of (GET .../runs) */
 
 /* A fire time the schedule moved on from: its occurrence ran (1) or was skipped (0). */
@@ -125,6 +126,11 @@ int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t ag
 
 /* How many schedules there are. */
 int schedstore_count(struct schedstore *ss, int64_t *n, char *err, size_t errlen);
+
+/* Moves up to max schedules kept in the unsharded layout ("{sched}", an older delayqd's) to
+ * their shards, *moved of them; one put since in its shard keeps that copy. Reads of a
+ * schedule not found look in the unsharded layout too while it holds any. */
+int schedstore_migrate(struct schedstore *ss, size_t max, size_t *moved, char *err, size_t errlen);
 
 void schedstore_ids_free(char **ids, size_t n);
 

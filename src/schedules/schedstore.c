@@ -8,7 +8,9 @@
 
 #define KEY_MAX (CONFIG_STR_MAX + 16 + RECUR_ID_MAX)
 
-enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_INDEX, S_COUNT };
+enum script { S_PUT, S_DELETE, S_PAUSE, S_RESUME, S_ADVANCE, S_TAKE, S_INDEX, S_MIGRATE, S_COUNT };
+
+#define LEGACY (-1)   /* the shard of keys kept before schedules were sharded: "{sched}" */
 
 /* The scripts that change a schedule answer {res, old next, generation, paused, old job}. */
 
@@ -110,13 +112,26 @@ static const char index_lua[] =
     "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])\n"
     "return 1\n";
 
+/* KEYS: hash, due, ids (a shard's). ARGV: id, due score ('' none), then the hash's fields and
+ * values as kept in the legacy layout. Copies them unless the schedule is there already (put
+ * since): 1 copied, 0 not. */
+static const char migrate_lua[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+    "redis.call('HSET', KEYS[1], unpack(ARGV, 3))\n"
+    "redis.call('ZADD', KEYS[3], 0, ARGV[1])\n"
+    "if ARGV[2] ~= '' then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end\n"
+    "return 1\n";
+
 static const char *const script_text[S_COUNT] = { put_lua, delete_lua, pause_lua, resume_lua,
-                                                  advance_lua, take_lua, index_lua };
+                                                  advance_lua, take_lua, index_lua, migrate_lua };
 
 struct schedstore {
     const struct config *cfg;
     struct conn *db;
 };
+
+/* Whether the unsharded layout held schedules at the last migration (at start: it may). */
+static _Atomic int legacy_left = 1;
 
 struct schedstore *schedstore_new(const struct config *cfg)
 {
@@ -138,16 +153,41 @@ void schedstore_free(struct schedstore *ss)
     free(ss);
 }
 
-/* The schedule's hash (id non-NULL), or the set named what. */
+/* The shard of schedule id: its keys and its entries in the due and ids sets share the hash
+ * tag "{sched:<shard>}", so that each change is one script on one Redis Cluster node, and the
+ * shards spread over the nodes. */
+static int shard_of(const char *id)
+{
+    uint32_t h = 2166136261u;
+
+    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    return (int)(h % SCHED_SHARDS);
+}
+
+/* The key named what (and id) of shard (LEGACY: the unsharded layout). */
+static void key_in(const struct schedstore *ss, int shard, const char *what, const char *id,
+                   char *out, size_t outlen)
+{
+    if (shard == LEGACY)
+        snprintf(out, outlen, "%s{sched}:%s%s", ss->cfg->redis.prefix, what, id ? id : "");
+    else
+        snprintf(out, outlen, "%s{sched:%d}:%s%s", ss->cfg->redis.prefix, shard, what,
+                 id ? id : "");
+}
+
+/* The key named what of schedule id (its hash "h:", its runs "runs:"). */
 static void key_of(const struct schedstore *ss, const char *what, const char *id, char *out,
                    size_t outlen)
 {
-    snprintf(out, outlen, "%s{sched}:%s%s", ss->cfg->redis.prefix, what, id ? id : "");
+    key_in(ss, shard_of(id), what, id, out, outlen);
 }
 
-/* Runs script s with nkeys keys (hash, due, ids as named) and then the arguments. */
-static struct conn_reply *run(struct schedstore *ss, enum script s, const char *id, int nkeys,
-                             const char *const *args, int nargs, char *err, size_t errlen)
+/* Runs script s with nkeys keys (hash, due, ids, runs of schedule id's shard; S_TAKE: the due
+ * set of shard) and then the arguments. */
+static struct conn_reply *run_in(struct schedstore *ss, enum script s, const char *id, int shard,
+                                 int nkeys, const char *const *args, int nargs, char *err,
+                                 size_t errlen)
 {
     char keys[4][KEY_MAX];
     const char *argv[4 + 8];
@@ -155,18 +195,25 @@ static struct conn_reply *run(struct schedstore *ss, enum script s, const char *
                              .argc = (size_t)(nkeys + nargs), .argv = argv };
 
     if (s == S_TAKE) {
-        key_of(ss, "due", NULL, keys[0], sizeof(keys[0]));
+        key_in(ss, shard, "due", NULL, keys[0], sizeof(keys[0]));
     } else {
-        key_of(ss, "h:", id, keys[0], sizeof(keys[0]));
-        key_of(ss, "due", NULL, keys[1], sizeof(keys[1]));
-        key_of(ss, "ids", NULL, keys[2], sizeof(keys[2]));
-        key_of(ss, "runs:", id, keys[3], sizeof(keys[3]));
+        shard = shard_of(id);
+        key_in(ss, shard, "h:", id, keys[0], sizeof(keys[0]));
+        key_in(ss, shard, "due", NULL, keys[1], sizeof(keys[1]));
+        key_in(ss, shard, "ids", NULL, keys[2], sizeof(keys[2]));
+        key_in(ss, shard, "runs:", id, keys[3], sizeof(keys[3]));
     }
     for (int i = 0; i < nkeys; i++)
         argv[i] = keys[i];
     for (int i = 0; i < nargs && i < 8; i++)
         argv[nkeys + i] = args[i];
     return conn_call(ss->db, &call, CONN_WAIT_END, err, errlen);
+}
+
+static struct conn_reply *run(struct schedstore *ss, enum script s, const char *id, int nkeys,
+                             const char *const *args, int nargs, char *err, size_t errlen)
+{
+    return run_in(ss, s, id, 0, nkeys, args, nargs, err, errlen);
 }
 
 static int64_t int_at(const struct conn_reply *r, size_t i)
@@ -238,13 +285,15 @@ struct getting {
     const char *argv[2];
     char *err;
     size_t errlen;
+    int legacy;                 /* reading the unsharded layout's hashes */
 };
 
 static void build_get(void *ctx, size_t j, struct conn_call *call)
 {
     struct getting *g = ctx;
 
-    key_of(g->ss, "h:", g->ids[j], g->key, sizeof(g->key));
+    key_in(g->ss, g->legacy ? LEGACY : shard_of(g->ids[j]), "h:", g->ids[j], g->key,
+           sizeof(g->key));
     g->argv[0] = "HGETALL";
     g->argv[1] = g->key;
     *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 2, .argv = g->argv };
@@ -270,6 +319,39 @@ static void on_get(void *ctx, size_t j, const struct conn_reply *r, const struct
         sched_kept_release(out);
 }
 
+/* The schedules of ids not found that the unsharded layout still holds (not yet migrated: an
+ * older delayqd may have put them), read there in one pipeline. */
+static void get_legacy(struct schedstore *ss, size_t n, const char *const *ids,
+                       struct sched_kept *outs, int *found, char *err, size_t errlen)
+{
+    const char **miss = calloc(n, sizeof(*miss));
+    size_t *at = calloc(n, sizeof(*at)), m = 0;
+    struct sched_kept *kept = calloc(n, sizeof(*kept));
+    int *got = calloc(n, sizeof(*got));
+
+    if (miss && at && kept && got) {
+        for (size_t i = 0; i < n; i++)
+            if (!found[i])
+                miss[m] = ids[i], at[m++] = i;
+        struct getting g = { .ss = ss, .ids = miss, .outs = kept, .found = got, .err = err,
+                             .errlen = errlen, .legacy = 1 };
+        if (m > 0)
+            (void)conn_pipeline(ss->db, m, build_get, on_get, &g, CONN_NO_WAIT, err, errlen);
+        for (size_t k = 0; k < m; k++) {
+            if (got[k] && !err[0]) {
+                outs[at[k]] = kept[k];
+                found[at[k]] = 1;
+            } else if (got[k]) {
+                sched_kept_release(&kept[k]);
+            }
+        }
+    }
+    free(miss);
+    free(at);
+    free(kept);
+    free(got);
+}
+
 int schedstore_get_many(struct schedstore *ss, size_t n, const char *const *ids,
                         struct sched_kept *outs, int *found, char *err, size_t errlen)
 {
@@ -281,6 +363,8 @@ int schedstore_get_many(struct schedstore *ss, size_t n, const char *const *ids,
     memset(found, 0, n * sizeof(*found));
     if (n > 0)
         (void)conn_pipeline(ss->db, n, build_get, on_get, &g, CONN_NO_WAIT, err, errlen);
+    if (!err[0] && legacy_left)
+        get_legacy(ss, n, ids, outs, found, err, errlen);
     if (err[0]) {
         for (size_t i = 0; i < n; i++)
             sched_kept_release(&outs[i]);
@@ -459,40 +543,100 @@ int schedstore_index(struct schedstore *ss, const char *id, int64_t next_ms, int
     return 0;
 }
 
-/* The first max string elements of array reply r into a malloc'd list; frees r. 0, or -1
- * (err set) out of memory. */
-static int ids_of(struct conn_reply *r, size_t max, char ***ids, size_t *n, char *err,
-                  size_t errlen)
-{
-    size_t count = conn_count(r) < max ? conn_count(r) : max;
+/* A page of each shard's ids (and the unsharded layout's, while it holds any), read in one
+ * pipeline and merged. */
+struct listing {
+    struct schedstore *ss;
+    const char *from, *limit;
+    char keys[SCHED_SHARDS + 1][KEY_MAX];
+    const char *argv[SCHED_SHARDS + 1][7];
+    char **all;
+    size_t n, cap;
+    int failed;
+    char *err;
+    size_t errlen;
+};
 
-    *n = 0;
-    if (!(*ids = calloc(count ? count : 1, sizeof(**ids)))) {
-        conn_reply_free(r);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+static int shard_at(size_t j)
+{
+    return j < SCHED_SHARDS ? (int)j : LEGACY;
+}
+
+static void build_list(void *ctx, size_t j, struct conn_call *call)
+{
+    struct listing *l = ctx;
+    const char **a = l->argv[j];
+
+    key_in(l->ss, shard_at(j), "ids", NULL, l->keys[j], sizeof(l->keys[j]));
+    a[0] = "ZRANGEBYLEX", a[1] = l->keys[j], a[2] = l->from, a[3] = "+", a[4] = "LIMIT";
+    a[5] = "0", a[6] = l->limit;
+    *call = (struct conn_call){ .script = -1, .nkeys = 1, .argc = 7, .argv = a };
+}
+
+static void on_list(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
+{
+    struct listing *l = ctx;
+
+    (void)j;
+    if (fail || !r) {
+        if (!l->failed++)
+            snprintf(l->err, l->errlen, "%s", fail ? fail->text : "no answer");
+        return;
     }
-    for (size_t i = 0; i < count; i++)
-        if (((*ids)[*n] = str_dup(conn_at(r, i))))
-            (*n)++;
-    conn_reply_free(r);
-    return 0;
+    for (size_t i = 0; i < conn_count(r); i++) {
+        char *id = str_dup(conn_at(r, i)), **grown;
+        if (id && l->n == l->cap && (grown = realloc(l->all, (l->cap ? 2 * l->cap : 64) *
+                                                              sizeof(*grown)))) {
+            l->all = grown;
+            l->cap = l->cap ? 2 * l->cap : 64;
+        }
+        if (id && l->n < l->cap)
+            l->all[l->n++] = id;
+        else
+            free(id);
+    }
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 int schedstore_list(struct schedstore *ss, const char *after, size_t max, char ***ids, size_t *n,
                     int *more, char *err, size_t errlen)
 {
-    char key[KEY_MAX], from[RECUR_ID_MAX + 2], limit[24];
-    struct conn_reply *r;
+    char from[RECUR_ID_MAX + 2], limit[24];
+    struct listing l = { .ss = ss, .from = from, .limit = limit, .err = err, .errlen = errlen };
+    size_t kept = 0;
 
-    key_of(ss, "ids", NULL, key, sizeof(key));
+    *ids = NULL;
+    *n = 0;
+    *more = 0;
+    err[0] = '\0';
     snprintf(from, sizeof(from), "%s%s", after[0] ? "(" : "-", after);
     snprintf(limit, sizeof(limit), "%zu", max + 1);
-    if (!(r = conn_command(ss->db, err, errlen, "ZRANGEBYLEX", key, from, "+", "LIMIT", "0", limit,
-                          NULL)))
+    (void)conn_pipeline(ss->db, SCHED_SHARDS + (legacy_left ? 1 : 0), build_list, on_list, &l,
+                        CONN_NO_WAIT, err, errlen);
+    if (l.failed || err[0]) {
+        schedstore_ids_free(l.all, l.n);
+        if (!err[0])
+            snprintf(err, errlen, "listing failed");
         return -1;
-    *more = conn_count(r) > max;
-    return ids_of(r, max, ids, n, err, errlen);
+    }
+    if (l.n)
+        qsort(l.all, l.n, sizeof(*l.all), by_name);
+    for (size_t i = 0; i < l.n; i++) {   /* one of each (being migrated: in two layouts) */
+        if (kept && !strcmp(l.all[kept - 1], l.all[i]))
+            free(l.all[i]);
+        else
+            l.all[kept++] = l.all[i];
+    }
+    *more = kept > max;
+    for (size_t i = max; i < kept; i++)
+        free(l.all[i]);
+    *n = kept < max ? kept : max;
+    *ids = l.all ? l.all : calloc(1, sizeof(char *));
+    return *ids ? 0 : -1;
 }
 
 int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t again_ms,
@@ -500,14 +644,27 @@ int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t ag
 {
     char before[24], again[24], limit[24];
     const char *args[] = { before, again, limit };
-    struct conn_reply *r;
+    char **all = calloc(max ? max : 1, sizeof(*all));
 
+    *ids = all;
+    *n = 0;
+    if (!all) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     snprintf(before, sizeof(before), "%lld", (long long)before_ms);
     snprintf(again, sizeof(again), "%lld", (long long)again_ms);
-    snprintf(limit, sizeof(limit), "%zu", max);
-    if (!(r = run(ss, S_TAKE, NULL, 1, args, 3, err, errlen)))
-        return -1;
-    return ids_of(r, max, ids, n, err, errlen);
+    for (int shard = 0; shard < SCHED_SHARDS && *n < max; shard++) {
+        struct conn_reply *r;
+        snprintf(limit, sizeof(limit), "%zu", max - *n);
+        if (!(r = run_in(ss, S_TAKE, NULL, shard, 1, args, 3, err, errlen)))
+            return *n ? 0 : -1;   /* the others' next time */
+        for (size_t i = 0; i < conn_count(r) && *n < max; i++)
+            if ((all[*n] = str_dup(conn_at(r, i))))
+                (*n)++;
+        conn_reply_free(r);
+    }
+    return 0;
 }
 
 int schedstore_count(struct schedstore *ss, int64_t *n, char *err, size_t errlen)
@@ -515,10 +672,79 @@ int schedstore_count(struct schedstore *ss, int64_t *n, char *err, size_t errlen
     char key[KEY_MAX];
     struct conn_reply *r;
 
-    key_of(ss, "ids", NULL, key, sizeof(key));
-    if (!(r = conn_command(ss->db, err, errlen, "ZCARD", key, NULL)))
+    *n = 0;
+    for (int shard = 0; shard < SCHED_SHARDS; shard++) {
+        key_in(ss, shard, "ids", NULL, key, sizeof(key));
+        if (!(r = conn_command(ss->db, err, errlen, "ZCARD", key, NULL)))
+            return -1;
+        *n += conn_int(r);
+        conn_reply_free(r);
+    }
+    return 0;
+}
+
+int schedstore_migrate(struct schedstore *ss, size_t max, size_t *moved, char *err, size_t errlen)
+{
+    char ids_key[KEY_MAX], due_key[KEY_MAX], stop[24];
+    struct conn_reply *r, *h, *d;
+    size_t n;
+
+    *moved = 0;
+    key_in(ss, LEGACY, "ids", NULL, ids_key, sizeof(ids_key));
+    key_in(ss, LEGACY, "due", NULL, due_key, sizeof(due_key));
+    snprintf(stop, sizeof(stop), "%zu", max ? max - 1 : 0);
+    if (!(r = conn_command(ss->db, err, errlen, "ZRANGE", ids_key, "0", stop, NULL)))
         return -1;
-    *n = conn_int(r);
+    legacy_left = (n = conn_count(r)) > 0;
+    for (size_t i = 0; i < n; i++) {
+        char id[RECUR_ID_MAX + 1] = "", hkey[KEY_MAX], keys[3][KEY_MAX], score[32] = "";
+        size_t len;
+        const char *s = conn_str(conn_at(r, i), &len);
+        if (!s || len >= sizeof(id))
+            continue;
+        memcpy(id, s, len);
+        key_in(ss, LEGACY, "h:", id, hkey, sizeof(hkey));
+        if (!(h = conn_command(ss->db, err, errlen, "HGETALL", hkey, NULL)))
+            break;
+        if ((d = conn_command(ss->db, err, errlen, "ZSCORE", due_key, id, NULL))) {
+            const char *sc = conn_str(d, &len);
+            if (sc && len < sizeof(score))
+                memcpy(score, sc, len);
+            conn_reply_free(d);
+        }
+        size_t nf = conn_count(h), argc = 3 + 2 + nf;
+        const char **argv = calloc(argc, sizeof(*argv));
+        size_t *lens = calloc(argc, sizeof(*lens));
+        struct conn_reply *c = NULL;
+        if (argv && lens && nf >= 2) {
+            int shard = shard_of(id);
+            key_in(ss, shard, "h:", id, keys[0], sizeof(keys[0]));
+            key_in(ss, shard, "due", NULL, keys[1], sizeof(keys[1]));
+            key_in(ss, shard, "ids", NULL, keys[2], sizeof(keys[2]));
+            argv[0] = keys[0], argv[1] = keys[1], argv[2] = keys[2], argv[3] = id, argv[4] = score;
+            for (size_t k = 0; k < 5; k++)
+                lens[k] = strlen(argv[k]);
+            for (size_t k = 0; k < nf; k++)
+                argv[5 + k] = conn_str(conn_at(h, k), &lens[5 + k]);
+            struct conn_call call = { .script = S_MIGRATE, .nkeys = 3, .argc = argc, .argv = argv,
+                                      .lens = lens };
+            c = conn_call(ss->db, &call, CONN_WAIT_END, err, errlen);
+        }
+        free(argv);
+        free(lens);
+        conn_reply_free(h);
+        if (nf >= 2 && !c)
+            break;   /* the legacy copy stays: tried again next time */
+        conn_reply_free(c);
+        /* copied (or put since in the new layout, which wins): the legacy copy goes */
+        if ((c = conn_command(ss->db, err, errlen, "DEL", hkey, NULL)))
+            conn_reply_free(c);
+        if ((c = conn_command(ss->db, err, errlen, "ZREM", due_key, id, NULL)))
+            conn_reply_free(c);
+        if ((c = conn_command(ss->db, err, errlen, "ZREM", ids_key, id, NULL)))
+            conn_reply_free(c);
+        (*moved)++;
+    }
     conn_reply_free(r);
     return 0;
 }

@@ -24,6 +24,7 @@
 #define SWEEP_GRACE_MS 3000
 #define SWEEP_AGAIN_MS 10000
 #define SWEEP_MAX 512             /* schedules one sweep takes */
+#define MIGRATE_BATCH 200         /* schedules of the unsharded layout one sweep moves */
 #define SWEEP_LAG_MS (SWEEP_GRACE_MS + SWEEP_EVERY_MS)   /* an index time is looked at by then */
 
 /* ---- shared with schedroutes.c ---- */
@@ -316,7 +317,7 @@ static void *sweep_main(void *arg)
     while (!s->stop) {
         struct timespec until;
         char **ids = NULL;
-        size_t n = 0;
+        size_t n = 0, moved;
         int64_t now;
 
         clock_gettime(CLOCK_REALTIME, &until);
@@ -338,6 +339,10 @@ static void *sweep_main(void *arg)
             }
             schedstore_ids_free(ids, n);
         }
+        if (schedstore_migrate(s->sweep_ss, MIGRATE_BATCH, &moved, err, sizeof(err)) < 0)
+            log_warn("moving schedules to their shards failed (tried again): %s", err);
+        else if (moved)
+            log_info("moved %zu schedules of the unsharded layout to their shards", moved);
         if (schedstore_count(s->sweep_ss, &count, err, sizeof(err)) == 0)
             metrics_set(M_SCHEDULES, count);
         pthread_mutex_lock(&s->mu);

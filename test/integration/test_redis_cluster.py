@@ -86,6 +86,26 @@ def test_schedules_on_a_cluster(stack):
         assert len(ids) == len(set(ids)) and all(i.startswith("tick@") for i in ids), ids
         st, doc = d.http("GET", "/delay-queue/api/schedules")
         assert [s["id"] for s in doc["data"]["schedules"]] == ["tick"], doc
+        # schedules spread over the masters (16 shards), listed in one order, each firing
+        names = [f"s{i:03d}" for i in range(300)]
+        for name in names:
+            st, doc = d.http("PUT", f"/delay-queue/api/schedules/{name}",
+                             {"every_ms": 3000, "topic": reader.topic, "body": name})
+            assert st == 200, doc
+        per = cs.keys_per_master(f"{d.prefix}{{sched:*}}:h:*")
+        print(f"    schedules per master: {per}")
+        assert len(per) == 3 and sum(per.values()) == 301 and min(per.values()) >= 30, per
+        listed, after = [], ""
+        while True:
+            st, doc = d.http("GET", f"/delay-queue/api/schedules?limit=120&after={after}")
+            assert st == 200, doc
+            listed += [x["id"] for x in doc["data"]["schedules"]]
+            if not doc["data"]["after"]:
+                break
+            after = doc["data"]["after"]
+        assert listed == sorted(names + ["tick"]), listed[:5]
+        wait_until(lambda: {m["payload"] for m in reader.all()} >= set(names), 30,
+                   "an occurrence of each schedule")
         reader.close()
     finally:
         cs.stop()

@@ -14,6 +14,15 @@ from harness import Delayqd, Reader, now_ms, wait_until
 SCHED = "/delay-queue/api/schedules"
 
 
+def shard_key(prefix, what, sid):
+    """The Redis key named what ("h:", "runs:") of schedule sid: its shard's hash tag
+    "{sched:<FNV-1a of the id mod 16>}"."""
+    h = 2166136261
+    for b in sid.encode():
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return f"{prefix}{{sched:{h % 16}}}:{what}{sid}"
+
+
 def put(d, sid, **spec):
     st, doc = d.http("PUT", f"{SCHED}/{sid}", spec)
     assert st == 200 and doc["code"] == 0, (st, doc)
@@ -463,14 +472,13 @@ def test_an_occurrence_whose_schedule_changed_paused_or_went_does_not_run(stack)
     d = Delayqd(stack).start().wait_groups_owned()
     topic = f"{d.name}_checked"
     reader = Reader(stack, topic)
-    key = f"{d.prefix}{{sched}}:h:"
     cases = {"paused": ["HSET", "p", "1"], "changed": ["HINCRBY", "g", "1"], "deleted": ["DEL"]}
     pending = {}
     for name in cases:
         pending[name] = put(d, name, every_ms=3000, topic=topic, body=name)["next_at_ms"]
     for name, cmd in cases.items():
         assert d.get(f"{name}@{pending[name]}")["state"] == "pending"
-        stack.redis(cmd[0], key + name, *cmd[1:])
+        stack.redis(cmd[0], shard_key(d.prefix, "h:", name), *cmd[1:])
     wait_until(lambda: all(d.get(f"{n}@{f}")["state"] == "cancelled" for n, f in pending.items()),
                15, "the occurrences cancelled")
     says = {n: d.get(f"{n}@{f}")["error"] for n, f in pending.items()}
@@ -592,7 +600,7 @@ def test_runs_list_each_fire_time_and_what_became_of_it(stack):
     assert d.http("GET", f"{SCHED}/runs/runs?limit=101")[0] == 400
     assert d.http("DELETE", f"{SCHED}/runs")[0] == 200
     assert d.http("GET", f"{SCHED}/runs/runs")[0] == 404
-    assert stack.redis("EXISTS", f"{d.prefix}{{sched}}:runs:runs") == "0"
+    assert stack.redis("EXISTS", shard_key(d.prefix, "runs:", "runs")) == "0"
     rx.close()
 
 
@@ -628,3 +636,37 @@ def test_overlap_skip_skips_occurrences_while_the_one_before_is_unfinished(stack
     assert not [r for r in doc["data"]["runs"] if r["state"] == "cancelled"], doc
     assert d.metric("delayq_schedule_overlaps_total") >= len(skipped)
     rx.close()
+
+
+def test_schedules_of_the_unsharded_layout_move_to_their_shards_and_go_on(stack):
+    """A schedule kept by an older delayqd under "{sched}" is found at once (GET, the listing,
+    its occurrences' check), moved to its shard by the sweep, and goes on firing once per
+    fire time."""
+    d = Delayqd(stack).start().wait_groups_owned()
+    topic = f"{d.name}_legacy"
+    reader = Reader(stack, topic)
+    first = put(d, "old", every_ms=1000, topic=topic, body="o")["next_at_ms"]
+    d.stop()
+    new = shard_key(d.prefix, "h:", "old")
+    fields = stack.redis("HGETALL", new).split("\n")
+    stack.redis("HSET", f"{d.prefix}{{sched}}:h:old", *fields)
+    due = stack.redis("ZSCORE", new.replace(":h:old", ":due"), "old")
+    stack.redis("ZADD", f"{d.prefix}{{sched}}:due", due, "old")
+    stack.redis("ZADD", f"{d.prefix}{{sched}}:ids", "0", "old")
+    stack.redis("DEL", new)
+    stack.redis("ZREM", new.replace(":h:old", ":due"), "old")
+    stack.redis("ZREM", new.replace(":h:old", ":ids"), "old")
+    d.start()
+    wait_until(lambda: stack.redis("EXISTS", f"{d.prefix}{{sched}}:h:old") == "0", 10,
+               "the legacy copy moved")
+    assert stack.redis("EXISTS", new) == "1"
+    st, doc = d.http("GET", f"{SCHED}/old")
+    assert st == 200 and doc["data"]["generation"] == 1, doc
+    assert [x["id"] for x in d.http("GET", SCHED)[1]["data"]["schedules"]] == ["old"]
+    since = now_ms()
+    wait_until(lambda: len([f for f in occurrences(reader, "old") if f > since]) >= 3, 20,
+               "3 occurrences after the move")
+    occ = occurrences(reader, "old")
+    assert all(len(m) == 1 for m in occ.values()), occ
+    assert all((f - first) % 1000 == 0 for f in occ), sorted(occ)
+    reader.close()
