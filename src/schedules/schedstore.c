@@ -657,8 +657,13 @@ int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t ag
     for (int shard = 0; shard < SCHED_SHARDS && *n < max; shard++) {
         struct conn_reply *r;
         snprintf(limit, sizeof(limit), "%zu", max - *n);
-        if (!(r = run_in(ss, S_TAKE, NULL, shard, 1, args, 3, err, errlen)))
-            return *n ? 0 : -1;   /* the others' next time */
+        if (!(r = run_in(ss, S_TAKE, NULL, shard, 1, args, 3, err, errlen))) {
+            if (*n)
+                return 0;   /* the others' next time */
+            free(all);
+            *ids = NULL;
+            return -1;
+        }
         for (size_t i = 0; i < conn_count(r) && *n < max; i++)
             if ((all[*n] = str_dup(conn_at(r, i))))
                 (*n)++;
