@@ -118,11 +118,12 @@ int schedstore_index(struct schedstore *ss, const char *id, int64_t next_ms, int
 int schedstore_list(struct schedstore *ss, const char *after, size_t max, char ***ids, size_t *n,
                     int *more, char *err, size_t errlen);
 
-/* Takes up to max schedules whose pending occurrence was due before before_ms, and puts each
- * back at again_ms, so that one sweep (of any instance) looks at each, and again later only if
+/* Takes up to max schedules of shards first .. first + shards - 1 whose pending occurrence was
+ * due before before_ms, and puts each back at again_ms, so that one sweep (of any instance) looks at each, and again later only if
  * it is still due then. */
-int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t again_ms,
-                            size_t max, char ***ids, size_t *n, char *err, size_t errlen);
+int schedstore_take_overdue(struct schedstore *ss, int first, int shards, int64_t before_ms,
+                            int64_t again_ms, size_t max, char ***ids, size_t *n, char *err,
+                            size_t errlen);
 
 /* How many schedules there are. */
 int schedstore_count(struct schedstore *ss, int64_t *n, char *err, size_t errlen);

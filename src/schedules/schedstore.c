@@ -639,8 +639,9 @@ int schedstore_list(struct schedstore *ss, const char *after, size_t max, char *
     return *ids ? 0 : -1;
 }
 
-int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t again_ms,
-                            size_t max, char ***ids, size_t *n, char *err, size_t errlen)
+int schedstore_take_overdue(struct schedstore *ss, int first, int shards, int64_t before_ms,
+                            int64_t again_ms, size_t max, char ***ids, size_t *n, char *err,
+                            size_t errlen)
 {
     char before[24], again[24], limit[24];
     const char *args[] = { before, again, limit };
@@ -654,7 +655,7 @@ int schedstore_take_overdue(struct schedstore *ss, int64_t before_ms, int64_t ag
     }
     snprintf(before, sizeof(before), "%lld", (long long)before_ms);
     snprintf(again, sizeof(again), "%lld", (long long)again_ms);
-    for (int shard = 0; shard < SCHED_SHARDS && *n < max; shard++) {
+    for (int shard = first; shard < first + shards && shard < SCHED_SHARDS && *n < max; shard++) {
         struct conn_reply *r;
         snprintf(limit, sizeof(limit), "%zu", max - *n);
         if (!(r = run_in(ss, S_TAKE, NULL, shard, 1, args, 3, err, errlen))) {

@@ -3,6 +3,7 @@
  * schedroutes.c. The contract is in include/schedules/schedules.h, the shared inside in
  * include/schedules/schedules_link.h. */
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,13 @@
 #define SWEEP_AGAIN_MS 10000
 #define SWEEP_MAX 512             /* schedules one sweep takes */
 #define MIGRATE_BATCH 200         /* schedules of the unsharded layout one sweep moves */
-#define SWEEP_LAG_MS (SWEEP_GRACE_MS + SWEEP_EVERY_MS)   /* an index time is looked at by then */
+/* Each sweep looks at SCHED_SHARDS / SWEEP_ROUND shards, each shard every SWEEP_ROUND sweeps:
+ * an idle instance sends Redis a few commands a second. */
+#define SWEEP_ROUND 8
+#define SWEEP_LAG_MS (SWEEP_GRACE_MS + SWEEP_EVERY_MS * SWEEP_ROUND)   /* an index time is looked
+                                                                       * at by then */
+#define COUNT_EVERY 30            /* sweeps between counts of the schedules, and between looks
+                                   * at the unsharded layout once it held none */
 
 /* ---- shared with schedroutes.c ---- */
 
@@ -312,12 +319,15 @@ static void *sweep_main(void *arg)
     struct schedules *s = arg;
     char err[256];
     int64_t count;
+    unsigned tick = (unsigned)getpid();   /* instances start on different shards */
+    size_t moved = 1;
 
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         struct timespec until;
         char **ids = NULL;
-        size_t n = 0, moved;
+        size_t n = 0;
+        int first = (int)(tick % SWEEP_ROUND) * (SCHED_SHARDS / SWEEP_ROUND);
         int64_t now;
 
         clock_gettime(CLOCK_REALTIME, &until);
@@ -327,8 +337,9 @@ static void *sweep_main(void *arg)
             break;
         pthread_mutex_unlock(&s->mu);
         now = clock_now_ms();
-        if (schedstore_take_overdue(s->sweep_ss, now - SWEEP_GRACE_MS, now + SWEEP_AGAIN_MS,
-                                    SWEEP_MAX, &ids, &n, err, sizeof(err)) == 0) {
+        if (schedstore_take_overdue(s->sweep_ss, first, SCHED_SHARDS / SWEEP_ROUND,
+                                    now - SWEEP_GRACE_MS, now + SWEEP_AGAIN_MS, SWEEP_MAX, &ids,
+                                    &n, err, sizeof(err)) == 0) {
             for (size_t i = 0; i < n; i++) {
                 struct task *t = calloc(1, sizeof(*t));
                 if (!t)
@@ -339,12 +350,16 @@ static void *sweep_main(void *arg)
             }
             schedstore_ids_free(ids, n);
         }
-        if (schedstore_migrate(s->sweep_ss, MIGRATE_BATCH, &moved, err, sizeof(err)) < 0)
-            log_warn("moving schedules to their shards failed (tried again): %s", err);
-        else if (moved)
-            log_info("moved %zu schedules of the unsharded layout to their shards", moved);
-        if (schedstore_count(s->sweep_ss, &count, err, sizeof(err)) == 0)
+        if (moved || tick % COUNT_EVERY == 0) {
+            if (schedstore_migrate(s->sweep_ss, MIGRATE_BATCH, &moved, err, sizeof(err)) < 0)
+                log_warn("moving schedules to their shards failed (tried again): %s", err);
+            else if (moved)
+                log_info("moved %zu schedules of the unsharded layout to their shards", moved);
+        }
+        if (tick % COUNT_EVERY == 0 &&
+            schedstore_count(s->sweep_ss, &count, err, sizeof(err)) == 0)
             metrics_set(M_SCHEDULES, count);
+        tick++;
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
