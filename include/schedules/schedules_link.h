@@ -42,8 +42,7 @@ struct task {
     struct recur_timing timing;
     char *timing_json;
     int kept;                    /* T_PUT: only the job was replaced (the timing kept) */
-    int ran_now;                 /* T_PUT: "immediately" made the occurrence immediate */
-    char immediate[JOB_ID_MAX + 1];
+    char immediate[JOB_ID_MAX + 1];   /* T_PUT: the occurrence "immediately" made; "" none */
     void *data;                  /* the answer, while its occurrence is added */
     answer_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
     void *opaque;

@@ -33,7 +33,7 @@ static void first_added(void *opaque, const struct answer *a)
     if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
         char msg[JOB_ID_MAX + 64];
         snprintf(msg, sizeof(msg), "ok; and one occurrence now: %s", t->immediate);
-        reply(t, 200, API_OK, t->ran_now ? msg : "ok", t->data);
+        reply(t, 200, API_OK, t->immediate[0] ? msg : "ok", t->data);
     } else if (t->kept && (a->is == ANSWER_EXISTS || a->is == ANSWER_CONFLICT)) {
         /* claimed between the put and this add: under way */
         reply(t, 200, API_OK, UNDER_WAY, t->data);
@@ -218,7 +218,6 @@ static int run_put(struct schedules *s, int slot, struct task *t)
              c.paused ? ", paused" : "", (long long)t->first_ms);
     if (t->def.immediately && !c.kept && !c.paused) {
         run_immediately(s, t, t->immediate);
-        t->ran_now = 1;
     }
     sched_change_release(&c);
     t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
