@@ -65,6 +65,7 @@ struct schedules {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    int recount;                 /* a schedule was made or deleted here: the sweep counts */
 };
 
 

@@ -58,7 +58,7 @@ static const struct { const char *name, *help; } gauge_info[M_GAUGES] = {
     [M_IN_MEMORY] = { "delayq_messages_in_memory", "Messages held in memory (read ahead or retried)." },
     [M_LIVE_INSTANCES] = { "delayq_live_instances", "Instances with a live heartbeat." },
     [M_OVERDUE_MS] = { "delayq_overdue_ms", "How late the most overdue delay-topic head is, milliseconds, at the last look at Kafka." },
-    [M_SCHEDULES] = { "delayq_schedules", "Recurring schedules in Redis, paused ones included, at most a few seconds old." },
+    [M_SCHEDULES] = { "delayq_schedules", "Recurring schedules in Redis, paused ones included: counted every 30 s, and a second after this instance makes or deletes one." },
     [M_LEASE_LEFT_MS] = { "delayq_lease_left_ms", "The least time any lease of this instance had left when its last round of renewals began, milliseconds (two thirds of delay.claim_ttl_ms when on time; near 0, the groups are about to be fenced)." },
     [M_CALL_RETRIES_WAITING] = { "delayq_callback_retries_waiting", "Callback jobs of every instance waiting for their next attempt, at most a second old." },
 };

@@ -214,6 +214,8 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     } else if (c.old_next && (c.paused || c.old_next != t->first_ms)) {
         schedules_cancel_occurrence(s, slot, t->id, c.old_next, t->def.job_json);
     }
+    if (c.gen == 1)
+        __atomic_store_n(&s->recount, 1, __ATOMIC_RELAXED);
     log_info("schedule=%s put (generation %lld)%s, first fire %lld", t->id, (long long)c.gen,
              c.paused ? ", paused" : "", (long long)t->first_ms);
     if (t->def.immediately && !c.kept && !c.paused) {
@@ -303,6 +305,7 @@ static void run_delete(struct schedules *s, int slot, struct task *t)
     }
     schedules_cancel_occurrence(s, slot, t->id, c.old_next, c.old_job);
     sched_change_release(&c);
+    __atomic_store_n(&s->recount, 1, __ATOMIC_RELAXED);
     log_info("schedule=%s deleted", t->id);
     reply(t, 200, API_OK, "deleted", schedjson_id(t->id));
 }

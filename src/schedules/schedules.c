@@ -31,8 +31,9 @@
 #define SWEEP_ROUND 8
 #define SWEEP_LAG_MS (SWEEP_GRACE_MS + SWEEP_EVERY_MS * SWEEP_ROUND)   /* an index time is looked
                                                                        * at by then */
-#define COUNT_EVERY 30            /* sweeps between counts of the schedules, and between looks
-                                   * at the unsharded layout once it held none */
+#define COUNT_EVERY 30            /* sweeps between counts of the schedules (and after a make or
+                                   * delete here), and between looks at the unsharded layout
+                                   * once it held none */
 
 /* ---- shared with schedroutes.c ---- */
 
@@ -356,7 +357,7 @@ static void *sweep_main(void *arg)
             else if (moved)
                 log_info("moved %zu schedules of the unsharded layout to their shards", moved);
         }
-        if (tick % COUNT_EVERY == 0 &&
+        if ((tick % COUNT_EVERY == 0 || __atomic_exchange_n(&s->recount, 0, __ATOMIC_RELAXED)) &&
             schedstore_count(s->sweep_ss, &count, err, sizeof(err)) == 0)
             metrics_set(M_SCHEDULES, count);
         tick++;

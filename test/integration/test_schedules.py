@@ -356,6 +356,9 @@ def test_trigger_replace_cron_seconds_and_stats(stack):
     wait_until(lambda: d.metric("delayq_schedules") == 1, 5, "the gauge")
     st, doc = d.http("GET", "/delay-queue/api/stats")
     assert doc["data"]["schedules"] == {"count": 1}, doc
+    st, doc = d.http("DELETE", f"{SCHED}/c")
+    assert st == 200, doc
+    wait_until(lambda: d.metric("delayq_schedules") == 0, 5, "the gauge after the delete")
     reader.close()
 
 
