@@ -23,9 +23,10 @@
 #define REQUEST_WORKERS 2
 #define MOVE_WORKERS 2
 
-/* T_PUT to T_RUNS are requests (schedroutes.c), T_MOVE and T_SWEEP no request waits for. */
+/* T_PUT to T_RECHECK are requests (schedroutes.c; T_RECHECK is a put's second look, below),
+ * T_MOVE and T_SWEEP no request waits for. */
 enum task_kind { T_PUT, T_GET, T_LIST, T_DELETE, T_PAUSE, T_RESUME, T_TRIGGER, T_NEXT, T_RUNS,
-                 T_MOVE, T_SWEEP };
+                 T_RECHECK, T_MOVE, T_SWEEP };
 
 struct task {
     enum task_kind kind;
@@ -37,12 +38,15 @@ struct task {
                                   * T_RUNS: runs */
     /* T_MOVE: the occurrence that came due (fire_ms, generation gen, runs before it), whether it
      * ran, and the fire time planned after it (0: none) */
-    int64_t gen, fire_ms, runs, next_ms;
+    int64_t gen, fire_ms, runs, next_ms;   /* T_PUT: gen, runs and fire_ms (the fire time before)
+                                            * its occurrence was added with */
     int ran;
     struct recur_timing timing;
     char *timing_json;
     int kept;                    /* T_PUT: only the job was replaced (the timing kept) */
     char immediate[JOB_ID_MAX + 1];   /* T_PUT: the occurrence "immediately" made; "" none */
+    struct schedules *owner;     /* T_PUT: to look again once its occurrence is added */
+    int rechecks;                /* T_PUT: looks again so far */
     void *data;                  /* the answer, while its occurrence is added */
     answer_fn done;           /* a request's; NULL for T_MOVE and T_SWEEP */
     void *opaque;

@@ -25,18 +25,38 @@ static void reply(struct task *t, int status, int code, const char *msg, void *d
     answer_send(t->done, t->opaque, status, code, msg, data);
 }
 
-/* The add of a put's or resume's first occurrence answered: so is the request. */
+#define PUT_RECHECKS 3   /* a put's looks again at its schedule's job once its add is done */
+
+static void reply_added(struct task *t)
+{
+    char msg[JOB_ID_MAX + 64];
+
+    snprintf(msg, sizeof(msg), "ok; and one occurrence now: %s", t->immediate);
+    reply(t, 200, API_OK, t->immediate[0] ? msg : "ok", t->data);
+}
+
+/* The add of a put's or resume's first occurrence answered: so is the request (a put looks at
+ * its schedule again first: run_recheck). */
 static void first_added(void *opaque, const struct answer *a)
 {
     struct task *t = opaque;
 
+    if ((a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) && t->owner &&
+        t->rechecks < PUT_RECHECKS) {
+        t->kind = T_RECHECK;
+        workers_queue(t->owner->requests, t);
+        return;
+    }
     if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
-        char msg[JOB_ID_MAX + 64];
-        snprintf(msg, sizeof(msg), "ok; and one occurrence now: %s", t->immediate);
-        reply(t, 200, API_OK, t->immediate[0] ? msg : "ok", t->data);
-    } else if (t->kept && (a->is == ANSWER_EXISTS || a->is == ANSWER_CONFLICT)) {
+        reply_added(t);
+    } else if ((t->kept || t->kind == T_RECHECK) &&
+               (a->is == ANSWER_EXISTS || a->is == ANSWER_CONFLICT)) {
         /* claimed between the put and this add: under way */
         reply(t, 200, API_OK, UNDER_WAY, t->data);
+    } else if (t->kind == T_RECHECK) {   /* the put is done; its occurrence has another's job */
+        log_warn("schedule=%s: its occurrence at %lld was not given the job kept: %s", t->id,
+                 (long long)t->first_ms, a->message);
+        reply_added(t);
     } else {
         api_data_free(t->data);
         if (t->kind == T_TRIGGER)
@@ -230,8 +250,44 @@ static int run_put(struct schedules *s, int slot, struct task *t)
         t->data = NULL;
         return 0;
     }
+    t->owner = s;
+    t->gen = c.gen;
+    t->runs = runs;
+    t->fire_ms = t->kept ? prev : 0;
     schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json,
-                             t->first_ms, c.gen, runs, t->kept ? prev : 0, 1, 1, first_added, t);
+                             t->first_ms, t->gen, t->runs, t->fire_ms, 1, 1, first_added, t);
+    return 1;
+}
+
+/* A put's look again once its occurrence is added: a concurrent put of the same timing may have
+ * written its job after this put did and added its occurrence before this one's add, which then
+ * gave the occurrence the job no longer kept. The occurrence is added again with the job kept.
+ * Each put looks after its own add, so the last add is always looked at. */
+static int run_recheck(struct schedules *s, int slot, struct task *t)
+{
+    struct sched_kept k;
+    char err[256];
+    int found, again = 0;
+
+    t->rechecks++;
+    if (schedstore_get(schedules_ss(s, slot), t->id, &k, &found, err, sizeof(err)) < 0) {
+        log_warn("schedule=%s: looking at its job again failed: %s", t->id, err);
+    } else if (found) {
+        again = !k.st.paused && k.st.generation == t->gen && k.st.next_ms == t->first_ms &&
+                strcmp(k.job_json, t->def.job_json) != 0;
+        if (again) {
+            free(t->def.job_json);
+            t->def.job_json = k.job_json;
+            k.job_json = NULL;
+        }
+        sched_kept_release(&k);
+    }
+    if (!again) {
+        reply_added(t);
+        return 0;
+    }
+    schedules_add_occurrence(s, t->id, &t->def.timing, t->def.timing_json, t->def.job_json,
+                             t->first_ms, t->gen, t->runs, t->fire_ms, 1, 1, first_added, t);
     return 1;
 }
 
@@ -473,6 +529,7 @@ int schedules_run_request(struct schedules *s, int slot, struct task *t)
 {
     switch (t->kind) {
     case T_PUT: return run_put(s, slot, t);
+    case T_RECHECK: return run_recheck(s, slot, t);
     case T_RESUME: return run_resume(s, slot, t);
     case T_TRIGGER: return run_trigger(s, slot, t);
     case T_GET: run_get(s, slot, t); break;

@@ -473,6 +473,35 @@ def test_concurrent_puts_that_create_a_schedule_make_one_grid(stack):
     reader.close()
 
 
+def test_concurrent_puts_of_new_bodies_leave_the_kept_body_on_the_next_occurrence(stack):
+    """Six PUTs of one schedule with the same timing and six bodies, three on each of two
+    instances at once, in eight rounds between fire times: the next occurrence carries the body
+    the schedule keeps (GET), whichever PUT's write and add came last."""
+    a = Delayqd(stack).start().wait_groups_owned()
+    b = Delayqd(stack, cluster=a).start()
+    topic = f"{a.name}_bodies"
+    reader = Reader(stack, topic)
+    sid = "bodies"
+    first = put(a, sid, every_ms=1500, topic=topic, body="b0")["next_at_ms"]
+    kept = {}
+    for r in range(8):
+        fire = first + 1500 * r
+        time.sleep(max(0, fire + 400 - now_ms()) / 1000)   # between fire times
+        answers = simultaneous([((a, b)[i % 2], "PUT", f"{SCHED}/{sid}",
+                                 {"every_ms": 1500, "topic": topic, "body": f"r{r}-{i}"})
+                                for i in range(6)])
+        assert all(st == 200 for st, _ in answers), answers
+        st, doc = a.http("GET", f"{SCHED}/{sid}")
+        assert doc["data"]["next_at_ms"] == fire + 1500, (r, doc["data"])
+        kept[fire + 1500] = doc["data"]["body"]
+    wait_until(lambda: set(kept) <= set(occurrences(reader, sid)), 10, "the occurrences")
+    occ = occurrences(reader, sid)
+    wrong = {f - first: (occ[f][0]["payload"], body) for f, body in kept.items()
+             if occ[f][0]["payload"] != body}
+    assert not wrong, wrong   # (delivered, kept) by fire time
+    reader.close()
+
+
 def test_an_occurrence_whose_schedule_changed_paused_or_went_does_not_run(stack):
     """Each occurrence is checked against its schedule when it comes due: one of an older
     generation, or of a schedule paused or deleted since, is cancelled, never delivered, even
