@@ -141,11 +141,12 @@ static int serve(const struct config *cfg)
 out:
     /* schedules and dead letters, then jobs: they answer every request still waiting (their
      * own adds are the jobs'), so none is left suspended in the HTTP server, and none is
-     * answered after it is gone. */
-    schedules_free(schedules);
+     * answered after it is gone. The schedules are freed once their adds are answered. */
+    schedules_stop(schedules);
     dead_free(dead);
     intake_free(jobs, (int)cfg->kafka.produce_timeout_ms);
     http_free(http);
+    schedules_free(schedules);
     holder_free(holder);
     watch_stop();
     log_info("stopped");

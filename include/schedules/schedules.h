@@ -22,7 +22,11 @@ struct schedules;
 /* Starts the workers and the sweep; jobs (not owned) must outlive it. NULL with err set. */
 struct schedules *schedules_new(const struct config *cfg, struct intake *jobs, char *err,
                                 size_t errlen);
-/* Answers the queued requests 503, waits for the running ones and stops the sweep. */
+/* Answers the queued requests 503, waits for the running ones and stops the sweep; requests
+ * served from here on are answered 503. The adds it made may still be answered (by
+ * intake_free): s stays until schedules_free. */
+void schedules_stop(struct schedules *s);
+/* Stops s if it runs, and frees it: after every add it made was answered. */
 void schedules_free(struct schedules *s);
 
 /* A request to /delay-queue/api/schedules[/...]: the method, the path below that prefix ("",

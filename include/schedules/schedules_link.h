@@ -73,6 +73,9 @@ struct schedules {
 };
 
 
+/* Queues request task t on the request workers: 1, or 0 once s is stopping (t not taken). */
+int schedules_queue_request(struct schedules *s, struct task *t);
+
 /* Frees t and what it holds (not t->data). */
 void schedules_task_free(struct task *t);
 

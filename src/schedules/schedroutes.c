@@ -43,9 +43,11 @@ static void first_added(void *opaque, const struct answer *a)
 
     if ((a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) && t->owner &&
         t->rechecks < PUT_RECHECKS) {
+        enum task_kind was = t->kind;
         t->kind = T_RECHECK;
-        workers_queue(t->owner->requests, t);
-        return;
+        if (schedules_queue_request(t->owner, t))
+            return;
+        t->kind = was;   /* stopping: answered as it is */
     }
     if (a->is == ANSWER_DONE || a->is == ANSWER_ALREADY) {
         reply_added(t);
@@ -689,5 +691,8 @@ void schedules_serve(struct schedules *s, const struct schedules_request *r, ans
         schedules_task_free(t);
         return;
     }
-    workers_queue(s->requests, t);
+    if (!schedules_queue_request(s, t)) {
+        answer_send(done, opaque, 503, API_UNAVAILABLE, "schedules: stopping", NULL);
+        schedules_task_free(t);
+    }
 }

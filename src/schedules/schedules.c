@@ -306,7 +306,10 @@ static void drop_task(void *ctx, void *task, const char *why)
     char msg[256];
 
     (void)ctx;
-    if (t->done) {
+    if (t->kind == T_RECHECK) {   /* the put is done: its look again is what was dropped */
+        answer_send(t->done, t->opaque, 200, API_OK, "ok", t->data);
+        t->data = NULL;
+    } else if (t->done) {
         snprintf(msg, sizeof(msg), "schedules: %s", why);
         answer_send(t->done, t->opaque, 503, API_UNAVAILABLE, msg, NULL);
     } else {
@@ -402,20 +405,48 @@ struct schedules *schedules_new(const struct config *cfg, struct intake *jobs, c
     return s;
 }
 
-void schedules_free(struct schedules *s)
+int schedules_queue_request(struct schedules *s, struct task *t)
 {
+    int queued = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (!s->stop && s->requests) {
+        workers_queue(s->requests, t);
+        queued = 1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return queued;
+}
+
+void schedules_stop(struct schedules *s)
+{
+    struct workers *requests, *moves;
+
     if (!s)
         return;
     pthread_mutex_lock(&s->mu);
     s->stop = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    if (s->sweeping)
+    if (s->sweeping)   /* it queues moves: gone before they are */
         pthread_join(s->sweeper, NULL);
-    if (s->requests)
-        workers_free(s->requests);
-    if (s->moves)
-        workers_free(s->moves);
+    s->sweeping = 0;
+    pthread_mutex_lock(&s->mu);
+    requests = s->requests;
+    moves = s->moves;
+    s->requests = s->moves = NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (requests)
+        workers_free(requests);
+    if (moves)
+        workers_free(moves);
+}
+
+void schedules_free(struct schedules *s)
+{
+    if (!s)
+        return;
+    schedules_stop(s);
     for (int i = 0; i < REQUEST_WORKERS + MOVE_WORKERS; i++) {
         schedstore_free(s->wss[i]);
         store_free(s->wst[i]);

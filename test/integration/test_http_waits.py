@@ -200,6 +200,8 @@ def stop_under_load(stack, d, fault, heal, kinds):
         "reschedule": lambda i: ("GET", f"/delay-queue/api/jobs/reschedule?job_id={known}&delay={300 + i}", None),
         "claims": lambda i: ("GET", "/delay-queue/api/claims", None),
         "stats": lambda i: ("GET", "/delay-queue/api/stats", None),
+        "put": lambda i: ("PUT", "/delay-queue/api/schedules/stopping",
+                          {"every_ms": 60000, "topic": f"{d.name}_stop", "body": str(i)}),
     }
     outs = {k: [] for k in kinds}
     threads = [threading.Thread(target=loop, args=(d.port, stop, requests[k], outs[k]))
@@ -235,14 +237,14 @@ def assert_stopped_cleanly(d, rc, took, outs, bound):
 
 
 def test_stop_under_load_with_kafka_stopped_answers_everything_and_exits_cleanly(stack):
-    """SIGTERM while adds, gets, reschedules, /claims and /stats arrive and the broker is down:
-    every request begun gets an answer (or finds the port closed), and delayqd exits 0 within
-    its drain bound (produce timeout + 1 s for answers, the produce timeout for Kafka, 2 s for
+    """SIGTERM while adds, gets, reschedules, /claims, /stats and schedule PUTs arrive and the
+    broker is down: every request begun gets an answer (or finds the port closed), and delayqd
+    exits 0 within its drain bound (produce timeout + 1 s for answers, the produce timeout for Kafka, 2 s for
     the answers to go out, 10 s for forwards in flight) plus what closing the consumer takes
     (the final commit 5 s, the close 3 s, a request in flight 10 s; docs/operations.md)."""
     d = Delayqd(stack, extra={"produce_timeout_ms": 2000}).start().wait_groups_owned()
     rc, took, outs = stop_under_load(stack, d, stack.stop_kafka, stack.start_kafka,
-                                     ["add", "get", "reschedule", "claims", "stats"])
+                                     ["add", "get", "reschedule", "claims", "stats", "put"])
     assert_stopped_cleanly(d, rc, took, outs, bound=3 + 2 + 2 + 10 + 18 + 10)
 
 
@@ -289,5 +291,5 @@ def test_stop_under_load_with_redis_frozen_answers_everything_and_exits_cleanly(
         pid = int(f.read())
     rc, took, outs = stop_under_load(stack, d, lambda: os.kill(pid, signal.SIGSTOP),
                                      lambda: os.kill(pid, signal.SIGCONT),
-                                     ["add", "get", "reschedule", "claims"])
+                                     ["add", "get", "reschedule", "claims", "put"])
     assert_stopped_cleanly(d, rc, took, outs, bound=3 + 2 + 2 + 2 + 20)
