@@ -17,6 +17,7 @@ Prints a table and writes the figures as JSON (--json FILE, default run/bench.js
   scripts/bench.py [--quick] [--json FILE] [--phases add,batch,reschedule,profile,backlog,...]"""
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -196,7 +197,6 @@ def phase_claims(stack, seconds, ngroups=500):
     """Adds' latency alone, then while a client reads GET /delay-queue/api/claims of ngroups
     partition groups (one partition each) every 100 ms and back to back, then alone again:
     what the view costs the adds beside it."""
-    import http.client
     d = Delayqd(stack, name="claims", levels=["1m"], partitions=ngroups,
                 extra={"groups": [[p] for p in range(ngroups)], "log_level": "warn",
                        "max_connections_per_ip": 256}).start()
@@ -258,7 +258,6 @@ def pull_threads(pid):
 def pull_lateness(a, b, n=10000, spread_ms=10000, poppers=16):
     """n jobs due over spread_ms on one pull topic, poppers waiting (wait_ms 5000) on both
     instances: when each was handed out minus its due time, as the popper saw it."""
-    import http.client
     topic, late, done = "bench_pull_late", [], threading.Event()
     t0 = now_ms() + 3000
     jobs = [{"topic": topic, "deliver_at_ms": t0 + i * spread_ms // n} for i in range(n)]
@@ -633,6 +632,24 @@ def phase_schedules(stack, n, seconds):
         if bad:
             raise RuntimeError(f"schedules phase: puts failed: {bad[:3]}")
         out["put_s"] = round(time.time() - t0, 1)
+        # the whole list, a page of 500 at a time, as a console or a script walks it
+        pages, after, listed = [], "", 0
+        conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=30)
+        while True:
+            p0 = time.time()
+            conn.request("GET", f"/delay-queue/api/schedules?limit=500&after={after}")
+            resp = conn.getresponse()
+            st, doc = resp.status, json.loads(resp.read())
+            pages.append((time.time() - p0) * 1000)
+            if st != 200:
+                raise RuntimeError(f"schedules phase: listing failed: {st} {doc}")
+            listed += len(doc["data"]["schedules"])
+            after = doc["data"]["after"]
+            if not after:
+                break
+        out.update({"listed": listed, "list_pages": len(pages), "list_walk_ms": round(sum(pages)),
+                    "list_page_p50_ms": round(pct(pages, 50), 1),
+                    "list_page_max_ms": round(max(pages), 1)})
         time.sleep(2)
         out["redis_bytes_per_schedule"] = round((redis_used(stack) - before) / n)
         start = now_ms()
