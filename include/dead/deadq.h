@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 
-#define DEADQ_PARTITIONS_MAX 256
+#define DEADQ_PARTITIONS_MAX CONFIG_PARTITIONS_MAX   /* the dead-letter topic's read */
 #define DEADQ_CURSOR_MAX (DEADQ_PARTITIONS_MAX * 21 + 8)
 
 struct deadq;

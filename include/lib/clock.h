@@ -29,6 +29,12 @@ static inline int64_t clock_mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* Sleeps ms milliseconds (less when a signal cuts it short). */
+static inline void clock_sleep_ms(int64_t ms)
+{
+    nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
+}
+
 /* Initialises c so that its timed waits take CLOCK_MONOTONIC deadlines: a change of the wall
  * clock neither shortens nor stretches them. */
 static inline void cond_init_monotonic(pthread_cond_t *c)

@@ -8,6 +8,7 @@
 
 #include "lib/clock.h"
 #include "dead/deadq.h"
+#include "kafka/offsets.h"
 #include "kafka/producer.h"
 
 #define CHUNK 100                 /* letters one read of a partition takes at most */
@@ -288,35 +289,64 @@ static int refill(struct deadq *dq, struct part *pt, char *err, size_t errlen)
     return 0;
 }
 
-/* The partitions' bounds: from c, or from the newest (below newest_ms when > 0). */
+/* A list of partitions 0 .. n-1 of the dead-letter topic, each element's offset field at. */
+static rd_kafka_topic_partition_list_t *all_parts(struct deadq *dq, int32_t n, int64_t at)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+
+    for (int32_t i = 0; l && i < n; i++)
+        rd_kafka_topic_partition_list_add(l, dq->cfg->delay.dlq_topic, i)->offset = at;
+    return l;
+}
+
+/* The error of a look at every partition, in err: 0, or -1. */
+static int looked(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
+                  char *err, size_t errlen)
+{
+    for (int i = 0; !e && i < l->cnt; i++)
+        if (l->elems[i].err) {
+            snprintf(err, errlen, "the dead-letter topic's partition %d: %s",
+                     (int)l->elems[i].partition, rd_kafka_err2str(l->elems[i].err));
+            return -1;
+        }
+    if (e)
+        snprintf(err, errlen, "the dead-letter topic's offsets: %s", rd_kafka_err2str(e));
+    return e ? -1 : 0;
+}
+
+/* The partitions' bounds: from c, or from the newest (below newest_ms when > 0). Two requests
+ * (three below newest_ms) whatever the number of partitions. */
 static int open_parts(struct deadq *dq, const struct deadq_cursor *c, int64_t newest_ms,
                       struct part *parts, int32_t n, char *err, size_t errlen)
 {
-    rd_kafka_topic_partition_list_t *times = NULL;
+    int64_t deadline = clock_mono_ms() + META_TIMEOUT_MS;
+    rd_kafka_topic_partition_list_t *lo = all_parts(dq, n, RD_KAFKA_OFFSET_BEGINNING),
+                                    *hi = all_parts(dq, n, RD_KAFKA_OFFSET_END),
+                                    *times = NULL;
+    int rc = -1;
 
-    for (int32_t i = 0; i < n; i++) {
-        int64_t lo, hi;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-            dq->rk, dq->cfg->delay.dlq_topic, i, &lo, &hi, META_TIMEOUT_MS);
-        if (e) {
-            snprintf(err, errlen, "the dead-letter topic's partition %d: %s", (int)i,
-                     rd_kafka_err2str(e));
-            return -1;
-        }
-        parts[i] = (struct part){ .id = i, .low = lo, .end = hi };
-        if (c->n > 0)
-            parts[i].end = i < c->n && c->end[i] < hi ? c->end[i] : i < c->n ? hi : lo;
-    }
-    if (c->n > 0 || newest_ms <= 0)
-        return 0;
-    if (!(times = rd_kafka_topic_partition_list_new(n))) {
+    if (!lo || !hi) {
         snprintf(err, errlen, "dead letters: out of memory");
-        return -1;
+        goto out;
     }
-    for (int32_t i = 0; i < n; i++)
-        rd_kafka_topic_partition_list_add(times, dq->cfg->delay.dlq_topic, i)->offset =
-            newest_ms + 1;
-    if (rd_kafka_offsets_for_times(dq->rk, times, META_TIMEOUT_MS) == 0) {
+    if (looked(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, lo, deadline), lo, err, errlen) < 0 ||
+        looked(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, hi, deadline), hi, err, errlen) < 0)
+        goto out;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t low = lo->elems[i].offset, end = hi->elems[i].offset;
+        parts[i] = (struct part){ .id = i, .low = low, .end = end };
+        if (c->n > 0)
+            parts[i].end = i < c->n && c->end[i] < end ? c->end[i] : i < c->n ? end : low;
+    }
+    rc = 0;
+    if (c->n > 0 || newest_ms <= 0)
+        goto out;
+    if (!(times = all_parts(dq, n, newest_ms + 1))) {
+        snprintf(err, errlen, "dead letters: out of memory");
+        rc = -1;
+        goto out;
+    }
+    if (kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, times, deadline) == 0) {
         for (int i = 0; i < times->cnt; i++) {
             int32_t p = times->elems[i].partition;
             if (p >= 0 && p < n && !times->elems[i].err && times->elems[i].offset >= 0 &&
@@ -324,8 +354,14 @@ static int open_parts(struct deadq *dq, const struct deadq_cursor *c, int64_t ne
                 parts[p].end = times->elems[i].offset;
         }
     }
-    rd_kafka_topic_partition_list_destroy(times);
-    return 0;
+out:
+    if (lo)
+        rd_kafka_topic_partition_list_destroy(lo);
+    if (hi)
+        rd_kafka_topic_partition_list_destroy(hi);
+    if (times)
+        rd_kafka_topic_partition_list_destroy(times);
+    return rc;
 }
 
 /* The partition whose next letter is the newest, or NULL when all are read. */

@@ -11,6 +11,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "core/metrics.h"
+#include "kafka/offsets.h"
 #include "kafka/producer.h"
 #include "kafka/stats.h"
 
@@ -145,13 +146,6 @@ static const rd_kafka_topic_partition_t *elem(const rd_kafka_topic_partition_lis
     return &l->elems[i];
 }
 
-static int remaining_ms(int64_t deadline_ms)
-{
-    int64_t left = deadline_ms - clock_mono_ms();
-
-    return left > 1 ? (int)left : 1;
-}
-
 /* Checks a batched answer: the call's error, then each partition's. */
 static int answered(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
                     const char *what, char *err, size_t errlen)
@@ -172,7 +166,7 @@ static int answered(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t
 static int ask_times(struct stats *s, rd_kafka_topic_partition_list_t *l, int64_t deadline_ms,
                      const char *what, char *err, size_t errlen)
 {
-    return answered(rd_kafka_offsets_for_times(s->rk, l, remaining_ms(deadline_ms)), l, what, err,
+    return answered(kafka_ask_offsets(s->rk, KAFKA_ASK_TIMES, l, deadline_ms), l, what, err,
                     errlen);
 }
 
@@ -184,8 +178,8 @@ static int ask_ends(struct stats *s, int64_t deadline_ms, char *err, size_t errl
                                     *end = all_parts(s, RD_KAFKA_OFFSET_END);
     int rc = -1;
 
-    if (answered(rd_kafka_committed(s->rk, c, remaining_ms(deadline_ms)), c, "committed offsets",
-                 err, errlen) == 0 &&
+    if (answered(kafka_ask_offsets(s->rk, KAFKA_ASK_COMMITTED, c, deadline_ms), c,
+                 "committed offsets", err, errlen) == 0 &&
         ask_times(s, lo, deadline_ms, "low offsets", err, errlen) == 0 &&
         ask_times(s, end, deadline_ms, "end offsets", err, errlen) == 0) {
         for (size_t i = 0; i < s->nparts; i++) {

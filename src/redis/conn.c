@@ -337,7 +337,7 @@ static int64_t t_now(void *t)
 static void t_sleep(void *t, int64_t ms)
 {
     (void)t;
-    nanosleep(&(struct timespec){ (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L }, NULL);
+    clock_sleep_ms(ms);
 }
 
 static const struct rpipe_ops transport = {

@@ -179,3 +179,31 @@ def test_ten_thousand_dead_letters_page_by_page_and_redriven(stack):
     assert all(len(got[i]) == 1 for i in ids), [i for i in ids if len(got[i]) > 1][:5]
     reader.close()
     assert d.metric("delayq_dead_letters_redriven_total") == n
+
+
+def test_dead_letters_of_every_partition_are_listed_and_redriven(stack):
+    """A dead-letter topic of 300 partitions (delay.partitions may be up to 1,024): letters in
+    its first, middle and last partitions are listed, paged through, shown and redriven."""
+    d = Delayqd(stack, levels=["1s"], partitions=300).start()
+    topic = f"{d.name}_wide"
+    reader = Reader(stack, topic)
+    for p in (0, 255, 256, 299):
+        stack.produce(d.dlq, f"letter {p}", key=f"wide-{p}", partition=p,
+                      headers={"dq-id": f"wide-{p}", "dq-topic": topic, "dq-error": "test: wide"})
+    wait_until(lambda: len(listing(d)["dead"]) >= 4, 30, "four dead letters")
+    letters = listing(d)["dead"]
+    assert sorted(x["partition"] for x in letters) == [0, 255, 256, 299], letters
+    seen, before = [], ""
+    while True:   # one a page: the cursor carries every partition's place
+        page = listing(d, f"?limit=1&before={before}")
+        seen += [x["partition"] for x in page["dead"]]
+        if not page["before"]:
+            break
+        before = page["before"]
+    assert sorted(seen) == [0, 255, 256, 299], seen
+    st, doc = d.http("GET", f"{DEAD}/299/0")
+    assert st == 200 and doc["data"]["body"] == "letter 299", (st, doc)
+    data = redrive(d, {"dead": [{"partition": 299, "offset": 0}]})
+    assert data["redriven"] == 1, data
+    reader.wait_ids(["wide-299"], 30)
+    reader.close()

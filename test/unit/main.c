@@ -62,6 +62,7 @@ int main(void)
     unit_netaddr();
     unit_ratelimit();
     unit_gojson();
+    unit_stats_kafka();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

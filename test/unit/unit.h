@@ -74,6 +74,7 @@ void unit_workers(void);
 void unit_netaddr(void);
 void unit_ratelimit(void);
 void unit_gojson(void);
+void unit_stats_kafka(void);
 void unit_cron(void);
 void unit_tz(void);
 void unit_recur(void);

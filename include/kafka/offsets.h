@@ -1,0 +1,23 @@
+/* offsets: asking Kafka for partitions' offsets (committed ones, log bounds, by time) in one
+ * request per broker, trying again while the answer is an error a moment's wait mends (a
+ * partition's leader not yet known after a broker start or a topic's creation, a coordinator
+ * loading, a connection lost), until a deadline. */
+#ifndef DQ_KAFKA_OFFSETS_H
+#define DQ_KAFKA_OFFSETS_H
+
+#include <stdint.h>
+
+#include <librdkafka/rdkafka.h>
+
+/* What to ask for l's partitions. */
+enum kafka_ask { KAFKA_ASK_COMMITTED, KAFKA_ASK_TIMES };
+
+/* rd_kafka_committed (KAFKA_ASK_COMMITTED) or rd_kafka_offsets_for_times (KAFKA_ASK_TIMES,
+ * each element's offset a timestamp, or RD_KAFKA_OFFSET_BEGINNING / _END for the log's bounds)
+ * on l, tried again every 100 ms while it meets transient errors, until the monotonic
+ * deadline_ms. l takes the last try's answers, each element's err included; returns the last
+ * try's call error (RD_KAFKA_RESP_ERR_NO_ERROR when the call was answered). */
+rd_kafka_resp_err_t kafka_ask_offsets(rd_kafka_t *rk, enum kafka_ask what,
+                                      rd_kafka_topic_partition_list_t *l, int64_t deadline_ms);
+
+#endif
