@@ -16,6 +16,7 @@ enum api_code {
     API_NOT_FOUND = 404,
     API_CONFLICT = 409,
     API_TOO_LARGE = 413,
+    API_INTERNAL = 500,          /* what delayq keeps does not read */
     API_NOT_IMPLEMENTED = 501,
     API_UNAVAILABLE = 503,
     API_BAD_DELAY = 10001,

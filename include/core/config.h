@@ -60,7 +60,7 @@ struct config {
         char listen[CONFIG_STR_MAX];       /* "host:port" */
         int64_t max_body_bytes;
         char auth_token[CONFIG_STR_MAX];   /* every path; empty: no auth */
-        char read_token[CONFIG_STR_MAX];   /* get, stats, claims only; empty: none */
+        char read_token[CONFIG_STR_MAX];   /* the reading routes (docs/security.md); empty: none */
         char metrics_token[CONFIG_STR_MAX];   /* /metrics needs it (or auth_token); empty: open */
         int64_t max_connections_per_ip;    /* connections from one address at once */
         int64_t request_timeout_s;         /* a request must arrive whole within this */

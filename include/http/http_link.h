@@ -47,6 +47,8 @@ struct http {
     atomic_int inside;        /* requests being served on an HTTP thread */
     atomic_int *reload;              /* set by SIGHUP: load the TLS certificate again */
     struct addrs addrs;       /* connections per client address, over all threads */
+    char *openapi;            /* the API's description for this config (openapi.h) */
+    size_t openapi_len;
 };
 
 /* A request answered by the jobs module: from queued, to suspended, to answered. */

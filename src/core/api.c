@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -12,7 +13,6 @@
 #include "lib/base64.h"
 #include "core/apijson.h"
 #include "core/calljson.h"
-#include "core/envelope.h"
 
 #define KEY_MAX 4096     /* a Kafka key is an id, not a payload */
 
@@ -62,7 +62,7 @@ static int parse_topic(json_t *v, const struct api_limits *lim, struct job *out,
     if (f != TARGET_OK)
         return api_fail(e, 400, API_BAD_REQUEST, "%s", why);
     out->topic = strdup(json_string_value(v));
-    return out->topic ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    return out->topic ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
 }
 
 /* Exactly one of delay (s), delay_ms, deliver_at_ms decides the due time. */
@@ -132,7 +132,7 @@ static int parse_body(json_t *v, json_t *encoding, struct job *out, struct api_e
     } else {
         return api_fail(e, 400, API_BAD_REQUEST, "body must be a string, an object or an array");
     }
-    return out->body ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    return out->body ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
 }
 
 static int parse_key(json_t *v, struct job *out, struct api_error *e)
@@ -144,7 +144,7 @@ static int parse_key(json_t *v, struct job *out, struct api_error *e)
         return api_fail(e, 400, API_BAD_REQUEST,
                         "key must be a non-empty string of at most %d bytes, without NUL", KEY_MAX);
     out->key = dup_bytes(json_string_value(v), json_string_length(v));
-    return out->key ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    return out->key ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
 }
 
 static int parse_headers(json_t *v, struct job *out, struct api_error *e)
@@ -160,15 +160,16 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
         return api_fail(e, 400, API_BAD_REQUEST, "at most %d headers", JOB_HEADERS_MAX);
     out->headers = calloc(json_object_size(v) + 1, sizeof(*out->headers));
     if (!out->headers)
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return api_fail(e, 503, API_ADD_FAILED, "out of memory");
     json_object_foreach(v, name, val) {
         struct job_header *h = &out->headers[out->nheaders];
         if (name[0] == '\0' || strlen(name) > JOB_HEADER_NAME_MAX)
             return api_fail(e, 400, API_BAD_REQUEST, "header names must be 1-%d bytes",
                             JOB_HEADER_NAME_MAX);
-        if (envelope_is_control(name))
-            return api_fail(e, 400, API_BAD_REQUEST, "header %s: names starting dq- are reserved",
-                            name);
+        if (strncasecmp(name, "dq-", 3) == 0)   /* in any case: a callback sends them as HTTP
+                                                 * headers, whose names have none */
+            return api_fail(e, 400, API_BAD_REQUEST, "header %s: names starting dq- (in any "
+                            "case) are reserved", name);
         if (!json_is_string(val) || json_string_length(val) > API_HEADER_VALUE_MAX ||
             strlen(json_string_value(val)) != json_string_length(val))
             return api_fail(e, 400, API_BAD_REQUEST, "header %s must be a string of at most %d bytes",
@@ -177,7 +178,7 @@ static int parse_headers(json_t *v, struct job *out, struct api_error *e)
         h->value = strdup(json_string_value(val));
         out->nheaders++;
         if (!h->name || !h->value)
-            return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+            return api_fail(e, 503, API_ADD_FAILED, "out of memory");
     }
     return 0;
 }
@@ -270,8 +271,8 @@ int api_check_job(const struct job *j, const struct api_limits *lim, int64_t now
         return api_fail(e, 400, API_BAD_REQUEST, "at most %d headers", JOB_HEADERS_MAX);
     for (size_t i = 0; i < j->nheaders; i++) {
         const struct job_header *h = &j->headers[i];
-        if (!h->name[0] || strlen(h->name) > JOB_HEADER_NAME_MAX || envelope_is_control(h->name) ||
-            strlen(h->value) > API_HEADER_VALUE_MAX)
+        if (!h->name[0] || strlen(h->name) > JOB_HEADER_NAME_MAX ||
+            strncasecmp(h->name, "dq-", 3) == 0 || strlen(h->value) > API_HEADER_VALUE_MAX)
             return api_fail(e, 400, API_BAD_REQUEST, "header %s: a name of 1-%d bytes not "
                             "starting dq-, a value of at most %d bytes", h->name,
                             JOB_HEADER_NAME_MAX, API_HEADER_VALUE_MAX);
@@ -293,7 +294,7 @@ static int parse_target(json_t *root, const struct api_limits *lim, struct job *
             return -1;
         if (!topic || json_is_null(topic)) {
             out->topic = strdup("");
-            return out->topic ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+            return out->topic ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
         }
     }
     return parse_topic(topic, lim, out, e);
@@ -351,7 +352,7 @@ int api_parse_batch(const char *body, size_t len, size_t max_jobs, const struct 
         api_fail(e, 413, API_TOO_LARGE, "%zu jobs in one batch, over http.max_batch_jobs (%zu)",
                  json_array_size(arr), max_jobs);
     else if (!(*out = calloc(json_array_size(arr), sizeof(**out))))
-        api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        api_fail(e, 503, API_ADD_FAILED, "out of memory");
     else
         rc = 0;
     for (size_t i = 0; rc == 0 && i < json_array_size(arr); i++) {
@@ -458,7 +459,7 @@ int api_reschedule_query(const char *const query[API_RESCHEDULE_ARGS],
     if (api_check_job_id(query[0], id, e) < 0)
         return -1;
     if (!(root = json_object()))
-        return api_fail(e, 500, API_BAD_REQUEST, "out of memory");
+        return api_fail(e, 503, API_RESCHEDULE_FAILED, "out of memory");
     for (int i = 1; i < API_RESCHEDULE_ARGS; i++)
         if (query[i])
             json_object_set_new(root, names[i], query_value(query[i]));

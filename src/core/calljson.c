@@ -49,7 +49,7 @@ static int parse_callback_headers(json_t *v, struct job_callback *cb, struct api
         return api_fail(e, 400, API_BAD_REQUEST, "callback.headers must be an object of at most "
                         "%d strings", JOB_HEADERS_MAX);
     if (!(cb->headers = calloc(json_object_size(v) + 1, sizeof(*cb->headers))))
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return api_fail(e, 503, API_ADD_FAILED, "out of memory");
     json_object_foreach(v, name, val) {
         struct job_header *h = &cb->headers[cb->nheaders];
         if ((fault = callback_header_fault(name, val)))
@@ -58,7 +58,7 @@ static int parse_callback_headers(json_t *v, struct job_callback *cb, struct api
         h->value = strdup(json_string_value(val));
         cb->nheaders++;
         if (!h->name || !h->value)
-            return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+            return api_fail(e, 503, API_ADD_FAILED, "out of memory");
     }
     return 0;
 }
@@ -106,7 +106,7 @@ static int parse_callback_target(json_t *o, const struct api_limits *lim, struct
             return api_fail(e, 400, API_BAD_REQUEST, "callback.endpoint %.64s is not one of "
                             "callbacks.endpoints in the config", json_string_value(ep));
         cb->endpoint = strdup(json_string_value(ep));
-        return cb->endpoint ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return cb->endpoint ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
     }
     if (lim->no_urls)
         return api_fail(e, 400, API_BAD_REQUEST, "callback.url: only a named endpoint may be "
@@ -118,7 +118,7 @@ static int parse_callback_target(json_t *o, const struct api_limits *lim, struct
         return api_fail(e, 400, API_BAD_REQUEST, "callback.url must be an http:// or https:// URL "
                         "of at most %d characters, without spaces", CALLBACK_URL_MAX);
     cb->url = strdup(u);
-    return cb->url ? 0 : api_fail(e, 500, API_ADD_FAILED, "out of memory");
+    return cb->url ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
 }
 
 int calljson_read(void *obj, const struct api_limits *lim, struct job_callback **out,
@@ -142,7 +142,7 @@ int calljson_read(void *obj, const struct api_limits *lim, struct job_callback *
                             "method, headers, timeout_ms, retry)", name);
     }
     if (!(*out = cb = calloc(1, sizeof(*cb))))
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return api_fail(e, 503, API_ADD_FAILED, "out of memory");
     method = json_object_get(o, "method");
     if (method && !json_is_null(method)) {
         const char *m = json_is_string(method) ? json_string_value(method) : "";

@@ -337,7 +337,15 @@ static int str_field(json_t *o, const char *name, char **out, struct api_error *
 }
 
 /* A redrive's body into t: 0, or -1 with e set. */
-static int read_redrive(const char *body, size_t len, struct task *t, struct api_error *e)
+/* The highest partition a letter's place may name: the dead-letter topic is made with
+ * delay.partitions (the description served says so too). */
+static int64_t partition_max(const struct dead *d)
+{
+    return d->cfg->delay.partitions - 1;
+}
+
+static int read_redrive(const struct dead *d, const char *body, size_t len, struct task *t,
+                        struct api_error *e)
 {
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL), *list, *f, *v;
     int rc = -1;
@@ -391,7 +399,7 @@ static int read_redrive(const char *body, size_t len, struct task *t, struct api
     }
     json_array_foreach(list, i, v) {
         int64_t p = -1, off = -1;
-        if (!json_is_object(v) || int_field(v, "partition", DEADQ_PARTITIONS_MAX - 1, &p, e) < 0 ||
+        if (!json_is_object(v) || int_field(v, "partition", partition_max(d), &p, e) < 0 ||
             int_field(v, "offset", INT64_MAX, &off, e) < 0 || p < 0 || off < 0) {
             if (e->status == 0 || e->status == 200)
                 api_fail(e, 400, API_BAD_REQUEST, "dead[%zu] must be {\"partition\": <int>, "
@@ -427,7 +435,8 @@ const char *dead_allow(const char *path)
 }
 
 /* Fills t from r (the HTTP thread's part: parsing, no network). 0, or -1 with e set. */
-static int task_of(const struct dead_request *r, struct task *t, struct api_error *e)
+static int task_of(const struct dead *d, const struct dead_request *r, struct task *t,
+                   struct api_error *e)
 {
     int get = strcmp(r->method, "GET") == 0;
     int64_t p, off, limit = LIST_DEFAULT;
@@ -451,11 +460,14 @@ static int task_of(const struct dead_request *r, struct task *t, struct api_erro
         if (strcmp(r->method, "POST") != 0)
             return api_fail(e, 405, API_BAD_REQUEST, "redrive takes POST");
         t->kind = T_REDRIVE;
-        return read_redrive(r->body ? r->body : "", r->len, t, e);
+        return read_redrive(d, r->body ? r->body : "", r->len, t, e);
     }
     if (letter_path(r->path, &p, &off) == 0) {
         if (!get)
             return api_fail(e, 405, API_BAD_REQUEST, "a dead letter takes GET");
+        if (p > partition_max(d))
+            return api_fail(e, 404, API_NOT_FOUND, "no dead letter there: the dead-letter topic "
+                            "has partitions 0 to %lld", (long long)partition_max(d));
         t->kind = T_ONE;
         t->partition = (int32_t)p;
         t->offset = off;
@@ -477,7 +489,7 @@ void dead_serve(struct dead *d, const struct dead_request *r, answer_fn done, vo
     }
     t->done = done;
     t->opaque = opaque;
-    if (task_of(r, t, &e) < 0) {
+    if (task_of(d, r, t, &e) < 0) {
         answer(t, e.status, e.code, e.message, NULL);
         task_free(t);
         return;

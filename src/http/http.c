@@ -27,6 +27,7 @@
 #include "core/calljson.h"
 #include "http/conns.h"
 #include "http/http_link.h"
+#include "http/openapi.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "http/tls.h"
@@ -75,10 +76,10 @@ enum MHD_Result http_send_text(struct request *req, int status, char *text, cons
     enum MHD_Result ret;
     char allow[64];
 
-    static char no_memory[] = "{\"code\":500,\"message\":\"out of memory\",\"data\":null}";
+    static char no_memory[] = "{\"code\":503,\"message\":\"out of memory\",\"data\":null}";
 
     if (!text)
-        status = 500;
+        status = 503;
     req->status = status;
     r = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
              : MHD_create_response_from_buffer(strlen(no_memory), no_memory, MHD_RESPMEM_PERSISTENT);
@@ -549,6 +550,7 @@ struct http *http_new(const struct config *cfg, struct intake *jobs, struct sche
         return NULL;
     }
     if (!(http->srv = calloc((size_t)n, sizeof(*http->srv))) ||
+        !(http->openapi = openapi_build(cfg, &http->openapi_len, err, errlen)) ||
         resolve(cfg->http.listen, &sa, err, errlen) < 0 ||
         (fd = listen_on(&sa, cfg->http.listen, err, errlen)) < 0)
         goto fail;
@@ -646,5 +648,6 @@ void http_free(struct http *http)
     }
     free(http->srv);
     addrs_release(&http->addrs);
+    free(http->openapi);
     free(http);
 }

@@ -527,20 +527,18 @@ static enum MHD_Result serve_ui(struct request *req)
     return ret;
 }
 
-/* The API's description, docs/openapi.yaml as JSON, embedded beside the console's files. */
+/* The API's description for this instance's config (openapi.h), made at start. */
 static enum MHD_Result serve_openapi(struct request *req)
 {
     struct MHD_Response *r;
-    struct ui_file f;
     enum MHD_Result ret;
 
-    if (ui_find(UI_OPENAPI, &f) < 0)
-        return http_send_error(req, 404, API_NOT_FOUND, "no API description was built in");
-    r = MHD_create_response_from_buffer(f.len, (void *)f.data, MHD_RESPMEM_PERSISTENT);
+    r = MHD_create_response_from_buffer(req->http->openapi_len, req->http->openapi,
+                                        MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     req->status = 200;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, f.content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     ret = MHD_queue_response(req->conn, req->status, r);
     MHD_destroy_response(r);
     return ret;

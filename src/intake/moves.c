@@ -122,7 +122,7 @@ static int plan_one(const struct config *cfg, struct move_ask *a, struct store_r
     memcpy(a->job.tag, rec.tag, sizeof(a->job.tag));
     if (!(a->mv = plan(cfg, &a->job, rd->data, rd->len, a->due_ms, now, buf))) {
         job_release(&a->job);
-        return api_fail(&a->e, 500, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
+        return api_fail(&a->e, 503, API_RESCHEDULE_FAILED, "reschedule failed: out of memory");
     }
     rd->data = NULL;   /* a->mv has it */
     *sw = (struct store_swap){ .id = a->id, .head = a->mv->old, .head_len = head, .value = buf->data,

@@ -116,7 +116,7 @@ static int read_job(json_t *o, const struct api_limits *lim, int64_t now_ms, cha
     json_decref(j);
     if (!*out || !text) {
         free(text);
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
     }
     rc = api_parse_add(text, strlen(text), lim, now_ms, &job, &id_given, e);
     job_release(&job);
@@ -186,7 +186,7 @@ int schedjson_parse_def(const char *body, size_t len, const struct api_limits *l
                  (long long)gap);
     else if (read_job(o, lim, now_ms, &out->job_json, e) == 0 &&
              !(out->timing_json = timing_json(o, &out->timing)))
-        api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        api_fail(e, 503, API_UNAVAILABLE, "out of memory");
     else if (out->timing_json)
         rc = 0;
     json_decref(o);
@@ -210,13 +210,13 @@ int schedjson_occurrence(const char *job_json, size_t len, const struct api_limi
     memset(out, 0, sizeof(*out));
     if (!json_is_object(o)) {
         json_decref(o);
-        return api_fail(e, 500, API_ADD_FAILED, "the kept job of the schedule is not JSON");
+        return api_fail(e, 500, API_INTERNAL, "the kept job of the schedule is not JSON");
     }
     json_object_set_new(o, "delay_ms", json_integer(0));
     text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (!text)
-        return api_fail(e, 500, API_ADD_FAILED, "out of memory");
+        return api_fail(e, 503, API_UNAVAILABLE, "out of memory");
     if (api_parse_add(text, strlen(text), lim, now_ms, out, &id_given, e) < 0) {
         free(text);
         return -1;

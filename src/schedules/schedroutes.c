@@ -158,7 +158,7 @@ static int kept_timing(struct task *t, const struct sched_kept *k, struct recur_
     if (timing_parse(k->timing_json, strlen(k->timing_json), out, err, sizeof(err)) == 0)
         return 0;
     snprintf(msg, sizeof(msg), "schedule %s as kept in Redis does not read: %s", t->id, err);
-    reply(t, 500, API_UNAVAILABLE, msg, NULL);
+    reply(t, 500, API_INTERNAL, msg, NULL);
     return -1;
 }
 
@@ -307,7 +307,7 @@ static void run_get(struct schedules *s, int slot, struct task *t)
     if (data)
         reply(t, 200, API_OK, "ok", data);
     else
-        reply(t, 500, API_UNAVAILABLE, "the schedule as kept in Redis does not read", NULL);
+        reply(t, 500, API_INTERNAL, "the schedule as kept in Redis does not read", NULL);
 }
 
 static void run_list(struct schedules *s, int slot, struct task *t)

@@ -101,6 +101,7 @@ def test_bad_requests_get_clear_errors(stack):
         ('{"topic": "orders", "delay": 5, "id": "%s"}' % ("x" * 129), 400, 400, "longer than 128"),
         ('{"topic": "orders", "delay": 5, "body": 12}', 400, 400, "body must be"),
         ('{"topic": "orders", "delay": 5, "headers": {"dq-topic": "x"}}', 400, 400, "reserved"),
+        ('{"topic": "orders", "delay": 5, "headers": {"DQ-Trace": "x"}}', 400, 400, "reserved"),
         ('{"topic": "orders", "delay": 5, "headers": {"a": 1}}', 400, 400, "must be a string"),
         ('{"topic": "orders", "delay": 5, "key": ""}', 400, 400, "key must be"),
         ('{"topic": "orders", "topic": "x", "delay": 5}', 400, 400, "malformed JSON"),

@@ -27,10 +27,31 @@ def spec():
         return yaml.safe_load(f)
 
 
-def start(stack):
-    # levels up to 30s: job.max_delay_s keeps its default (30 days), the limit the spec gives
-    return Delayqd(stack, extra={"auth_token": TOKEN, "max_delay_s": None},
-                   levels=["1s", "5s", "30s"]).start()
+def start(stack, **extra):
+    # levels up to 30s: job.max_delay_s keeps its default (30 days), the limit the spec gives;
+    # 8 partitions, the default: the dead-letter partitions the spec gives
+    return Delayqd(stack, extra=dict({"auth_token": TOKEN, "max_delay_s": None}, **extra),
+                   levels=["1s", "5s", "30s"], partitions=8).start()
+
+
+def marked(node, out, path=()):
+    """{path (a tuple of keys): {keyword: setting}} of every schema in node that carries
+    x-delayq-limits."""
+    if isinstance(node, dict):
+        if "x-delayq-limits" in node:
+            out[path] = node["x-delayq-limits"]
+        for k, v in node.items():
+            marked(v, out, path + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            marked(v, out, path + (i,))
+    return out
+
+
+def at(node, path):
+    for part in path:
+        node = node[part]
+    return node
 
 
 def test_openapi_json_is_served_without_a_token(stack):
@@ -43,6 +64,32 @@ def test_openapi_json_is_served_without_a_token(stack):
     assert served["openapi"].startswith("3.1") and served["servers"] == [{"url": API}]
     st, doc = d.http("POST", f"{API}/openapi.json")
     assert st == 405 and doc["code"] == 400, (st, doc)
+
+
+def test_the_served_description_has_the_instance_limits(stack):
+    """An instance of other limits serves them: the longest delay, the batch size, the
+    dead-letter partitions, the named callback endpoints; nothing else differs."""
+    from test_callbacks import callbacks_conf
+    d = Delayqd(stack, extra={"auth_token": TOKEN, "max_delay_s": 3600, "max_batch_jobs": 50,
+                              "callbacks": callbacks_conf() + ' endpoints = { billing = {'
+                              ' url = "http://127.0.0.1:9/b"; }; crm = {'
+                              ' url = "http://127.0.0.1:9/c"; }; };'},
+                levels=["1s", "5s", "30s"], partitions=3).start()
+    with urllib.request.urlopen(f"http://127.0.0.1:{d.port}{API}/openapi.json", timeout=10) as r:
+        served = json.load(r)
+    want = {"job.max_delay_s": 3600, "job.max_delay_ms": 3600000, "http.max_batch_jobs": 50,
+            "dead.partition_max": 2, "callbacks.endpoints": ["billing", "crm"]}
+    marks = marked(spec(), {})
+    assert len(marks) >= 6, marks
+    docs = spec()
+    for path, limits in marks.items():
+        for kw, setting in limits.items():
+            assert at(served, path)[kw] == want[setting], (path, kw)
+            at(docs, path)[kw] = want[setting]
+    assert served == docs   # nothing else differs
+    st, doc = d.http("POST", f"{API}/jobs/add_batch", {"jobs": [{"topic": "t", "delay": 1}] * 51},
+                     headers={"Authorization": f"Bearer {TOKEN}"})
+    assert st == 413, (st, doc)   # as the served description says
 
 
 def c_routes():

@@ -127,6 +127,12 @@ def test_bad_schedules_are_refused_naming_the_field(stack):
     assert st == 405 and "GET" in doc["message"], (st, doc)
     st, doc = d.http("GET", f"{SCHED}//pause")
     assert st == 404, (st, doc)
+    # a schedule whose stored definition does not read: 500, and the code agrees
+    put(d, "garbled", every_ms=60000, topic="t")
+    stack.redis("HSET", shard_key(d.prefix, "h:", "garbled"), "t", "{not json")
+    for method, path in [("GET", "garbled"), ("GET", "garbled/next"), ("POST", "garbled/trigger")]:
+        st, doc = d.http(method, f"{SCHED}/{path}")
+        assert (st, doc["code"]) == (500, 500) and "does not read" in doc["message"], (path, doc)
 
 
 def test_cron_preview_follows_berlin_daylight_saving(stack):
