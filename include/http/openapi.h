@@ -7,7 +7,12 @@
  *   job.max_delay_ms      the same in milliseconds
  *   http.max_batch_jobs   jobs one add_batch may carry
  *   dead.partition_max    the highest dead-letter partition (delay.partitions - 1)
- *   callbacks.endpoints   the names of the configured endpoints (an enum; none: left as is)
+ *   delay.group_max       the highest partition group (delay.partition_groups' count - 1)
+ *   topics.not_business   {"enum": [".", "..", the delay topics, the dead-letter topic]}:
+ *                         the names a business topic may not have
+ *   callbacks.endpoints   the names of the configured endpoints: an enum, the schema's "not"
+ *                         dropped; with none, nothing is set (the description holds the
+ *                         default, "not: {}": no name is one)
  *
  * so that a client generated from it, or a tool that tests the API by it, asks what this
  * instance accepts. */

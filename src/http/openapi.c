@@ -21,10 +21,28 @@ static json_t *setting(const struct config *cfg, const char *name, int *unknown)
         return json_integer(cfg->http.max_batch_jobs);
     if (strcmp(name, "dead.partition_max") == 0)
         return json_integer(cfg->delay.partitions - 1);
+    if (strcmp(name, "delay.group_max") == 0)
+        return json_integer(cfg->delay.ngroups - 1);
+    if (strcmp(name, "topics.not_business") == 0) {   /* {"enum": [".", "..", delay topics,
+                                                        * the dead-letter topic]} */
+        json_t *names = json_array(), *o = json_object();
+        if (!names || !o) {
+            json_decref(names);
+            json_decref(o);
+            return NULL;
+        }
+        json_array_append_new(names, json_string("."));
+        json_array_append_new(names, json_string(".."));
+        for (int i = 0; i < cfg->delay.levels.n; i++)
+            json_array_append_new(names, json_string(cfg->delay.levels.topic[i]));
+        json_array_append_new(names, json_string(cfg->delay.dlq_topic));
+        json_object_set_new(o, "enum", names);
+        return o;
+    }
     if (strcmp(name, "callbacks.endpoints") == 0) {
         json_t *names;
         if (cfg->callbacks.nendpoints == 0 || !(names = json_array()))
-            return NULL;
+            return NULL;   /* none: the description's "not: {}" (no name is one) stays */
         for (int i = 0; i < cfg->callbacks.nendpoints; i++)
             json_array_append_new(names, json_string(cfg->callbacks.endpoints[i].name));
         return names;
@@ -53,6 +71,8 @@ static int set_marked(const struct config *cfg, json_t *v, json_t *marks, char *
                      json_is_string(name) ? json_string_value(name) : "(not a string)");
             return -1;
         }
+        if (value && json_is_array(value) && strcmp(kw, "enum") == 0)   /* some name is one */
+            json_object_del(v, "not");
         if (value)
             json_object_set_new(v, kw, value);
     }

@@ -33,3 +33,4 @@ def filter_body(ctx, body):
     when the job is due. And none with an integer beyond 64 bits: delayqd's JSON parser holds
     none, and refuses such a body as malformed whatever the field (docs/openapi.yaml says so)."""
     return _fits(body) and not _calls(body)
+
