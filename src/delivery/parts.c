@@ -8,13 +8,13 @@
 
 #include "delivery/groups.h"
 #include "delivery/parts.h"
+#include "kafka/offsets.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "core/metrics.h"
 
 #define LOG_MODULE "holder"      /* the holder's partitions: one module in the logs */
 #define COMMITTED_TIMEOUT_MS 15000  /* the group coordinator may be loading */
-#define COMMITTED_RETRY_MS 200      /* ... or have moved: asked again after this */
 #define COMMIT_WAIT_MS 5000         /* longest wait for a commit before a release */
 #define CAP_MIN 16               /* in-memory messages per partition, however many partitions */
 
@@ -269,21 +269,10 @@ static int start_offsets(struct parts *ps, rd_kafka_topic_partition_list_t *l, c
 {
     int64_t budget = ps->cfg->delay.claim_ttl_ms / 2, until = clock_mono_ms() +
         (budget < COMMITTED_TIMEOUT_MS ? budget : COMMITTED_TIMEOUT_MS);
-    rd_kafka_resp_err_t e;
+    rd_kafka_resp_err_t e = kafka_ask_offsets(ps->rk, KAFKA_ASK_COMMITTED, l, until);
 
-    for (;;) {
-        int64_t left = until - clock_mono_ms();
-        e = rd_kafka_committed(ps->rk, l, (int)(left > 0 ? left : 1));
-        for (int i = 0; !e && i < l->cnt; i++)
-            e = l->elems[i].err;
-        if (!e || clock_mono_ms() + COMMITTED_RETRY_MS >= until ||
-            (e != RD_KAFKA_RESP_ERR_NOT_COORDINATOR &&
-             e != RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE &&
-             e != RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS &&
-             e != RD_KAFKA_RESP_ERR__WAIT_COORD && e != RD_KAFKA_RESP_ERR__TRANSPORT))
-            break;
-        usleep(COMMITTED_RETRY_MS * 1000);
-    }
+    for (int i = 0; !e && i < l->cnt; i++)
+        e = l->elems[i].err;
     if (e) {
         snprintf(err, errlen, "reading committed offsets: %s", rd_kafka_err2str(e));
         return -1;
