@@ -38,7 +38,9 @@ struct fw_outcome {
  * wake_fd when callbacks' results wait for forwarder_poll. NULL with err set on failure. */
 struct forwarder *forwarder_new(const struct config *cfg, struct groups *gs, int wake_fd,
                                 char *err, size_t errlen);
-void forwarder_free(struct forwarder *fw);
+/* Frees fw once its producer has sent what it holds, waiting flush_ms at most: what is then
+ * unsent is dropped (read again from the delay topics on restart). */
+void forwarder_free(struct forwarder *fw, int flush_ms);
 
 /* The producer, whose main queue the holder watches for delivery reports. */
 rd_kafka_t *forwarder_producer(struct forwarder *fw);

@@ -84,8 +84,9 @@ void parts_fire_timers(struct parts *ps, int64_t now_ms);
 int parts_next_timer(const struct parts *ps, int64_t *at_ms);
 
 /* Commits the parts of group (-1: of every group) whose lease is surely still ours, up to their
- * lowest unfinished offset, asynchronously unless sync (then a failure is logged). */
-void parts_commit(struct parts *ps, int group, int sync);
+ * lowest unfinished offset, asynchronously unless sync (then a failure is logged). Returns 1
+ * when an asynchronous commit was sent (its answer comes to the offset commit callback). */
+int parts_commit(struct parts *ps, int group, int sync);
 
 /* An asynchronous commit failed: every part is committed again at the next parts_commit. */
 void parts_commit_failed(struct parts *ps);

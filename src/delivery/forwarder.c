@@ -522,12 +522,12 @@ struct warm *forwarder_warm(struct forwarder *fw)
     return fw->warm;
 }
 
-void forwarder_free(struct forwarder *fw)
+void forwarder_free(struct forwarder *fw, int flush_ms)
 {
     if (!fw)
         return;
     callout_free(fw->co);   /* calls unanswered: made again after a restart */
-    if (rd_kafka_flush(fw->rk, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (rd_kafka_flush(fw->rk, flush_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* what a hung broker never answered: purged, its reports hand the messages back, to
          * be freed below (read again on restart) */
         rd_kafka_purge(fw->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);

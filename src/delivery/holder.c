@@ -28,7 +28,8 @@
 #define POLL_BATCH 2000          /* messages taken in one turn before timers are looked at again */
 #define COMMIT_INTERVAL_MS 100   /* commits trail progress by at most this */
 #define IDLE_WAIT_MS 200         /* longest sleep: bounds how late a stop request is noticed */
-#define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown */
+#define SHUTDOWN_WAIT_MS 10000   /* forwards in flight get this long to finish at shutdown (or
+                                  * kafka.produce_timeout_ms, when shorter) */
 #define CLOSE_WAIT_MS 3000       /* the consumer's close at shutdown */
 #define NOMEM_RETRY_MS 1000
 #define READ_AHEAD_MS 1000       /* levels above the smallest: taken this long before they act */
@@ -45,6 +46,8 @@ struct holder {
     struct parts parts;      /* the consumer's partitions, their timers and commits */
     struct heap due;         /* struct held by act_ms */
     int wake[2];             /* librdkafka queues write here when they become non-empty */
+    int unfinished;          /* forwards were left unanswered at shutdown */
+    int commits_out;         /* asynchronous commits sent and not yet answered */
     int64_t last_commit_ms;  /* monotonic */
     uint64_t taken, done;    /* messages taken from Kafka, and finished, ever */
     uint64_t taken_at_check, moved_at_trim;
@@ -62,6 +65,8 @@ static void on_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
     (void)rk;
     (void)offsets;
+    if (h->commits_out > 0)
+        h->commits_out--;
     if (err && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
         log_warn("offset commit failed (retried): %s", rd_kafka_err2str(err));
         parts_commit_failed(&h->parts);
@@ -80,8 +85,9 @@ static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_
      * faster with it (docs/performance.md).
      * socket.timeout.ms 10 s: a broker answers the holder's requests within milliseconds; a hung
      * one is given up on sooner, and a stop waits for no request longer than that.
-     * session.timeout.ms 6 s: an assign()-based consumer joins no group; the setting only bounds
-     * how long librdkafka keeps a lost coordinator's commits before destroy may finish. */
+     * session.timeout.ms 1 s (heartbeat.interval.ms below it, as librdkafka asks): an
+     * assign()-based consumer joins no group; the setting only bounds how long librdkafka keeps
+     * a lost coordinator's commits before destroy may finish. */
     const char *const defaults[][2] = {
         { "client.id", "delayq-holder" },
         { "group.id", cfg->kafka.group_id },
@@ -96,7 +102,8 @@ static rd_kafka_conf_t *consumer_conf(const struct config *cfg, char *err, size_
         { "fetch.max.bytes", "4194304" },
         { "socket.nagle.disable", "true" },
         { "socket.timeout.ms", "10000" },
-        { "session.timeout.ms", "6000" },
+        { "session.timeout.ms", "1000" },
+        { "heartbeat.interval.ms", "500" },
     };
 
     return kafka_conf_build(cfg, defaults, sizeof(defaults) / sizeof(defaults[0]), err, errlen);
@@ -381,14 +388,16 @@ static void wait_wake(struct holder *h, int timeout_ms)
 
 static void finish(struct holder *h)
 {
-    int64_t deadline = clock_mono_ms() + SHUTDOWN_WAIT_MS;
+    int64_t wait = h->cfg->kafka.produce_timeout_ms < SHUTDOWN_WAIT_MS
+                       ? h->cfg->kafka.produce_timeout_ms : SHUTDOWN_WAIT_MS;
+    int64_t deadline = clock_mono_ms() + wait;
 
     /* Messages not yet submitted stay unfinished: the commit stops before them. */
     while (forwarder_in_flight(h->fw) > 0 && clock_mono_ms() < deadline) {
         wait_wake(h, 50);
         poll_reports(h);
     }
-    if (forwarder_in_flight(h->fw) > 0)
+    if ((h->unfinished = forwarder_in_flight(h->fw) > 0))
         log_warn("%zu forwards unfinished at shutdown; they are read again on restart",
                  forwarder_in_flight(h->fw));
     parts_commit(&h->parts, -1, 1);
@@ -411,7 +420,10 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
         more |= poll_reports(h);
         flush(h);
         if (clock_mono_ms() - h->last_commit_ms >= COMMIT_INTERVAL_MS) {
-            parts_commit(&h->parts, -1, 0);
+            /* one commit unanswered at a time: with the coordinator unreachable they would
+             * pile up, and the consumer's close waits for each */
+            if (h->commits_out == 0)
+                h->commits_out += parts_commit(&h->parts, -1, 0);
             parts_gauges(&h->parts);
             trim_after_burst(h, clock_mono_ms());
             h->last_commit_ms = clock_mono_ms();
@@ -570,7 +582,9 @@ void holder_free(struct holder *h)
 
     if (!h)
         return;
-    forwarder_free(h->fw);   /* flushes; what its last reports finish is freed with it */
+    /* flushes, unless forwards stayed unfinished (Kafka did not answer for a while): what its
+     * last reports finish is freed with it */
+    forwarder_free(h->fw, h->unfinished ? 0 : (int)h->cfg->kafka.produce_timeout_ms);
     groups_free(h->groups);
     while ((m = heap_pop(&h->due, NULL)))
         free(m);
@@ -579,7 +593,10 @@ void holder_free(struct holder *h)
         rd_kafka_queue_destroy(h->cq);
     if (h->pq)
         rd_kafka_queue_destroy(h->pq);
-    if (h->rk)
+    if (h->rk && h->commits_out > 0)   /* the close would wait for its answer */
+        log_warn("an offset commit is unanswered (Kafka is unreachable): the consumer stops "
+                 "without closing; the messages it covered are read again on restart");
+    else if (h->rk)
         close_consumer(h->rk);
     parts_release(&h->parts);
     if (h->rk)

@@ -224,8 +224,9 @@ static void forget_committed(struct parts *ps, const rd_kafka_topic_partition_t 
             ps->v[i].committed = -1;
 }
 
-void parts_commit(struct parts *ps, int group, int sync)
+int parts_commit(struct parts *ps, int group, int sync)
 {
+    int sent = 0;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->n);
     int64_t now = clock_mono_ms();
     rd_kafka_resp_err_t e;
@@ -247,9 +248,10 @@ void parts_commit(struct parts *ps, int group, int sync)
         for (int i = 0; i < l->cnt; i++)
             forget_committed(ps, &l->elems[i]);
     } else if (l->cnt > 0 && !sync) {
-        rd_kafka_commit(ps->rk, l, 1);
+        sent = rd_kafka_commit(ps->rk, l, 1) == RD_KAFKA_RESP_ERR_NO_ERROR;
     }
     rd_kafka_topic_partition_list_destroy(l);
+    return sent;
 }
 
 void parts_commit_failed(struct parts *ps)
