@@ -296,7 +296,7 @@ def test_stop_under_load_with_redis_frozen_answers_everything_and_exits_cleanly(
 
 
 def test_a_stop_with_the_broker_down_and_jobs_read_ahead_ends_within_its_bound(stack):
-    """Jobs due over the next 20 s are read ahead and some delivered, the broker stops (its
+    """Jobs due over the next 13 s are read ahead and some delivered, the broker stops (its
     commits then go unanswered), and SIGTERM comes a few seconds later: delayqd exits within
     kafka.produce_timeout_ms + 5 s (2 s to 3 s here on a quiet machine; asserted with room for
     a loaded one: it took 15 s or more when forwards in flight got 10 s, the producer 5 s more,
@@ -304,7 +304,7 @@ def test_a_stop_with_the_broker_down_and_jobs_read_ahead_ends_within_its_bound(s
     back delivers every job."""
     d = Delayqd(stack, extra={"produce_timeout_ms": 2000}).start().wait_groups_owned()
     reader = Reader(stack, f"{d.name}_down")
-    ids = d.bulk_add([{"topic": reader.topic, "delay_ms": 1000 + 100 * i, "body": f"b{i}"}
+    ids = d.bulk_add([{"topic": reader.topic, "delay_ms": 1000 + 60 * i, "body": f"b{i}"}
                       for i in range(200)])
     time.sleep(4)
     reader.close()
