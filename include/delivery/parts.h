@@ -33,6 +33,15 @@ struct part {
     uint32_t gen;            /* bumped whenever its state is forgotten */
 };
 
+/* A won group's assignment: its committed offsets asked of Kafka, then its parts assigned. */
+struct group_ask {
+    int asking;              /* its offsets asked and not yet answered */
+    int assigned;
+    uint32_t seq;            /* bumped by each ask and cancel: an older answer is dropped */
+    int64_t deadline;        /* monotonic: asked again on transient errors until then */
+    int64_t retry_at;        /* monotonic, 0: none due */
+};
+
 struct parts {
     const struct config *cfg;
     rd_kafka_t *rk;                 /* the holder's consumer (not owned) */
@@ -47,13 +56,17 @@ struct parts {
                               * delay.max_held among every partition */
     size_t total;            /* in memory, all partitions */
     size_t busy;             /* partitions holding any */
+    rd_kafka_queue_t *asks;  /* the answers about won groups' committed offsets */
+    struct group_ask *ask;   /* one per partition group */
+    int *failed;             /* groups whose offsets could not be had (parts_run_asks) */
 };
 
 /* One part per partition of every delay topic (partitions[level] of each); none is assigned
- * until parts_assign. rk and gs are borrowed and must outlive ps. 0, or -1 with err set (out of
- * memory); parts_release then frees what was made. */
+ * until parts_assign. rk and gs are borrowed and must outlive ps; an answer about committed
+ * offsets writes a byte to wake_fd. 0, or -1 with err set (out of memory); parts_release then
+ * frees what was made. */
 int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const struct groups *gs,
-               const int partitions[LEVELS_MAX], char *err, size_t errlen);
+               const int partitions[LEVELS_MAX], int wake_fd, char *err, size_t errlen);
 
 /* Frees the parts and their topic handles; before rd_kafka_destroy of the consumer. Safe on a
  * zeroed struct that parts_init never ran on. */
@@ -91,13 +104,22 @@ int parts_commit(struct parts *ps, int group, int sync);
 /* An asynchronous commit failed: every part is committed again at the next parts_commit. */
 void parts_commit_failed(struct parts *ps);
 
-/* Assigns the parts of group, won, from their committed offsets (the beginning for one never
- * committed), each part's state forgotten. Waits for the group coordinator up to half a claim
- * TTL. 0, or -1 with err set: the group is then not assigned. */
-int parts_assign(struct parts *ps, int group, char *err, size_t errlen);
+/* Begins to assign the parts of group, won, each part's state forgotten: their committed offsets
+ * are asked of Kafka without waiting, and the parts assigned from them (the beginning for one
+ * never committed) by parts_run_asks once answered. */
+void parts_assign(struct parts *ps, int group);
 
-/* Unassigns the parts of group, lost or handed back, each part's state forgotten. Errors are
- * logged. */
+/* Reads the answers about committed offsets that came, assigning the groups answered, and asks
+ * again where a transient error (a coordinator loading) was met, within half a claim TTL (at
+ * most 15 s) of the first ask. Returns how many groups could not be assigned (logged), their
+ * numbers in *failed: they are to be let go. */
+size_t parts_run_asks(struct parts *ps, const int **failed);
+
+/* The monotonic ms of the next ask due again, or INT64_MAX. */
+int64_t parts_next_ask_ms(const struct parts *ps);
+
+/* Unassigns the parts of group, lost or handed back, each part's state forgotten (an ask of its
+ * offsets not answered is forgotten too). Errors are logged. */
 void parts_unassign(struct parts *ps, int group);
 
 /* Pauses the parts of group, being handed back: nothing more is read; what was read is still

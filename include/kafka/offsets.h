@@ -20,4 +20,23 @@ enum kafka_ask { KAFKA_ASK_COMMITTED, KAFKA_ASK_TIMES };
 rd_kafka_resp_err_t kafka_ask_offsets(rd_kafka_t *rk, enum kafka_ask what,
                                       rd_kafka_topic_partition_list_t *l, int64_t deadline_ms);
 
+/* 1 when error e is one a moment's wait may mend (see above), 0 otherwise. */
+int kafka_transient(rd_kafka_resp_err_t e);
+
+/* Asks, without waiting, for the offsets consumer group group_id committed for l's partitions
+ * (topics and partitions only are read; l stays the caller's). The answer, or the failure of a
+ * request that took longer than timeout_ms, comes to q as one event carrying opaque: read it
+ * with kafka_committed_answer. */
+void kafka_ask_committed_async(rd_kafka_t *rk, const char *group_id,
+                               const rd_kafka_topic_partition_list_t *l, int timeout_ms,
+                               rd_kafka_queue_t *q, void *opaque);
+
+/* Reads ev, an answer to kafka_ask_committed_async: *opaque takes the opaque it was sent with
+ * (NULL when ev is no such answer, which is then -1; rd_kafka_event_opaque reads it alone). l, a list of the partitions asked, takes
+ * each partition's committed offset (a negative one for a partition never committed). 0; or
+ * -1 with err set, *again 1 when every error met is transient (asking again may mend it). */
+int kafka_committed_answer(rd_kafka_event_t *ev, void **opaque,
+                           rd_kafka_topic_partition_list_t *l, int *again, char *err,
+                           size_t errlen);
+
 #endif

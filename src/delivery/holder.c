@@ -355,6 +355,8 @@ static int wait_ms(struct holder *h, int64_t now)
 
     if (wait > IDLE_WAIT_MS)
         wait = IDLE_WAIT_MS;
+    if (parts_next_ask_ms(&h->parts) - clock_mono_ms() < wait)
+        wait = parts_next_ask_ms(&h->parts) - clock_mono_ms();
     if (parts_next_timer(&h->parts, &at) && at - now < wait)
         wait = at - now;
     if (heap_peek(&h->due, &at) && at - now < wait)
@@ -432,23 +434,21 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
     finish(h);
 }
 
-/* Applies what groups_run says changed, then finishes the hand-backs whose messages are done:
- * commit, drop, let go of the lease. */
+/* Applies what groups_run says changed, lets go of the groups won whose partitions could not be
+ * assigned, then finishes the hand-backs whose messages are done: commit, drop, let go of the
+ * lease. */
 static void run_groups(struct holder *h)
 {
     static struct part_status rows[STATUS_MAX];
     const struct group_change *ch;
-    size_t n = groups_run(h->groups, clock_mono_ms(), &ch);
-    char err[256];
+    const int *failed;
+    size_t n = groups_run(h->groups, clock_mono_ms(), &ch), nf;
 
     for (size_t i = 0; i < n; i++) {
         int g = ch[i].group;
         switch (ch[i].kind) {
         case GROUP_WON:
-            if (parts_assign(&h->parts, g, err, sizeof(err)) < 0) {
-                log_error("group=%d claimed but not assigned: %s; releasing it", g, err);
-                groups_let_go(h->groups, g, "released unassigned");
-            }
+            parts_assign(&h->parts, g);
             break;
         case GROUP_HAND_BACK:
             parts_quiesce(&h->parts, g);
@@ -462,6 +462,9 @@ static void run_groups(struct holder *h)
             break;
         }
     }
+    nf = parts_run_asks(&h->parts, &failed);
+    for (size_t i = 0; i < nf; i++)
+        groups_let_go(h->groups, failed[i], "released unassigned");
     for (int g = 0; g < h->cfg->delay.ngroups; g++) {
         if (groups_handing_back(h->groups, g) && parts_in_flight(&h->parts, g) == 0) {
             parts_commit(&h->parts, g, 1);
@@ -542,7 +545,7 @@ struct holder *holder_new(const struct config *cfg, const int partitions[LEVELS_
     }
     if (!(h->rk = consumer_new(h, err, errlen)) ||
         !(h->fw = forwarder_new(cfg, h->groups, h->wake[1], err, errlen)) ||
-        parts_init(&h->parts, cfg, h->rk, h->groups, partitions, err, errlen) < 0 ||
+        parts_init(&h->parts, cfg, h->rk, h->groups, partitions, h->wake[1], err, errlen) < 0 ||
         wake_init(h, err, errlen) < 0) {
         holder_free(h);
         return NULL;

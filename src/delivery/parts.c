@@ -2,9 +2,9 @@
  * paused while their head is not due (a timer resumes and seeks them) or while they hold their
  * share of messages in memory, and committed up to the lowest unfinished offset. The contract
  * is in include/delivery/parts.h. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "delivery/groups.h"
 #include "delivery/parts.h"
@@ -17,9 +17,10 @@
 #define COMMITTED_TIMEOUT_MS 15000  /* the group coordinator may be loading */
 #define COMMIT_WAIT_MS 5000         /* longest wait for a commit before a release */
 #define CAP_MIN 16               /* in-memory messages per partition, however many partitions */
+#define ASK_RETRY_MS 100         /* a coordinator loading is asked again this often */
 
 int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const struct groups *gs,
-               const int partitions[LEVELS_MAX], char *err, size_t errlen)
+               const int partitions[LEVELS_MAX], int wake_fd, char *err, size_t errlen)
 {
     const struct levels *lv = &cfg->delay.levels;
     size_t n = 0;
@@ -30,10 +31,14 @@ int parts_init(struct parts *ps, const struct config *cfg, rd_kafka_t *rk, const
     heap_init(&ps->timers);
     for (int i = 0; i < lv->n; i++)
         n += (size_t)partitions[i];
-    if (!(ps->v = calloc(n, sizeof(*ps->v)))) {
+    if (!(ps->v = calloc(n, sizeof(*ps->v))) ||
+        !(ps->ask = calloc((size_t)cfg->delay.ngroups, sizeof(*ps->ask))) ||
+        !(ps->failed = calloc((size_t)cfg->delay.ngroups, sizeof(*ps->failed))) ||
+        !(ps->asks = rd_kafka_queue_new(rk))) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    rd_kafka_queue_io_event_enable(ps->asks, wake_fd, "a", 1);
     for (int i = 0; i < lv->n; i++) {
         ps->first[i] = (int)ps->n;
         ps->count[i] = partitions[i];
@@ -61,6 +66,10 @@ void parts_release(struct parts *ps)
             rd_kafka_topic_destroy(ps->rkt[i]);
     for (size_t i = 0; i < ps->n; i++)
         offsets_release(&ps->v[i].offs);
+    if (ps->asks)
+        rd_kafka_queue_destroy(ps->asks);
+    free(ps->ask);
+    free(ps->failed);
     free(ps->v);
 }
 
@@ -260,31 +269,6 @@ void parts_commit_failed(struct parts *ps)
         ps->v[i].committed = -1;
 }
 
-/* Looks the committed offsets up before assigning (a partition never committed starts at its
- * beginning), so the wait for the group coordinator happens here, and not while the first due
- * jobs wait. A coordinator that moved or is loading (a Kafka restart) is asked again until
- * half a lease time has passed. 0, or -1 with err set: the group is then not assigned, since
- * librdkafka's own lookup after an assign without offsets can stall for good when it meets a
- * coordinator that moved (the partitions would never be fetched). */
-static int start_offsets(struct parts *ps, rd_kafka_topic_partition_list_t *l, char *err,
-                         size_t errlen)
-{
-    int64_t budget = ps->cfg->delay.claim_ttl_ms / 2, until = clock_mono_ms() +
-        (budget < COMMITTED_TIMEOUT_MS ? budget : COMMITTED_TIMEOUT_MS);
-    rd_kafka_resp_err_t e = kafka_ask_offsets(ps->rk, KAFKA_ASK_COMMITTED, l, until);
-
-    for (int i = 0; !e && i < l->cnt; i++)
-        e = l->elems[i].err;
-    if (e) {
-        snprintf(err, errlen, "reading committed offsets: %s", rd_kafka_err2str(e));
-        return -1;
-    }
-    for (int i = 0; i < l->cnt; i++)
-        if (l->elems[i].offset < 0)
-            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
-    return 0;
-}
-
 /* The topic-partition list of a group's partitions, and each part's state forgotten. */
 static rd_kafka_topic_partition_list_t *group_list(struct parts *ps, int group, int forget_state)
 {
@@ -308,33 +292,146 @@ static rd_kafka_topic_partition_list_t *group_list(struct parts *ps, int group, 
     return l;
 }
 
-int parts_assign(struct parts *ps, int group, char *err, size_t errlen)
+/* The opaque an ask of group's offsets carries: the group and the ask's seq. */
+static void *ask_tag(const struct parts *ps, int group)
 {
-    rd_kafka_topic_partition_list_t *l = group_list(ps, group, 1);
+    return (void *)(uintptr_t)((uint64_t)ps->ask[group].seq << 32 | (uint32_t)group);
+}
+
+static void send_ask(struct parts *ps, int group)
+{
+    rd_kafka_topic_partition_list_t *l = group_list(ps, group, 0);
+    int64_t left = ps->ask[group].deadline - clock_mono_ms();
+
+    kafka_ask_committed_async(ps->rk, ps->cfg->kafka.group_id, l, left > 1 ? (int)left : 1,
+                              ps->asks, ask_tag(ps, group));
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* The committed offsets are looked up before assigning (a partition never committed starts at
+ * its beginning), so the wait for the group coordinator happens here, and not while the first
+ * due jobs wait; and without holding the holder's thread, which forwards the other groups'
+ * jobs meanwhile. A coordinator that moved or is loading (a Kafka restart) is asked again
+ * until half a lease time has passed. The group is never assigned without its offsets:
+ * librdkafka's own lookup after an assign without offsets can stall for good when it meets a
+ * coordinator that moved (the partitions would never be fetched). */
+void parts_assign(struct parts *ps, int group)
+{
+    int64_t budget = ps->cfg->delay.claim_ttl_ms / 2;
+    struct group_ask *a = &ps->ask[group];
+
+    rd_kafka_topic_partition_list_destroy(group_list(ps, group, 1));
+    a->asking = 1;
+    a->seq++;
+    a->retry_at = 0;
+    a->deadline = clock_mono_ms() + (budget < COMMITTED_TIMEOUT_MS ? budget : COMMITTED_TIMEOUT_MS);
+    send_ask(ps, group);
+}
+
+static void cancel_ask(struct parts *ps, int group)
+{
+    ps->ask[group].asking = 0;
+    ps->ask[group].seq++;
+}
+
+/* Assigns group from l's offsets. 0, or -1 with err set. */
+static int assign_from(struct parts *ps, int group, rd_kafka_topic_partition_list_t *l, char *err,
+                       size_t errlen)
+{
     rd_kafka_error_t *e;
 
-    if (start_offsets(ps, l, err, errlen) < 0) {
-        rd_kafka_topic_partition_list_destroy(l);
-        return -1;
-    }
+    for (int i = 0; i < l->cnt; i++)
+        if (l->elems[i].offset < 0)
+            l->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
     if ((e = rd_kafka_incremental_assign(ps->rk, l))) {
         snprintf(err, errlen, "assign: %s", rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
-        rd_kafka_topic_partition_list_destroy(l);
         return -1;
     }
     rd_kafka_resume_partitions(ps->rk, l);   /* a pause from an earlier ownership must not stay */
+    ps->ask[group].assigned = 1;
     log_info("assigned group=%d: %d partitions", group, l->cnt);
-    rd_kafka_topic_partition_list_destroy(l);
     return 0;
+}
+
+/* One answer: the group assigned, asked again, or added to ps->failed[*nf]. */
+static void answered(struct parts *ps, rd_kafka_event_t *ev, size_t *nf)
+{
+    void *tag;
+    rd_kafka_topic_partition_list_t *l;
+    int again, group, rc;
+    char err[256];
+    int64_t now = clock_mono_ms();
+
+    if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_LISTCONSUMERGROUPOFFSETS_RESULT)
+        return;
+    tag = rd_kafka_event_opaque(ev);
+    group = (int)(uint32_t)(uintptr_t)tag;
+    if (group < 0 || group >= ps->cfg->delay.ngroups || !ps->ask[group].asking ||
+        tag != ask_tag(ps, group))
+        return;   /* an ask cancelled, or asked again since */
+    l = group_list(ps, group, 0);
+    rc = kafka_committed_answer(ev, &tag, l, &again, err, sizeof(err));
+    if (rc < 0 && again && now + ASK_RETRY_MS < ps->ask[group].deadline) {
+        log_debug("group=%d: reading committed offsets: %s; asking again", group, err);
+        ps->ask[group].retry_at = now + ASK_RETRY_MS;
+    } else {
+        char why[300];
+        cancel_ask(ps, group);
+        if (rc < 0)
+            snprintf(why, sizeof(why), "reading committed offsets: %s", err);
+        if (rc < 0 || assign_from(ps, group, l, why, sizeof(why)) < 0) {
+            log_error("group=%d claimed but not assigned: %s; releasing it", group, why);
+            ps->failed[(*nf)++] = group;
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+size_t parts_run_asks(struct parts *ps, const int **failed)
+{
+    rd_kafka_event_t *ev;
+    size_t nf = 0;
+    int64_t now;
+
+    while ((ev = rd_kafka_queue_poll(ps->asks, 0))) {
+        answered(ps, ev, &nf);
+        rd_kafka_event_destroy(ev);
+    }
+    now = clock_mono_ms();
+    for (int g = 0; g < ps->cfg->delay.ngroups; g++) {
+        struct group_ask *a = &ps->ask[g];
+        if (a->asking && a->retry_at && a->retry_at <= now) {
+            a->retry_at = 0;
+            send_ask(ps, g);
+        }
+    }
+    *failed = ps->failed;
+    return nf;
+}
+
+int64_t parts_next_ask_ms(const struct parts *ps)
+{
+    int64_t next = INT64_MAX;
+
+    for (int g = 0; g < ps->cfg->delay.ngroups; g++)
+        if (ps->ask[g].asking && ps->ask[g].retry_at && ps->ask[g].retry_at < next)
+            next = ps->ask[g].retry_at;
+    return next;
 }
 
 void parts_unassign(struct parts *ps, int group)
 {
     rd_kafka_topic_partition_list_t *l = group_list(ps, group, 1);
-    rd_kafka_error_t *e = rd_kafka_incremental_unassign(ps->rk, l);
+    rd_kafka_error_t *e;
 
-    if (e) {
+    cancel_ask(ps, group);
+    if (!ps->ask[group].assigned) {   /* its offsets were still being asked for */
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    ps->ask[group].assigned = 0;
+    if ((e = rd_kafka_incremental_unassign(ps->rk, l))) {
         log_warn("unassign group=%d: %s", group, rd_kafka_error_string(e));
         rd_kafka_error_destroy(e);
     }
@@ -345,6 +442,7 @@ void parts_quiesce(struct parts *ps, int group)
 {
     rd_kafka_topic_partition_list_t *l = group_list(ps, group, 0);
 
+    cancel_ask(ps, group);   /* if not yet assigned, it no longer will be */
     /* Nothing more is read; what was read (waiting here until due, at most the read-ahead) is
      * still forwarded, so that the commit before the release covers every message acted on.
      * Forgotten, the messages after the first of them that had moved down a level would be

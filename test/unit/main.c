@@ -63,6 +63,7 @@ int main(void)
     unit_ratelimit();
     unit_gojson();
     unit_stats_kafka();
+    unit_kafka_offsets();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
