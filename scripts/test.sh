@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the unit tests, then the integration tests with pytest in TEST_WORKERS processes (3), each
+# Runs the unit tests, then the integration tests with pytest in TEST_WORKERS processes (4), each
 # with its own Redis and Kafka on free ports in a temp dir, stopped on exit. Ends with one line:
 # "N passed, N failed", and ", N skipped" when a test could not judge the build (resident memory
 # under the sanitizers). JUnit XML of the integration tests: $BUILD/integration.xml.
@@ -28,7 +28,7 @@ if ((${#k[@]})); then
   for e in "${k[@]:1}"; do expr+=" or $e"; done
   args+=(-k "$expr")
 fi
-workers=${TEST_WORKERS:-3}
+workers=${TEST_WORKERS:-4}
 ((workers > 1)) && args+=(-n "$workers" --dist worksteal)
 DELAYQD="$PWD/$BUILD/delayqd" .venv/bin/python -m pytest test/integration -v --junitxml="$BUILD/integration.xml" \
   "${args[@]}" | tee "${TMPDIR:-/tmp}/delayq-it.$$"
