@@ -23,6 +23,8 @@ enum metric_counter {
     M_REDIS_PIPELINES,      /* pipelines (batches of calls) sent to Redis */
     M_REDIS_ROUND_TRIPS,    /* a pipeline's calls to one node, sent and answered together */
     M_REDIS_CALLS,          /* calls (commands, script calls) in those */
+    M_REDIS_MASTER_MOVES,   /* the master moved (a replica promoted, a switch) as Sentinel said */
+    M_REDIS_FAILOVER_WAIT_MS,   /* ms Redis pipelines waited for failovers, summed */
     M_KAFKA_ERRORS,
     M_PULL_READY,           /* due jobs made ready for poppers */
     M_PULL_POPS,            /* pops answered with jobs */

@@ -27,6 +27,10 @@ int heap_push(struct heap *h, int64_t at, void *item);
 void *heap_peek(const struct heap *h, int64_t *at);
 /* Removes and returns the earliest item, or NULL when empty. */
 void *heap_pop(struct heap *h, int64_t *at);
+/* Brings every item pick(item, ctx) chooses that is due after at forward to at (among them,
+ * the order they were pushed in holds). Returns how many moved. */
+size_t heap_advance(struct heap *h, int64_t at, int (*pick)(const void *item, void *ctx),
+                    void *ctx);
 static inline size_t heap_len(const struct heap *h) { return h->n; }
 
 #endif

@@ -126,6 +126,10 @@ enum conn_code conn_code(const struct conn *db);
  * noeviction), else 0 (policy "" when it was not known). Every new connection reads it again. */
 int conn_eviction(char *policy, size_t len);
 
+/* Bumped whenever the master moved as the Sentinels announced it (a replica promoted, a switch
+ * elsewhere); 0 without Sentinels. */
+unsigned conn_master_moves(void);
+
 /* PING: 0 when Redis answers. */
 int conn_ping(struct conn *db, char *err, size_t errlen);
 

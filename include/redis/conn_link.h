@@ -11,6 +11,7 @@
 #include "redis/conn.h"
 #include "redis/rlink.h"
 #include "redis/rpipe.h"
+#include "redis/sentinel.h"
 #include "redis/slots.h"
 
 /* A Sentinel is asked this long at most (connect and answer), so that a dead one costs little
@@ -23,6 +24,7 @@ struct conn {
     struct link one;            /* the one server, or the master the Sentinels name */
     int order[CONFIG_ADDRS_MAX];   /* the Sentinels, in the order they are asked */
     unsigned seen_gen;          /* the watch's generation one was connected in */
+    char at[SENTINEL_HOST_MAX + 8];   /* where one was last connected to: "host:port" */
     struct slots_topo *topo;    /* cluster: the process's slot map; NULL otherwise */
     struct link *links;         /* cluster: links[id] to node number id, nlinks of them */
     int nlinks;

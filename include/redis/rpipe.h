@@ -49,6 +49,7 @@ struct rpipe_ops {
     int (*switched)(void *t, int node);         /* 1 when node's link predates a switch of master */
     int64_t (*now)(void *t);                    /* monotonic ms */
     void (*sleep)(void *t, int64_t ms);
+    void (*waited)(void *t, int64_t ms);        /* a round waited ms for a failover to promote */
 };
 
 struct rpipe {

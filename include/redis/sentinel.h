@@ -30,14 +30,26 @@ void sentinel_prefer(int *order, int i);
 
 /* What a message a Sentinel published (PSUBSCRIBE) says about the master named master_name:
  * SENTINEL_EV_FAILOVER  a failover of it has begun or goes on (+try-failover, +selected-slave,
- *                       ... +promoted-slave): a replica is, or is about to be, promoted while
- *                       the old master may still take writes;
+ *                       ... +failover-state-wait-promotion): a replica is about to be promoted
+ *                       while the old master may still take writes;
+ * SENTINEL_EV_PROMOTED  the replica chosen answers as a master (+promoted-slave): the failover
+ *                       can no longer be given up, and the new master takes writes, though the
+ *                       Sentinels name the old one until the switch;
  * SENTINEL_EV_OVER      that Sentinel's failover ended or was given up (+failover-end*,
  *                       -failover-abort-*);
  * SENTINEL_EV_SWITCH    the master has moved (+switch-master): its failover is over too;
  * SENTINEL_EV_NONE      anything else, or about another master. */
-enum sentinel_event { SENTINEL_EV_NONE, SENTINEL_EV_FAILOVER, SENTINEL_EV_OVER, SENTINEL_EV_SWITCH };
+enum sentinel_event {
+    SENTINEL_EV_NONE, SENTINEL_EV_FAILOVER, SENTINEL_EV_PROMOTED, SENTINEL_EV_OVER,
+    SENTINEL_EV_SWITCH
+};
 enum sentinel_event sentinel_event_of(const char *channel, const char *payload,
                                       const char *master_name);
+
+/* The new master's address an event names: the promoted replica of +promoted-slave ("slave
+ * <ip:port> <ip> <port> @ ..."), the new address of +switch-master ("<name> <old ip> <old
+ * port> <new ip> <new port>"). 0 with host and port, or -1 when the payload names none. */
+int sentinel_event_addr(enum sentinel_event ev, const char *payload,
+                        char host[SENTINEL_HOST_MAX], int *port);
 
 #endif

@@ -208,6 +208,10 @@ int store_retries_waiting(struct store *st, int64_t now_ms, int64_t *n, char *er
 /* 1 when Redis may evict job records (its maxmemory-policy, into policy, is not noeviction). */
 int store_evicts(char *policy, size_t len);
 
+/* A count the Redis layer bumps whenever the master moved (conn_master_moves): what waits to
+ * be tried again after a Redis failure may go now. */
+unsigned store_master_moves(void);
+
 /* PING: 0 when Redis answers. */
 int store_ping(struct store *st, char *err, size_t errlen);
 

@@ -23,6 +23,7 @@
 #include "lib/log.h"
 #include "kafka/producer.h"
 #include "kafka/warm.h"
+#include "redis/store.h"
 
 #define LOG_MODULE "holder"
 #define POLL_BATCH 2000          /* messages taken in one turn before timers are looked at again */
@@ -52,6 +53,7 @@ struct holder {
     uint64_t taken, done;    /* messages taken from Kafka, and finished, ever */
     uint64_t taken_at_check, moved_at_trim;
     int64_t last_trim_ms;    /* monotonic */
+    unsigned redis_moves;    /* store_master_moves when last looked at */
 };
 
 static void submit(struct holder *h, struct held *m);
@@ -406,6 +408,26 @@ static void finish(struct holder *h)
     groups_release_all(h->groups);
 }
 
+static int retried(const void *item, void *ctx)
+{
+    (void)ctx;
+    return ((const struct held *)item)->attempts > 0;
+}
+
+/* The Redis master moved (a failover): what waits to be tried again after a failure goes now,
+ * not after its backoff, which the failover made long. */
+static void redis_moved(struct holder *h, int64_t now)
+{
+    unsigned moves = store_master_moves();
+    size_t n;
+
+    if (moves == h->redis_moves)
+        return;
+    h->redis_moves = moves;
+    if ((n = heap_advance(&h->due, now, retried, NULL)))
+        log_info("the Redis master moved: %zu messages waiting to be tried again go now", n);
+}
+
 void holder_run(struct holder *h, volatile sig_atomic_t *stop)
 {
     int more = 0;
@@ -413,6 +435,7 @@ void holder_run(struct holder *h, volatile sig_atomic_t *stop)
     while (!*stop) {
         int64_t now = clock_now_ms();
 
+        redis_moved(h, now);
         run_groups(h);
         parts_fire_timers(&h->parts, now);
         release_due(h, now);

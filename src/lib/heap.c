@@ -59,17 +59,8 @@ void *heap_peek(const struct heap *h, int64_t *at)
     return h->v[0].item;
 }
 
-void *heap_pop(struct heap *h, int64_t *at)
+static void sift_down(struct heap *h, size_t i)
 {
-    void *item;
-    size_t i = 0;
-
-    if (h->n == 0)
-        return NULL;
-    item = h->v[0].item;
-    if (at)
-        *at = h->v[0].at;
-    h->v[0] = h->v[--h->n];
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
         if (l < h->n && before(&h->v[l], &h->v[m]))
@@ -81,5 +72,33 @@ void *heap_pop(struct heap *h, int64_t *at)
         swap(h, i, m);
         i = m;
     }
+}
+
+void *heap_pop(struct heap *h, int64_t *at)
+{
+    void *item;
+
+    if (h->n == 0)
+        return NULL;
+    item = h->v[0].item;
+    if (at)
+        *at = h->v[0].at;
+    h->v[0] = h->v[--h->n];
+    sift_down(h, 0);
     return item;
+}
+
+size_t heap_advance(struct heap *h, int64_t at, int (*pick)(const void *item, void *ctx),
+                    void *ctx)
+{
+    size_t moved = 0;
+
+    for (size_t i = 0; i < h->n; i++)
+        if (h->v[i].at > at && pick(h->v[i].item, ctx)) {
+            h->v[i].at = at;
+            moved++;
+        }
+    for (size_t i = h->n / 2; moved && i-- > 0;)
+        sift_down(h, i);
+    return moved;
 }

@@ -11,9 +11,12 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "lib/log.h"
 #include "core/metrics.h"
 #include "redis/conn_link.h"
 #include "redis/watch.h"
+
+#define LOG_MODULE "redis"
 
 #define ARGS_ON_STACK 64   /* words of a call kept on the stack; longer calls take the heap */
 
@@ -145,6 +148,9 @@ static int ensure(struct conn *db, struct link *l, int node, char *err, size_t e
     else if ((rc = slots_node_addr(db->topo, node, host, &port)) == 0)
         rc = link_open(&db->lc, l, host, port, l->last_err, sizeof(l->last_err));
     if (rc == 0) {
+        if (node < 0 && conn_watched(db) && gen != db->seen_gen && watch_since_began() >= 0)
+            log_info("a connection moved to the master at %s, %lld ms after the failover began",
+                     db->at, watch_since_began());
         if (node < 0)
             db->seen_gen = gen;
         link_opened(l);
@@ -340,9 +346,16 @@ static void t_sleep(void *t, int64_t ms)
     clock_sleep_ms(ms);
 }
 
+static void t_waited(void *t, int64_t ms)
+{
+    (void)t;
+    metrics_add(M_REDIS_FAILOVER_WAIT_MS, (uint64_t)ms);
+    watch_waited(ms);
+}
+
 static const struct rpipe_ops transport = {
     t_open, t_send, t_send_wait, t_flush, t_read, t_error_of, t_read_wait, t_reply_free,
-    t_reload, t_drop, t_refresh, t_holding, t_switched, t_now, t_sleep,
+    t_reload, t_drop, t_refresh, t_holding, t_switched, t_now, t_sleep, t_waited,
 };
 
 /* ------------------------------------------------------------------ calls */
@@ -438,6 +451,11 @@ struct conn_reply *conn_command(struct conn *db, char *err, size_t errlen, const
 const char *conn_unconfirmed(const struct conn *db)
 {
     return db->unconfirmed ? db->wait_err : NULL;
+}
+
+unsigned conn_master_moves(void)
+{
+    return watch_moves();
 }
 
 int conn_eviction(char *policy, size_t len)

@@ -82,6 +82,18 @@ int open_one(struct conn *db, char *err, size_t errlen)
 
     if (!cfg->redis.nsentinels)
         return link_open(&db->lc, &db->one, cfg->redis.host, (int)cfg->redis.port, err, errlen);
+    if (conn_watched(db) && watch_promoted(host, &port)) {
+        /* the Sentinels name the old master until the switch, and it takes writes still: only
+         * the replica promoted will do */
+        if (link_open(&db->lc, &db->one, host, port, err, errlen) < 0)
+            return -1;
+        if (check_role(&db->one, err, errlen) < 0) {
+            link_drop(&db->one);
+            return -1;
+        }
+        snprintf(db->at, sizeof(db->at), "%s:%d", host, port);
+        return 0;
+    }
     for (int i = 0; i < cfg->redis.nsentinels; i++) {
         if (ask_sentinel(db, i, host, &port, err, errlen) < 0)
             continue;
@@ -92,6 +104,7 @@ int open_one(struct conn *db, char *err, size_t errlen)
             continue;
         }
         sentinel_prefer(db->order, i);
+        snprintf(db->at, sizeof(db->at), "%s:%d", host, port);
         return 0;
     }
     return -1;   /* err: the last Sentinel's reason */

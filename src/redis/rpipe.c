@@ -429,15 +429,22 @@ static int before_round(struct run *run, char *why, size_t whylen)
 
     if (rp->topo && slots_refresh_begin(rp->topo, rp->ops->now(rp->t)))
         rp->ops->refresh(rp->t);
+    int64_t began = -1;
+
     while (rp->ops->holding(rp->t)) {
-        int64_t left = run->deadline - rp->ops->now(rp->t);
+        int64_t now = rp->ops->now(rp->t), left = run->deadline - now;
+        if (began < 0)
+            began = now;
         if (left <= 0) {
+            rp->ops->waited(rp->t, now - began);
             snprintf(why, whylen, "redis: a failover of the master has run longer than "
                      "redis.failover_wait_ms (%lld ms)", (long long)rp->wait_ms);
             return -1;
         }
         rp->ops->sleep(rp->t, left < RPIPE_PAUSE_STEP_MS ? left : RPIPE_PAUSE_STEP_MS);
     }
+    if (began >= 0)
+        rp->ops->waited(rp->t, rp->ops->now(rp->t) - began);
     return 0;
 }
 

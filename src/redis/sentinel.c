@@ -101,18 +101,35 @@ enum sentinel_event sentinel_event_of(const char *channel, const char *payload,
 {
     static const char *const begins[] = {
         "+try-failover", "+elected-leader", "+failover-state-select-slave", "+selected-slave",
-        "+failover-state-send-slaveof-noone", "+failover-state-wait-promotion", "+promoted-slave",
-        "+failover-state-reconf-slaves",
+        "+failover-state-send-slaveof-noone", "+failover-state-wait-promotion",
     };
 
     if (!about(channel, payload, master_name))
         return SENTINEL_EV_NONE;
     if (strcmp(channel, "+switch-master") == 0)
         return SENTINEL_EV_SWITCH;
+    if (strcmp(channel, "+promoted-slave") == 0)
+        return SENTINEL_EV_PROMOTED;
     if (strncmp(channel, "+failover-end", 13) == 0 || strncmp(channel, "-failover-abort-", 16) == 0)
         return SENTINEL_EV_OVER;
     for (size_t i = 0; i < sizeof(begins) / sizeof(begins[0]); i++)
         if (strcmp(channel, begins[i]) == 0)
             return SENTINEL_EV_FAILOVER;
     return SENTINEL_EV_NONE;
+}
+
+int sentinel_event_addr(enum sentinel_event ev, const char *payload,
+                        char host[SENTINEL_HOST_MAX], int *port)
+{
+    int skip = ev == SENTINEL_EV_PROMOTED ? 2 : ev == SENTINEL_EV_SWITCH ? 3 : -1;
+    const char *h = payload, *p, *end;
+
+    for (int w = 0; w < skip && h; w++)
+        if ((h = strchr(h, ' ')))
+            h++;
+    if (skip < 0 || !h || !(p = strchr(h, ' ')))
+        return -1;
+    end = strchr(p + 1, ' ');
+    return sentinel_master_addr(h, (size_t)(p - h), p + 1, end ? (size_t)(end - p - 1) : strlen(p + 1),
+                                host, port, (char[8]){ 0 }, 8);
 }

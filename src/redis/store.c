@@ -389,6 +389,11 @@ int store_evicts(char *policy, size_t len)
     return conn_eviction(policy, len);
 }
 
+unsigned store_master_moves(void)
+{
+    return conn_master_moves();
+}
+
 int store_ping(struct store *st, char *err, size_t errlen)
 {
     return conn_ping(st->db, err, errlen);

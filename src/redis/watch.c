@@ -10,6 +10,7 @@
 
 #include <hiredis.h>
 
+#include "core/metrics.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "redis/sentinel.h"
@@ -32,8 +33,14 @@ static struct {
     atomic_int stop;
     atomic_int failing;         /* a Sentinel runs a failover of our master: hold calls */
     atomic_uint gen;            /* bumped when a failover begins and when the master moved */
+    atomic_uint moves;          /* bumped when the master moved */
     atomic_int announcer;       /* the Sentinel (its index in the config) that told of the last move */
-} watch = { .announcer = -1 };
+    atomic_llong began;         /* when the failover under way was first heard of (monotonic), 0 */
+    atomic_llong longest_wait;  /* the longest a pipeline waited for it, ms */
+    pthread_mutex_t mu;         /* guards promoted */
+    char promoted[SENTINEL_HOST_MAX];   /* the replica promoted, until the switch; "" none */
+    int promoted_port;
+} watch = { .announcer = -1, .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* One Sentinel's subscription. */
 struct sub {
@@ -42,7 +49,16 @@ struct sub {
     int auth;                   /* AUTH was sent: its answer comes first */
     int64_t since;              /* when the connect began (monotonic) */
     int64_t began;              /* when its failover of our master began, or 0 */
+    int promoted;               /* its failover promoted a replica: nothing to hold for since */
     int64_t retry_at;
+};
+
+/* What every Sentinel's messages share: the subscriptions and the master's last moves. */
+struct heard {
+    struct sub *subs;
+    int n;
+    char last_switch[2 * SENTINEL_HOST_MAX];   /* the address the master last moved to */
+    char last_promoted[2 * SENTINEL_HOST_MAX]; /* the replica last promoted */
 };
 
 static void sub_close(int i, struct sub *s, const char *why)
@@ -54,6 +70,7 @@ static void sub_close(int i, struct sub *s, const char *why)
     s->c = NULL;
     s->connecting = s->auth = 0;
     s->began = 0;
+    s->promoted = 0;
     s->retry_at = clock_mono_ms() + WATCH_RETRY_MS;
 }
 
@@ -102,44 +119,96 @@ static void sub_connected(int i, struct sub *s)
         }
 }
 
-/* Acts on one message of Sentinel i. last_switch: the address the master last moved to. */
-static void watch_message(int i, struct sub *s, const redisReply *r, char *last_switch, size_t len)
+/* ms since the failover under way was first heard of, or -1. */
+static long long since_began(void)
 {
+    long long b = atomic_load(&watch.began);
+
+    return b ? clock_mono_ms() - b : -1;
+}
+
+/* The master moved (promoted: to a replica just promoted, the switch still to come): calls
+ * stop waiting, and every connection looks for it again, first where the event says. */
+static void moved(struct heard *h, int i, enum sentinel_event ev, const char *payload)
+{
+    char host[SENTINEL_HOST_MAX];
+    int port = 0, known = sentinel_event_addr(ev, payload, host, &port) == 0;
+    char *last = ev == SENTINEL_EV_PROMOTED ? h->last_promoted : h->last_switch;
+    char addr[2 * SENTINEL_HOST_MAX];
+
+    for (int k = 0; k < h->n; k++) {   /* the failover can no longer be given up */
+        h->subs[k].began = 0;
+        h->subs[k].promoted = ev == SENTINEL_EV_PROMOTED;
+    }
+    snprintf(addr, sizeof(addr), "%s:%d", known ? host : "?", port);
+    if (!strcmp(addr, last))
+        return;   /* every Sentinel announces the move as it learns of it: moved once */
+    snprintf(last, sizeof(h->last_switch), "%s", addr);
+    pthread_mutex_lock(&watch.mu);
+    if (ev == SENTINEL_EV_PROMOTED && known) {
+        snprintf(watch.promoted, sizeof(watch.promoted), "%s", host);
+        watch.promoted_port = port;
+    } else {
+        watch.promoted[0] = '\0';
+    }
+    pthread_mutex_unlock(&watch.mu);
+    if (ev == SENTINEL_EV_SWITCH && !strcmp(addr, h->last_promoted)) {
+        h->last_promoted[0] = '\0';   /* a later failover may promote it again */
+        log_info("Sentinel %s: master %s moved to %s, where calls already go (%lld ms after the "
+                 "failover began; calls waited %lld ms at most)", watch.cfg->redis.sentinels[i],
+                 watch.cfg->redis.master_name, addr, since_began(),
+                 (long long)atomic_load(&watch.longest_wait));
+        atomic_store(&watch.began, 0);
+        return;
+    }
+    if (ev == SENTINEL_EV_SWITCH)
+        h->last_promoted[0] = '\0';
+    atomic_store(&watch.announcer, i);
+    atomic_fetch_add(&watch.gen, 1);
+    atomic_fetch_add(&watch.moves, 1);
+    metrics_inc(M_REDIS_MASTER_MOVES);
+    log_info("Sentinel %s: %s %s %s (%lld ms after the failover began); connections move to it",
+             watch.cfg->redis.sentinels[i], watch.cfg->redis.master_name,
+             ev == SENTINEL_EV_PROMOTED ? "promoted the replica" : "moved to", addr, since_began());
+    if (ev == SENTINEL_EV_SWITCH)
+        atomic_store(&watch.began, 0);
+}
+
+/* Acts on one message of Sentinel i. */
+static void watch_message(struct heard *h, int i, const redisReply *r)
+{
+    struct sub *s = &h->subs[i];
     const char *name = watch.cfg->redis.master_name;
     enum sentinel_event ev;
-    const char *to;
 
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[2]->type != REDIS_REPLY_STRING ||
         r->element[3]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "pmessage") != 0)
         return;   /* a subscription's confirmation */
     ev = sentinel_event_of(r->element[2]->str, r->element[3]->str, name);
-    if (ev == SENTINEL_EV_FAILOVER && !s->began) {
+    if (ev == SENTINEL_EV_FAILOVER && !s->began && !s->promoted) {
         s->began = clock_mono_ms();
-        log_warn("Sentinel %s: a failover of %s has begun (%s); Redis calls wait until it ends "
-                 "(redis.failover_wait_ms at most)", watch.cfg->redis.sentinels[i], name,
-                 r->element[2]->str);
-    } else if (ev == SENTINEL_EV_OVER || ev == SENTINEL_EV_SWITCH) {
+        if (!atomic_load(&watch.began)) {
+            atomic_store(&watch.longest_wait, 0);
+            atomic_store(&watch.began, s->began);
+        }
+        log_warn("Sentinel %s: a failover of %s has begun (%s); Redis calls wait until a "
+                 "replica is promoted (redis.failover_wait_ms at most)",
+                 watch.cfg->redis.sentinels[i], name, r->element[2]->str);
+    } else if (ev == SENTINEL_EV_OVER) {
         if (s->began)
             log_info("Sentinel %s: the failover of %s is over (%s)", watch.cfg->redis.sentinels[i],
                      name, r->element[2]->str);
         s->began = 0;
-    }
-    /* Every Sentinel announces the move as it learns of it: the connections move once. */
-    to = strchr(r->element[3]->str, ' ');
-    for (int w = 0; to && w < 2; w++)
-        to = strchr(to + 1, ' ');
-    if (ev == SENTINEL_EV_SWITCH && to && strcmp(to + 1, last_switch) != 0) {
-        snprintf(last_switch, len, "%s", to + 1);
-        atomic_store(&watch.announcer, i);
-        atomic_fetch_add(&watch.gen, 1);
-        log_info("Sentinel %s: master %s moved: %s", watch.cfg->redis.sentinels[i], name,
-                 r->element[3]->str);
+        s->promoted = 0;
+    } else if (ev == SENTINEL_EV_PROMOTED || ev == SENTINEL_EV_SWITCH) {
+        moved(h, i, ev, r->element[3]->str);
     }
 }
 
 /* Reads what Sentinel i sent. -1 when its connection failed or refused AUTH. */
-static int watch_read(int i, struct sub *s, char *last_switch, size_t len)
+static int watch_read(struct heard *h, int i)
 {
+    struct sub *s = &h->subs[i];
     void *r;
 
     if (redisBufferRead(s->c) != REDIS_OK)
@@ -159,15 +228,17 @@ static int watch_read(int i, struct sub *s, char *last_switch, size_t len)
                 return -1;
             }
         } else {
-            watch_message(i, s, r, last_switch, len);
+            watch_message(h, i, r);
         }
         freeReplyObject(r);
     }
 }
 
 /* One turn: connects what needs it, waits up to WATCH_POLL_MS for any Sentinel, reads. */
-static void watch_turn(struct sub *subs, int n, char *last_switch, size_t len)
+static void watch_turn(struct heard *h)
 {
+    struct sub *subs = h->subs;
+    int n = h->n;
     struct pollfd fds[CONFIG_SENTINELS_MAX];
     int at[CONFIG_SENTINELS_MAX], nfds = 0;
     int64_t now = clock_mono_ms();
@@ -192,7 +263,7 @@ static void watch_turn(struct sub *subs, int n, char *last_switch, size_t len)
             continue;
         if (s->connecting)
             sub_connected(i, s);
-        else if (watch_read(i, s, last_switch, len) < 0)
+        else if (watch_read(h, i) < 0)
             sub_close(i, s, "connection lost");   /* connected again after WATCH_RETRY_MS */
     }
 }
@@ -201,13 +272,13 @@ static void *watch_main(void *arg)
 {
     int n = watch.cfg->redis.nsentinels;
     struct sub subs[CONFIG_SENTINELS_MAX] = { 0 };
-    char last_switch[2 * SENTINEL_HOST_MAX] = "";
+    struct heard h = { subs, n, "", "" };
 
     (void)arg;
     while (!atomic_load(&watch.stop)) {
         int64_t now;
         int failing = 0;
-        watch_turn(subs, n, last_switch, sizeof(last_switch));
+        watch_turn(&h);
         now = clock_mono_ms();
         for (int i = 0; i < n; i++)
             failing |= subs[i].began && now - subs[i].began < WATCH_HOLD_MAX_MS;
@@ -261,7 +332,38 @@ unsigned watch_gen(void)
     return atomic_load(&watch.gen);
 }
 
+unsigned watch_moves(void)
+{
+    return atomic_load(&watch.moves);
+}
+
 int watch_announcer(void)
 {
     return atomic_load(&watch.announcer);
+}
+
+int watch_promoted(char host[SENTINEL_HOST_MAX], int *port)
+{
+    int known;
+
+    pthread_mutex_lock(&watch.mu);
+    if ((known = watch.promoted[0] != '\0')) {
+        memcpy(host, watch.promoted, SENTINEL_HOST_MAX);
+        *port = watch.promoted_port;
+    }
+    pthread_mutex_unlock(&watch.mu);
+    return known;
+}
+
+long long watch_since_began(void)
+{
+    return since_began();
+}
+
+void watch_waited(int64_t ms)
+{
+    long long was = atomic_load(&watch.longest_wait);
+
+    while (ms > was && !atomic_compare_exchange_weak(&watch.longest_wait, &was, ms))
+        ;
 }

@@ -302,6 +302,23 @@ class ClusterStack:
                                  f"replicas {replicas}")
         return new
 
+    def failover(self, master_port, timeout=FAILOVER_TIMEOUT_S):
+        """A planned failover of the master on master_port: CLUSTER FAILOVER on its replica,
+        which waits for the master to stop taking writes, catches up and takes its slots over
+        (the old master turns into its replica). Waits until the replica serves the master's
+        slots and the cluster is ok again (wait_ok). Returns the new master's port."""
+        nodes = self.cluster_nodes()
+        me = next(n for n in nodes if n["port"] == master_port)
+        replica = next(n["port"] for n in nodes if n["master"] == me["id"]
+                       and not n["flags"] & FAILED_FLAGS)
+        probe = me["slots"][0][0]
+        out = self.redis(replica, "CLUSTER", "FAILOVER")
+        if out != "OK":
+            raise RuntimeError(f"CLUSTER FAILOVER on {replica}: {out}")
+        wait_until(lambda: self.slot_owner(probe) == replica and self.ok(), timeout,
+                   f"{replica} to take over the slots of {master_port}", step=0.1)
+        return replica
+
     def restart(self, port, timeout=REJOIN_TIMEOUT_S):
         """Starts the killed node on port again from its config (redis.conf, nodes.conf, AOF)
         and waits until it rejoined: a master that was replaced meanwhile comes back as a

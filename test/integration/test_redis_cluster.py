@@ -14,7 +14,7 @@ from cluster import ClusterStack
 from harness import ROOT, Delayqd, Reader, lateness, run, wait_until
 from test_faults import assert_never_early, race_removes_against_delivery
 from test_pull import check_pull_round
-from test_redis_ha import Load, check_nothing_lost_or_resurrected
+from test_redis_ha import Load, assert_not_noticed, check_nothing_lost_or_resurrected
 
 
 BATCH = "/delay-queue/api/jobs/add_batch"
@@ -393,6 +393,32 @@ def test_master_killed_loses_nothing_on_a_cluster(stack):
             print(f"    master {old} killed, {new} promoted")
             cs.restart(old)   # back as a replica: WAIT 1 can be met again on its shard
         run_load_through(stack, cs, kill_and_rejoin, back_within_s=15, wait_replicas=1)
+    finally:
+        cs.stop()
+
+
+def test_planned_failover_under_150_adds_a_second_is_not_noticed_on_a_cluster(stack):
+    """CLUSTER FAILOVER of a master by its replica under 150 adds/s from four connections, jobs
+    due all through it, wait_replicas = 1: the calls the old master pauses, then redirects
+    (MOVED), go to the new master at once, and the old master confirms their writes as its
+    replica. Held to the Sentinel failover's bounds (assert_not_noticed)."""
+    cs = started(stack)
+    try:
+        d = on_cluster(stack, cs, wait_replicas=1, wait_timeout_ms=1000,
+                       failover_wait_ms=5000).start().wait_groups_owned()
+        reader = Reader(stack, f"{d.name}_planned")
+        load = Load(d, reader.topic, rate=150, conns=4, remove=False).start()
+        time.sleep(4)
+        t_fault = time.time()
+        old = random.choice(cs.masters())
+        new = cs.failover(old)
+        t_over = time.time()
+        print(f"    master {old} handed its slots to its replica {new}")
+        time.sleep(6)
+        load.stop()
+        assert_not_noticed(load, reader, t_fault, t_over)
+        assert d.alive()
+        reader.close()
     finally:
         cs.stop()
 

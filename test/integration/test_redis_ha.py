@@ -137,11 +137,47 @@ def test_planned_failover_loses_nothing(stack):
     run_through(stack, lambda ss: ss.failover(), replicas=2, back_within_s=5)
 
 
-def test_planned_failover_under_150_adds_a_second_refuses_none(stack):
+def longest_gap_s(load, since, until):
+    """The longest stretch between adds answered with success (answer times), over the adds
+    sent between since and until."""
+    answered = sorted(sent + took for (sent, took) in load.took if since <= sent <= until)
+    return max((b - a for a, b in zip(answered, answered[1:])), default=0.0)
+
+
+def assert_not_noticed(load, reader, t_fault, t_over):
+    """A planned failover between t_fault and t_over under load (150 adds/s, jobs due through
+    it) was not noticed: no add refused, none waited more than 2 s, the longest stretch
+    without an answered add at most 2 s; no job lost, early, delivered twice, or sent (or seen
+    by the consumer) more than 2.5 s late."""
+    around = [took for sent, took in load.took if t_fault - 1 <= sent <= t_over + 1]
+    gap = longest_gap_s(load, t_fault - 2, t_over + 2)
+    print(f"    {len(load.added)} added, {len(load.refused)} refused; failover took "
+          f"{t_over - t_fault:.1f}s; slowest answer around it {max(around):.2f}s, "
+          f"longest gap between answered adds {gap:.2f}s")
+    assert len(load.added) > 600, len(load.added)   # the load ran
+    assert not load.refused, load.refused[:10]
+    by_id = check_nothing_lost_or_resurrected(load, reader)
+    twice = [j for j, ms in by_id.items() if len(ms) > 1]
+    assert not twice, twice[:10]
+    sent = sorted(lateness(ms[0])[0] for ms in by_id.values())
+    seen = sorted(lateness(ms[0])[1] for ms in by_id.values())
+    print(f"    delivery lateness (sent - due) ms: p50 {sent[len(sent) // 2]}, "
+          f"p99 {sent[len(sent) * 99 // 100]}, max {sent[-1]}; seen by the consumer: "
+          f"p99 {seen[len(seen) * 99 // 100]}, max {seen[-1]}")
+    assert gap <= 2.0, f"no add was answered for {gap:.2f}s"
+    assert max(around) <= 2.0, f"an add waited {max(around):.2f}s"
+    assert sent[-1] <= 2500, f"a job was sent {sent[-1]} ms late"
+    assert seen[-1] <= 2500, f"a job was seen {seen[-1]} ms late"
+
+
+def test_planned_failover_under_150_adds_a_second_is_not_noticed(stack):
     """SENTINEL FAILOVER (master and two replicas, wait_replicas = 1) under 150 adds/s from four
-    connections: while the Sentinels run it, Redis calls wait for its end (failover_wait_ms)
-    and then go to the new master, so no add is refused and none is answered later than
-    failover_wait_ms; nothing is lost, early or delivered twice."""
+    connections, jobs due all through it: Redis calls wait from the failover's beginning to the
+    promotion of a replica (about a second), then go to that replica at once, before the
+    Sentinels switch; what the forwarder could not claim or mark meanwhile goes again at once.
+    No add is refused, none waits more than 2 s, and no job is sent more than 2.5 s late (nor
+    seen later by the consumer); nothing is lost, early or delivered twice. The log tells the
+    failover's timeline and /metrics counts the move."""
     wait_ms = 5000
     ss = SentinelStack(stack.tmp, replicas=2)
     ss.start()
@@ -155,20 +191,13 @@ def test_planned_failover_under_150_adds_a_second_refuses_none(stack):
         t_over = time.time()
         time.sleep(6)
         load.stop()
-        around = [took for sent, took in load.took if t_fault - 1 <= sent <= t_over + 1]
-        print(f"    {len(load.added)} added, {len(load.refused)} refused; failover took "
-              f"{t_over - t_fault:.1f}s; slowest answer around it {max(around):.2f}s, "
-              f"slowest overall {max(t for _, t in load.took):.2f}s")
-        assert len(load.added) > 600, len(load.added)   # the load ran
-        assert not load.refused, load.refused[:10]
-        assert max(t for _, t in load.took) * 1000 <= wait_ms + 1000, "an add waited past failover_wait_ms"
-        by_id = check_nothing_lost_or_resurrected(load, reader)
-        twice = [j for j, ms in by_id.items() if len(ms) > 1]
-        assert not twice, twice[:10]
-        late = sorted(lateness(ms[0])[0] for ms in by_id.values())
-        print(f"    delivery lateness (sent - due) ms: p50 {late[len(late) // 2]}, "
-              f"p99 {late[len(late) * 99 // 100]}, max {late[-1]}")
-        assert late[-1] <= wait_ms, late[-1]
+        assert_not_noticed(load, reader, t_fault, t_over)
+        log = d.log_text()
+        for line in log.splitlines():
+            if "Sentinel" in line or "moved" in line:
+                print("    " + line[:200])
+        assert "promoted the replica" in log and "after the failover began" in log, log[-3000:]
+        assert d.metric("delayq_redis_master_moves_total") >= 1
         assert d.alive()
         reader.close()
     finally:

@@ -157,8 +157,36 @@ static void release_then_reuse(void)
     heap_release(&h);
 }
 
+static int odd(const void *item, void *ctx)
+{
+    (void)ctx;
+    return NUM(item) % 2 == 1;
+}
+
+/* Advanced items come first, in the order they were pushed; the others keep their times. */
+static void advance_brings_picked_items_forward(void)
+{
+    struct heap h;
+    int64_t at;
+
+    srand(4242);
+    heap_init(&h);
+    for (int i = 0; i < 300; i++)
+        CHECK_EQ_INT(heap_push(&h, 100 + rand() % 1000, ITEM(i)), 0);
+    CHECK_EQ_INT(heap_advance(&h, 50, odd, NULL), 150);
+    for (int i = 1; i < 300; i += 2) {
+        CHECK_EQ_INT(NUM(heap_pop(&h, &at)), i);
+        CHECK_EQ_INT(at, 50);
+    }
+    CHECK_EQ_INT(heap_advance(&h, 50, odd, NULL), 0);
+    CHECK_EQ_INT(heap_len(&h), 150);
+    CHECK(drains_sorted(&h));
+    heap_release(&h);
+}
+
 void unit_heap(void)
 {
+    RUN(advance_brings_picked_items_forward);
     RUN(empty_heap);
     RUN(pops_in_time_order);
     RUN(fifo_among_equal_times);

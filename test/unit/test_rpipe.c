@@ -44,6 +44,7 @@ static struct fake {
     struct fscript script[FSCRIPTS];
     int64_t now, hold_until;
     int switched;
+    int64_t waited;         /* ms the pipeline said it waited for a failover */
     int refreshes, sleeps;
 } F;
 
@@ -217,6 +218,12 @@ static int f_holding(void *t)
     return F.now < F.hold_until;
 }
 
+static void f_waited(void *t, int64_t ms)
+{
+    (void)t;
+    F.waited += ms;
+}
+
 static int f_switched(void *t, int node)
 {
     (void)t;
@@ -239,7 +246,7 @@ static void f_sleep(void *t, int64_t ms)
 
 static const struct rpipe_ops fake_ops = {
     f_open, f_send, f_send_wait, f_flush, f_read, f_error_of, f_read_wait, f_reply_free,
-    f_reload, f_drop, f_refresh, f_holding, f_switched, f_now, f_sleep,
+    f_reload, f_drop, f_refresh, f_holding, f_switched, f_now, f_sleep, f_waited,
 };
 
 static const char *set_argv[sizeof(keys) / sizeof(keys[0])][2];
@@ -501,6 +508,7 @@ static void calls_wait_while_a_failover_runs(void)
     CHECK_EQ_INT(run(2, CONN_NO_WAIT), 0);
     CHECK(O.ok[0] && O.ok[1]);
     CHECK(F.now >= 1200);
+    CHECK_EQ_INT(F.waited, 1200);   /* told, for the failover's timeline */
     F.hold_until = F.now + 60000;
     CHECK_EQ_INT(run(2, CONN_NO_WAIT), -1);
     CHECK_EQ_INT(O.code[0], CONN_E_NO_MASTER);

@@ -85,8 +85,9 @@ static void events_of_a_failover(void)
     CHECK_EQ_INT(sentinel_event_of("+elected-leader", m, "dq"), SENTINEL_EV_FAILOVER);
     CHECK_EQ_INT(sentinel_event_of("+selected-slave", r, "dq"), SENTINEL_EV_FAILOVER);
     CHECK_EQ_INT(sentinel_event_of("+failover-state-send-slaveof-noone", r, "dq"), SENTINEL_EV_FAILOVER);
-    CHECK_EQ_INT(sentinel_event_of("+promoted-slave", r, "dq"), SENTINEL_EV_FAILOVER);
-    CHECK_EQ_INT(sentinel_event_of("+failover-state-reconf-slaves", m, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+failover-state-wait-promotion", r, "dq"), SENTINEL_EV_FAILOVER);
+    CHECK_EQ_INT(sentinel_event_of("+promoted-slave", r, "dq"), SENTINEL_EV_PROMOTED);
+    CHECK_EQ_INT(sentinel_event_of("+failover-state-reconf-slaves", m, "dq"), SENTINEL_EV_NONE);
     CHECK_EQ_INT(sentinel_event_of("+failover-end", m, "dq"), SENTINEL_EV_OVER);
     CHECK_EQ_INT(sentinel_event_of("+failover-end-for-timeout", m, "dq"), SENTINEL_EV_OVER);
     CHECK_EQ_INT(sentinel_event_of("-failover-abort-not-elected", m, "dq"), SENTINEL_EV_OVER);
@@ -104,8 +105,30 @@ static void events_of_a_failover(void)
     CHECK_EQ_INT(sentinel_event_of("+switch-master", "", "dq"), SENTINEL_EV_NONE);
 }
 
+/* The new master an event names: the promoted replica, the switch's new address. */
+static void addresses_of_events(void)
+{
+    char host[SENTINEL_HOST_MAX];
+    int port = 0;
+
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_PROMOTED,
+                                     "slave 127.0.0.1:33125 127.0.0.1 33125 @ dq 127.0.0.1 53675",
+                                     host, &port), 0);
+    CHECK_STR(host, "127.0.0.1");
+    CHECK_EQ_INT(port, 33125);
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_SWITCH, "dq 127.0.0.1 53675 10.0.0.2 33126",
+                                     host, &port), 0);
+    CHECK_STR(host, "10.0.0.2");
+    CHECK_EQ_INT(port, 33126);
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_SWITCH, "dq 127.0.0.1 53675", host, &port), -1);
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_PROMOTED, "slave 1:2 1 x @ dq 1 2", host, &port), -1);
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_PROMOTED, "slave", host, &port), -1);
+    CHECK_EQ_INT(sentinel_event_addr(SENTINEL_EV_OVER, "master dq 1 2", host, &port), -1);
+}
+
 void unit_sentinel(void)
 {
+    RUN(addresses_of_events);
     RUN(events_of_a_failover);
     RUN(split_addr);
     RUN(master_addr);
