@@ -66,6 +66,10 @@ int api_json_int(const void *v, int64_t *out);
 int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
                         int64_t hi, int64_t *out, struct api_error *e);
 
+/* The first member of the JSON object obj (a json_t *) whose name is none of known[0..n), or
+ * NULL when every one is known. */
+const char *api_json_unknown(const void *obj, const char *const *known, size_t n);
+
 /* Bytes s (len of them) as a JSON string (a json_t *): at most max bytes of them, cut before a
  * character that would not fit, and each byte that is not part of UTF-8 as U+FFFD. */
 void *api_json_text(const char *s, size_t len, size_t max);

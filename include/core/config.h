@@ -123,6 +123,10 @@ struct config {
         enum log_level level;
     } log;
     struct {
+        int64_t redrive_confirm_over;      /* a redrive by filter of more letters than this
+                                            * needs "confirm": true */
+    } dead;
+    struct {
         char topics[CONFIG_PULL_TOPICS_MAX][CONFIG_STR_MAX];   /* names, or fnmatch patterns */
         int ntopics;
         int64_t ttr_s;                     /* a popped job is reserved this long by default */

@@ -59,8 +59,8 @@ void deadq_free(struct deadq *dq);
 /* Up to max letters that match, newest first (by timestamp across partitions), from *from
  * (n 0: the newest; or below newest_ms when n is 0 and newest_ms > 0), looking at scan_max
  * letters at most, into *out (malloc'd, *n of them; dead_letters_free). *next: where the next
- * page starts; *more: 0 when no older letter is left. 0, or -1 with err set (Kafka did not
- * answer). */
+ * page starts; *more: 0 when no older letter is left. 0; or -1 with err set (Kafka did not
+ * answer), -2 (from names another number of partitions than the topic has: no cursor of it). */
 int deadq_page(struct deadq *dq, const struct deadq_cursor *from, int64_t newest_ms, size_t max,
                size_t scan_max, deadq_match_fn *match, void *ctx, struct dead_letter **out,
                size_t *n, struct deadq_cursor *next, int *more, char *err, size_t errlen);

@@ -168,6 +168,21 @@ int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
+const char *api_json_unknown(const void *obj, const char *const *known, size_t n)
+{
+    const char *k;
+    json_t *v;
+
+    json_object_foreach((json_t *)obj, k, v) {
+        size_t i = 0;
+        while (i < n && strcmp(k, known[i]) != 0)
+            i++;
+        if (i == n)
+            return k;
+    }
+    return NULL;
+}
+
 int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
                         int64_t hi, int64_t *out, struct api_error *e)
 {

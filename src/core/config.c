@@ -95,6 +95,7 @@ static const struct key keys[] = {
     INT(job, retention_s, job.retention_s, 1, 365LL * 86400),
     INT(job, max_delay_s, job.max_delay_s, 1, 10LL * 365 * 86400),
     INT(job, refused_retry_s, job.refused_retry_s, 0, 7LL * 86400),
+    INT(dead, redrive_confirm_over, dead.redrive_confirm_over, 0, 10000),
     FN(log, level, config_read_log_level),
     FN(pull, topics, config_read_pull_topics),
     INT(pull, ttr_s, pull.ttr_s, 1, CONFIG_TTR_MAX_S),
@@ -171,6 +172,7 @@ void config_defaults(struct config *cfg)
     cfg->callbacks.raw_urls = 1;
     cfg->delay.max_held = 100000;
     cfg->job.retention_s = 86400;
+    cfg->dead.redrive_confirm_over = 100;
     cfg->job.max_delay_s = DEFAULT_MAX_DELAY_S;
     cfg->job.refused_retry_s = 60;
     cfg->log.level = LOG_INFO;
@@ -296,7 +298,7 @@ static int walk(config_t *lc, struct config_read *rd, const char *src, char *err
         config_setting_t *grp = config_setting_get_elem(root, (unsigned)i);
         const char *gname = config_setting_name(grp);
         if (!find_key(gname, NULL) || !config_setting_is_group(grp)) {
-            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, log, pull, callbacks, compat)",
+            snprintf(err, errlen, "%s:%d: %s: unknown section (expected http, redis, kafka, delay, job, dead, log, pull, callbacks, compat)",
                      src, config_setting_source_line(grp), gname);
             return -1;
         }

@@ -47,6 +47,8 @@ struct task {
     int64_t *offsets;
     size_t n;
     int by_filter;
+    int confirmed;                /* by filter: "confirm": true (more than
+                                   * dead.redrive_confirm_over letters may be redriven) */
     int64_t deliver_at_ms;        /* 0: now */
     answer_fn done;
     void *opaque;
@@ -143,18 +145,27 @@ static void kafka_failed(struct task *t, const char *err)
     answer(t, 503, API_UNAVAILABLE, msg, NULL);
 }
 
+/* A page that could not be read: a cursor of no page of this topic (400), or Kafka (503). */
+static void page_failed(struct task *t, int rc, const char *err)
+{
+    if (rc == -2)
+        answer(t, 400, API_BAD_REQUEST, err, NULL);
+    else
+        kafka_failed(t, err);
+}
+
 static void run_list(struct dead *d, struct task *t)
 {
     struct dead_letter *ls;
     struct deadq_cursor next;
     char err[256], cursor[DEADQ_CURSOR_MAX];
     size_t n;
-    int more, *marked;
+    int more, *marked, rc;
     json_t *data, *arr;
 
-    if (deadq_page(d->dq, &t->from, t->f.to_ms, t->limit, SCAN_MAX, matches, &t->f, &ls, &n,
-                   &next, &more, err, sizeof(err)) < 0) {
-        kafka_failed(t, err);
+    if ((rc = deadq_page(d->dq, &t->from, t->f.to_ms, t->limit, SCAN_MAX, matches, &t->f, &ls,
+                         &n, &next, &more, err, sizeof(err))) < 0) {
+        page_failed(t, rc, err);
         return;
     }
     if (!(marked = calloc(n ? n : 1, sizeof(*marked)))) {
@@ -196,6 +207,22 @@ static void run_one(struct dead *d, struct task *t)
     dead_letter_release(&l);
 }
 
+/* An unconfirmed redrive by filter that matches more than over letters: none is redriven
+ * (none was before these: the first page held them all). */
+static void too_many(struct task *t, size_t over, struct dead_letter *ls, size_t n, json_t *skips)
+{
+    char msg[256];
+    json_t *data = json_object();
+
+    dead_letters_free(ls, n);
+    json_decref(skips);
+    snprintf(msg, sizeof(msg), "the filter matches more than %zu dead letters "
+             "(dead.redrive_confirm_over): none was redriven; send it again with \"confirm\": "
+             "true to redrive them", over);
+    json_object_set_new(data, "matched_over", json_integer((json_int_t)over));
+    answer(t, 409, API_CONFLICT, msg, data);
+}
+
 static void run_redrive(struct dead *d, struct task *t)
 {
     int64_t now = clock_now_ms(), due = t->deliver_at_ms > now ? t->deliver_at_ms : now;
@@ -231,20 +258,27 @@ static void run_redrive(struct dead *d, struct task *t)
         cursor[0] = '\0';
     } else {
         struct deadq_cursor next;
-        size_t total = 0;
+        size_t total = 0, over = (size_t)d->cfg->dead.redrive_confirm_over;
         do {
-            if (deadq_page(d->dq, &t->from, t->f.to_ms, REDRIVE_FILTER_MAX - total,
-                           REDRIVE_SCAN_MAX, matches, &t->f, &ls, &n, &next, &more, err,
-                           sizeof(err)) < 0) {
+            /* unconfirmed: one page, and one letter more than may be redriven tells that it is
+             * too many (a cursor goes on from a page the scan cut short) */
+            size_t max = t->confirmed ? REDRIVE_FILTER_MAX - total : over + 1 - total;
+            int rc = deadq_page(d->dq, &t->from, t->f.to_ms, max, REDRIVE_SCAN_MAX, matches,
+                                &t->f, &ls, &n, &next, &more, err, sizeof(err));
+            if (rc < 0) {
                 json_decref(skips);
-                kafka_failed(t, err);
+                page_failed(t, rc, err);
+                return;
+            }
+            if (!t->confirmed && total + n > over) {
+                too_many(t, over, ls, n, skips);
                 return;
             }
             redrive_letters(d->r, ls, n, due, &done, skips);
             dead_letters_free(ls, n);
             total += n;
             t->from = next;
-        } while (more && n > 0 && total < REDRIVE_FILTER_MAX);
+        } while (t->confirmed && more && n > 0 && total < REDRIVE_FILTER_MAX);
         deadq_cursor_format(&t->from, cursor, sizeof(cursor));
     }
     data = json_object();
@@ -336,6 +370,14 @@ static int str_field(json_t *o, const char *name, char **out, struct api_error *
     return 0;
 }
 
+/* 1 when member name of o is there and not null. */
+static int given(json_t *o, const char *name)
+{
+    json_t *v = json_object_get(o, name);
+
+    return v && !json_is_null(v);
+}
+
 /* A redrive's body into t: 0, or -1 with e set. */
 /* The highest partition a letter's place may name: the dead-letter topic is made with
  * delay.partitions (the description served says so too). */
@@ -347,7 +389,10 @@ static int64_t partition_max(const struct dead *d)
 static int read_redrive(const struct dead *d, const char *body, size_t len, struct task *t,
                         struct api_error *e)
 {
+    static const char *const members[] = { "dead", "filter", "deliver_at_ms", "before", "confirm" };
+    static const char *const criteria[] = { "topic", "reason", "from_ms", "to_ms", "all" };
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL), *list, *f, *v;
+    const char *unknown;
     int rc = -1;
     size_t i;
 
@@ -355,6 +400,17 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
         api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
         goto out;
     }
+    if ((unknown = api_json_unknown(o, members, sizeof(members) / sizeof(members[0])))) {
+        api_fail(e, 400, API_BAD_REQUEST, "%.64s is not a member of a redrive (dead or filter, "
+                 "deliver_at_ms, before, confirm)", unknown);
+        goto out;
+    }
+    v = json_object_get(o, "confirm");
+    if (v && !json_is_boolean(v)) {
+        api_fail(e, 400, API_BAD_REQUEST, "confirm must be true or false");
+        goto out;
+    }
+    t->confirmed = json_is_true(v);
     list = json_object_get(o, "dead");
     f = json_object_get(o, "filter");
     if (!list == !f) {
@@ -378,10 +434,25 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
             api_fail(e, 400, API_BAD_REQUEST, "filter must be an object");
             goto out;
         }
+        if ((unknown = api_json_unknown(f, criteria, sizeof(criteria) / sizeof(criteria[0])))) {
+            api_fail(e, 400, API_BAD_REQUEST, "%.64s is not a member of a filter (topic, reason, "
+                     "from_ms, to_ms, all)", unknown);
+            goto out;
+        }
+        v = json_object_get(f, "all");
+        if (v && !json_is_true(v)) {
+            api_fail(e, 400, API_BAD_REQUEST, "all must be true (or left out)");
+            goto out;
+        }
         if (str_field(f, "topic", &t->f.topic, e) < 0 || str_field(f, "reason", &t->f.reason, e) < 0 ||
             int_field(f, "from_ms", 253402300799999LL, &t->f.from_ms, e) < 0 ||
             int_field(f, "to_ms", 253402300799999LL, &t->f.to_ms, e) < 0)
             goto out;
+        if (!v && !t->f.topic && !t->f.reason && !given(f, "from_ms") && !given(f, "to_ms")) {
+            api_fail(e, 400, API_BAD_REQUEST, "a filter names at least one of topic, reason, "
+                     "from_ms, to_ms, or \"all\": true for every dead letter");
+            goto out;
+        }
         rc = 0;
         goto out;
     }
@@ -398,7 +469,13 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
         goto out;
     }
     json_array_foreach(list, i, v) {
+        static const char *const place[] = { "partition", "offset" };
         int64_t p = -1, off = -1;
+        if (json_is_object(v) && (unknown = api_json_unknown(v, place, 2))) {
+            api_fail(e, 400, API_BAD_REQUEST, "dead[%zu]: %.64s is not a member of a letter's "
+                     "place (partition, offset)", i, unknown);
+            goto out;
+        }
         if (!json_is_object(v) || int_field(v, "partition", partition_max(d), &p, e) < 0 ||
             int_field(v, "offset", INT64_MAX, &off, e) < 0 || p < 0 || off < 0) {
             if (e->status == 0 || e->status == 200)

@@ -265,7 +265,7 @@ unassign:
 out:
     if (list)
         rd_kafka_topic_partition_list_destroy(list);
-    if (rc < 0) {
+    if (rc != 0) {
         dead_letters_free(*out, *n);
         *out = NULL;
         *n = 0;
@@ -396,6 +396,12 @@ int deadq_page(struct deadq *dq, const struct deadq_cursor *from, int64_t newest
     }
     if (partition_count(dq, &np, err, errlen) < 0)
         goto done;
+    if (from->n > 0 && from->n != np) {
+        snprintf(err, errlen, "before is not a cursor a list or redrive gave: it names %d "
+                 "partitions, the dead-letter topic has %d", (int)from->n, (int)np);
+        rc = -2;
+        goto done;
+    }
     if (!(parts = calloc((size_t)np ? (size_t)np : 1, sizeof(*parts)))) {
         snprintf(err, errlen, "dead letters: out of memory");
         goto done;

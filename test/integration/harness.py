@@ -350,6 +350,7 @@ delay: {{ topic_format = "{self.topic_format}";
          max_held = {x.get('max_held', 100000)}; }};
 job:   {{ retention_s = {x.get('retention_s', 3600)}; {max_delay}
          refused_retry_s = {x.get('refused_retry_s', 60)}; }};
+dead:  {{ redrive_confirm_over = {x.get('redrive_confirm_over', 100)}; }};
 log:   {{ level = "{x.get('log_level', 'info')}"; }};
 pull:  {{ topics = [ {", ".join('"%s"' % t for t in x.get("pull_topics", []))} ];
          ttr_s = {x.get('ttr_s', 60)}; max_attempts = {x.get('max_attempts', 10)};

@@ -124,6 +124,10 @@ def test_redrive_by_filter_and_bad_requests(stack):
         ("POST", f"{DEAD}/redrive", {"dead": [{"partition": "x", "offset": 1}]}, 400, "partition"),
         ("POST", f"{DEAD}/redrive", {"dead": []}, 400, "1 to 1000"),
         ("POST", f"{DEAD}/redrive", {"filter": {"topic": 5}}, 400, "topic"),
+        ("POST", f"{DEAD}/redrive", {"filter": {"topic": topic}, "confirm": 1}, 400, "confirm"),
+        ("POST", f"{DEAD}/redrive", {"filter": {"all": False}}, 400, "all must be true"),
+        ("GET", f"{DEAD}?before=1.2.3", None, 400, "names 3 partitions, the dead-letter topic has 2"),
+        ("POST", f"{DEAD}/redrive", {"filter": {"all": True}, "before": "7"}, 400, "names 1"),
         ("GET", f"{DEAD}?before=zzz", None, 400, "before"),
         ("GET", f"{DEAD}?limit=0", None, 400, "limit"),
         ("GET", f"{DEAD}/0/999999", None, 404, "no dead letter"),
@@ -134,6 +138,44 @@ def test_redrive_by_filter_and_bad_requests(stack):
     for method, path, body, status, says in bad:
         st, doc = d.http(method, path, body, headers=w)
         assert st == status and says in doc["message"], (method, path, st, doc)
+    reader.close()
+
+
+def test_a_misspelt_or_too_broad_redrive_filter_redrives_nothing(stack):
+    """An operator's typo in a filter (topics for topic) or a filter without a criterion is
+    refused, naming what was wrong; a filter that matches more letters than
+    dead.redrive_confirm_over touches none and says so (409) until it is confirmed."""
+    d = Delayqd(stack, extra={"redrive_confirm_over": 3}).start()
+    topic = f"{d.name}_biz"
+    reader = Reader(stack, topic)
+    for i in range(6):
+        stack.produce(d.dlq, f"m{i}", headers={"dq-topic": topic, "dq-error": "test: x"})
+    wait_until(lambda: len(listing(d)["dead"]) == 6, 15, "six letters")
+    refused = [
+        ({"filter": {"topics": topic}}, "topics is not a member of a filter"),
+        ({"filter": {}}, "at least one of topic, reason, from_ms, to_ms"),
+        ({"filter": {"topic": topic}, "deliver_at": 1}, "deliver_at is not a member of a redrive"),
+        ({"dead": [{"partition": 0, "offset": 0}], "dry_run": True}, "dry_run is not a member"),
+    ]
+    for body, says in refused:
+        doc = redrive(d, body, 400)
+        assert says in doc["message"], (body, doc)
+    doc = redrive(d, {"filter": {"topic": topic}}, 409)
+    assert "more than 3 dead letters" in doc["message"] and "confirm" in doc["message"], doc
+    doc = redrive(d, {"filter": {"all": True}}, 409)
+    assert doc["data"] == {"matched_over": 3}, doc
+    time.sleep(2)
+    assert not reader.all(), "a refused redrive redrove letters"
+    assert not any(x["redriven"] for x in listing(d)["dead"])
+    assert redrive(d, {"filter": {"topic": topic, "reason": "nothing like it"}})["redriven"] == 0
+    res = redrive(d, {"filter": {"topic": topic}, "confirm": True})
+    assert res["redriven"] == 6, res
+    assert sorted(m["payload"] for m in reader.wait_count(6, 15)) == [f"m{i}" for i in range(6)]
+    # below the bound, no confirmation is asked for
+    for i in range(2):
+        stack.produce(d.dlq, f"n{i}", headers={"dq-topic": topic, "dq-error": "second: y"})
+    wait_until(lambda: len(listing(d, "?reason=second")["dead"]) == 2, 15, "two more letters")
+    assert redrive(d, {"filter": {"reason": "second"}})["redriven"] == 2
     reader.close()
 
 
@@ -170,7 +212,7 @@ def test_ten_thousand_dead_letters_page_by_page_and_redriven(stack):
     assert res["redriven"] == 0 and [s["why"] for s in res["skipped"]] == \
         ["listed before",
          f"redriven before, as job dead-{picked[0]['partition']}-{picked[0]['offset']}"], res
-    res = redrive(d, {"filter": {"reason": "envelope"}})
+    res = redrive(d, {"filter": {"reason": "envelope"}, "confirm": True})
     assert res["redriven"] == n - 999 and len(res["skipped"]) == 999 and res["before"] is None, \
         (res["redriven"], res["skipped"][:3], res["before"])
     assert all(s["why"].startswith("redriven before, as job dead-") for s in res["skipped"])
