@@ -570,10 +570,14 @@ static int parse_release_delay(json_t *root, const struct api_limits *lim, int64
 
 static int parse_receipt(json_t *v, char out[API_RECEIPT_MAX + 1], struct api_error *e)
 {
-    if (!json_is_string(v) || json_string_length(v) == 0 ||
-        json_string_length(v) > API_RECEIPT_MAX || !strchr(json_string_value(v), ':'))
+    if (!v || json_is_null(v))
         return api_fail(e, 400, API_BAD_REQUEST,
                         "receipt is required: the receipt the pop handed out with the job");
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) > API_RECEIPT_MAX || !strchr(json_string_value(v), ':') ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return api_fail(e, 400, API_BAD_REQUEST, "receipt is not one a pop hands out (a string "
+                        "of at most %d bytes, as the pop gave it)", API_RECEIPT_MAX);
     snprintf(out, API_RECEIPT_MAX + 1, "%s", json_string_value(v));
     return 0;
 }

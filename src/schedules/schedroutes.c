@@ -133,6 +133,29 @@ static void *read_data(struct schedstore *ss, const char *id, int preview)
     return data;
 }
 
+/* A put's answer: the schedule as this put left it (its definition, generation and fire time,
+ * whatever a put at the same time wrote after it), with what only Redis knows (created,
+ * last run) read again. NULL when out of memory. */
+static void *put_data(struct schedstore *ss, const struct task *t, const struct sched_change *c,
+                      int64_t runs, int64_t now)
+{
+    struct sched_kept k;
+    struct sched_state st = { .created_ms = now };
+    char err[256];
+    int found = 0;
+
+    if (schedstore_get(ss, t->id, &k, &found, err, sizeof(err)) == 0 && found) {
+        st = k.st;
+        sched_kept_release(&k);
+    }
+    st.generation = c->gen;
+    st.paused = c->paused;
+    st.runs = runs;
+    st.next_ms = c->paused || t->first_ms <= 0 ? 0 : t->first_ms;
+    st.updated_ms = now;
+    return schedjson_data(t->id, t->def.timing_json, t->def.job_json, &st, PREVIEW_DEFAULT, now);
+}
+
 /* Reads schedule id of t into k: 1, or 0 when t was answered (none, or Redis failed). */
 static int read_kept(struct schedstore *ss, struct task *t, struct sched_kept *k)
 {
@@ -243,8 +266,8 @@ static int run_put(struct schedules *s, int slot, struct task *t)
     if (t->def.immediately && !c.kept && !c.paused) {
         run_immediately(s, t, t->immediate);
     }
+    t->data = put_data(ss, t, &c, runs, now);
     sched_change_release(&c);
-    t->data = read_data(ss, t->id, PREVIEW_DEFAULT);
     if (c.paused || t->first_ms <= 0 || (t->kept && t->first_ms <= now)) {
         reply(t, 200, API_OK, c.paused ? "ok; the schedule stays paused until resumed"
                               : t->first_ms <= 0 ? "ok; the schedule has no fire time left"

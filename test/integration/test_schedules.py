@@ -479,6 +479,49 @@ def test_concurrent_puts_that_create_a_schedule_make_one_grid(stack):
     reader.close()
 
 
+def test_nothing_runs_after_a_delete_answered_whatever_puts_raced_before_it(stack):
+    """Twenty rounds, each a schedule of its own on two instances: six PUTs of different
+    timings (or ten identical ones) sent at the same instant, then a DELETE. Each PUT that
+    changed the timing answers a generation of its own; after the DELETE's answer no
+    occurrence of the schedule is sent, of any generation."""
+    a = Delayqd(stack).start().wait_groups_owned()
+    b = Delayqd(stack, cluster=a).start()
+    topic = f"{a.name}_raced"
+    reader = Reader(stack, topic)
+    deleted = {}
+
+    def round_of(r):
+        sid = f"raced{r}-" + uuid.uuid4().hex[:4]
+        if r % 2:
+            specs = [{"every_ms": 1000, "topic": topic, "body": f"{r}"}] * 10
+        else:
+            specs = [{"every_ms": 1000 + 150 * i, "topic": topic, "body": f"{r}-{i}"}
+                     for i in range(6)]
+        answers = simultaneous([((a, b)[i % 2], "PUT", f"{SCHED}/{sid}", spec)
+                                for i, spec in enumerate(specs)])
+        assert all(st == 200 for st, _ in answers), answers
+        gens = sorted(doc["data"]["generation"] for _, doc in answers)
+        if r % 2:
+            assert set(gens) == {1}, (sid, gens)
+        else:
+            assert gens == list(range(1, 7)), (sid, gens)   # each its own
+        time.sleep(r % 3 * 0.4)   # some deletes meet an occurrence on its way
+        st, doc = (a, b)[r % 2].http("DELETE", f"{SCHED}/{sid}")
+        assert st == 200, (st, doc)
+        deleted[sid] = now_ms()
+    with ThreadPoolExecutor(5) as pool:
+        list(pool.map(round_of, range(20)))
+    time.sleep(4)   # longer than every interval put
+    late = {sid: [int(m["headers"]["dq-sent-ms"]) - at for ms in occurrences(reader, sid).values()
+                  for m in ms if int(m["headers"]["dq-sent-ms"]) >= at]
+            for sid, at in deleted.items()}
+    late = {sid: v for sid, v in late.items() if v}
+    assert not late, late   # ms after the DELETE's answer, by schedule
+    for sid in deleted:
+        assert a.http("GET", f"{SCHED}/{sid}")[0] == 404
+    reader.close()
+
+
 def test_concurrent_puts_of_new_bodies_leave_the_kept_body_on_the_next_occurrence(stack):
     """Six PUTs of one schedule with the same timing and six bodies, three on each of two
     instances at once, in six rounds between fire times: the next occurrence carries the body
