@@ -70,6 +70,11 @@ int api_json_member_int(const void *obj, const char *what, const char *name, int
  * NULL when every one is known. */
 const char *api_json_unknown(const void *obj, const char *const *known, size_t n);
 
+/* 0 when every member of the JSON object obj (a json_t *) is one of known[0..n), else -1 with e
+ * set to a 400: "<member> is not a member of <what> (<known, listed>)". */
+int api_json_only(const void *obj, const char *const *known, size_t n, const char *what,
+                  struct api_error *e);
+
 /* Bytes s (len of them) as a JSON string (a json_t *): at most max bytes of them, cut before a
  * character that would not fit, and each byte that is not part of UTF-8 as U+FFFD. */
 void *api_json_text(const char *s, size_t len, size_t max);

@@ -488,6 +488,7 @@ int api_parse_group(const char *body, size_t len, int ngroups, int *group, struc
 int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, struct api_pop *out,
                   struct api_error *e)
 {
+    static const char *const members[] = { "topic", "topics", "wait_ms", "max", "ttr", "ttr_ms" };
     json_t *root = api_json_object(body, len, e), *w, *m, *list, *t;
     struct job topic = { .id = "" };
     int64_t n;
@@ -498,6 +499,8 @@ int api_parse_pop(const char *body, size_t len, const struct api_limits *lim, st
     out->max = 1;
     if (!root)
         return -1;
+    if (api_json_only(root, members, sizeof(members) / sizeof(members[0]), "a pop", e) < 0)
+        goto out;
     list = json_object_get(root, "topics");
     if (list && json_object_get(root, "topic")) {
         api_fail(e, 400, API_BAD_REQUEST, "give either topic or topics");
@@ -595,6 +598,23 @@ static int parse_reason(json_t *v, char out[API_REASON_MAX + 1], struct api_erro
     return 0;
 }
 
+/* A member of root that an operation of verb does not have is refused, naming it (a misspelt
+ * ttr would leave the default time to run unsaid): 0, or -1 with e set. */
+static int known_members(json_t *root, enum api_verb verb, struct api_error *e)
+{
+    static const char *const plain[] = { "job_id", "receipt" };
+    static const char *const release[] = { "job_id", "receipt", "delay", "delay_ms" };
+    static const char *const touch[] = { "job_id", "receipt", "ttr", "ttr_ms" };
+    static const char *const bury[] = { "job_id", "receipt", "reason" };
+
+    switch (verb) {
+    case API_RELEASE: return api_json_only(root, release, 4, "a release", e);
+    case API_TOUCH: return api_json_only(root, touch, 4, "a touch", e);
+    case API_BURY: return api_json_only(root, bury, 3, "a bury", e);
+    default: return api_json_only(root, plain, 2, "a finish", e);
+    }
+}
+
 /* One operation of verb from the JSON object root. 0, or -1 with e set. */
 static int read_pull_op(json_t *root, enum api_verb verb, const struct api_limits *lim,
                         struct api_pull_op *out, struct api_error *e)
@@ -602,7 +622,7 @@ static int read_pull_op(json_t *root, enum api_verb verb, const struct api_limit
     memset(out, 0, sizeof(*out));
     if (!json_is_object(root))
         return api_fail(e, 400, API_BAD_REQUEST, "each of jobs must be an object");
-    if (job_id_of(root, out->id, e) < 0 ||
+    if (known_members(root, verb, e) < 0 || job_id_of(root, out->id, e) < 0 ||
         parse_receipt(json_object_get(root, "receipt"), out->receipt, e) < 0)
         return -1;
     if (verb == API_RELEASE && parse_release_delay(root, lim, &out->delay_ms, e) < 0)
@@ -656,6 +676,12 @@ int api_parse_pull_ops(const char *body, size_t len, enum api_verb verb,
             return -1;
         }
         return 0;
+    }
+    if (json_object_size(root) > 1) {
+        static const char *const jobs[] = { "jobs" };
+        api_json_only(root, jobs, 1, "a request of many jobs", e);
+        json_decref(root);
+        return -1;
     }
     if (!json_is_array(list) || json_array_size(list) < 1 ||
         json_array_size(list) > API_PULL_OPS_MAX) {

@@ -183,6 +183,21 @@ const char *api_json_unknown(const void *obj, const char *const *known, size_t n
     return NULL;
 }
 
+int api_json_only(const void *obj, const char *const *known, size_t n, const char *what,
+                  struct api_error *e)
+{
+    const char *unknown = api_json_unknown(obj, known, n);
+    char list[160] = "";
+    size_t at = 0;
+
+    if (!unknown)
+        return 0;
+    for (size_t i = 0; i < n && at < sizeof(list); i++)
+        at += (size_t)snprintf(list + at, sizeof(list) - at, "%s%s", i ? ", " : "", known[i]);
+    return api_fail(e, 400, API_BAD_REQUEST, "%.64s is not a member of %s (%s)", unknown, what,
+                    list);
+}
+
 int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
                         int64_t hi, int64_t *out, struct api_error *e)
 {

@@ -96,6 +96,15 @@ def test_pull_requests_are_checked_field_by_field(stack):
         ("touch", {"job_id": "a", "receipt": "x:pull-x", "ttr_ms": 5}, "ttr_ms"),
         ("release", {"job_id": "a", "receipt": "x:pull-x", "delay": -1}, "delay"),
         ("bury", {"job_id": "a", "receipt": "x:pull-x", "reason": 5}, "reason"),
+        # a misspelt member is named, never left to its default
+        ("pop", {"topic": "pull-x", "wait": 10000}, "wait is not a member of a pop"),
+        ("finish", {"job_id": "a", "receipt": "x:pull-x", "force": True},
+         "force is not a member of a finish"),
+        ("touch", {"job_id": "a", "receipt": "x:pull-x", "ttl": 60}, "ttl is not a member of a touch"),
+        ("release", {"job_id": "a", "receipt": "x:pull-x", "delay_s": 5},
+         "delay_s is not a member of a release (job_id, receipt, delay, delay_ms)"),
+        ("finish", {"jobs": [{"job_id": "a", "receipt": "x:pull-x"}], "all": True},
+         "all is not a member of a request of many jobs"),
     ]
     for verb, body, word in bad:
         status, doc = d.http("POST", API + verb, body)
