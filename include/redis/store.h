@@ -100,10 +100,15 @@ struct store_read {
 /* Reads n records in one pipeline (each as store_get). 0, or -1 when some failed. */
 int store_read_many(struct store *st, size_t n, struct store_read *reads);
 
-/* One removal of store_remove_many: id in; out, res (and for STORE_TOO_LATE, state), or
- * failed with err. */
+/* One removal of store_remove_many: id, and head when not NULL, in; out, res (and for
+ * STORE_TOO_LATE, state), or failed with err. */
 struct store_removal {
     const char *id;
+    const char *head;           /* NULL, or the head (head_len bytes, job_record_head_len) of the
+                                 * record as the caller read it: a pending record with another
+                                 * head, another job of the id since, is left alone and answered
+                                 * STORE_NO_JOB */
+    size_t head_len;
     enum store_remove_result res;
     enum job_state state;
     int failed;

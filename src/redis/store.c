@@ -151,9 +151,14 @@ static void build_removal(void *ctx, size_t j, struct conn_call *call)
 {
     struct many *m = ctx;
 
-    job_key(m->st, m->removals[j].id, m->key, sizeof(m->key));
-    m->argv[0] = m->key, m->argv[1] = m->now, m->argv[2] = m->ttl;
-    *call = (struct conn_call){ .script = S_REMOVE, .nkeys = 1, .argc = 3, .argv = m->argv };
+    const struct store_removal *rm = &m->removals[j];
+
+    job_key(m->st, rm->id, m->key, sizeof(m->key));
+    m->argv[0] = m->key, m->argv[1] = m->now, m->argv[2] = m->ttl, m->argv[3] = rm->head;
+    m->lens[0] = strlen(m->key), m->lens[1] = strlen(m->now), m->lens[2] = strlen(m->ttl);
+    m->lens[3] = rm->head_len;
+    *call = (struct conn_call){ .script = S_REMOVE, .nkeys = 1, .argc = rm->head ? 4 : 3,
+                                .argv = m->argv, .lens = m->lens };
 }
 
 static void on_removal(void *ctx, size_t j, const struct conn_reply *r, const struct conn_fail *fail)
@@ -186,7 +191,9 @@ int store_remove_many(struct store *st, size_t n, struct store_removal *removals
     snprintf(m.now, sizeof(m.now), "%lld", (long long)now_ms);
     snprintf(m.ttl, sizeof(m.ttl), "%lld", (long long)retention_ms);
     for (size_t i = 0; i < n; i++)
-        removals[i] = (struct store_removal){ .id = removals[i].id, .state = JOB_PENDING };
+        removals[i] = (struct store_removal){ .id = removals[i].id, .head = removals[i].head,
+                                              .head_len = removals[i].head_len,
+                                              .state = JOB_PENDING };
     if (n > 0)
         (void)conn_pipeline(st->db, n, build_removal, on_removal, &m, CONN_WAIT_END, err, sizeof(err));
     for (size_t i = 0; i < n; i++)

@@ -77,13 +77,16 @@ static const char drop_lua[] =
     "if st == 'p' and (not ARGV[1] or claim == ARGV[1]) then return redis.call('DEL', key) end\n"
     "return st or ''\n";
 
-/* ARGV: now ms, ttl ms. Returns {result, state letter}: 0 removed, 1 no job, 2 too late, 3 the
- * key holds no record. The stamp goes where the tag (or the claim room) was, as a mark's does. */
+/* ARGV: now ms, ttl ms, and optionally the head the caller read the record with. Returns
+ * {result, state letter}: 0 removed, 1 no job (or a pending record whose head is not that one:
+ * another job of the id, added since), 2 too late, 3 the key holds no record. The stamp goes
+ * where the tag (or the claim room) was, as a mark's does. */
 static const char remove_lua[] =
     WRITE_HEAD
     ONE_RECORD
     "if not v then return {1, ''} end\n"
     "if not st then return {3, ''} end\n"
+    "if st == 'p' and ARGV[3] and string.sub(v, 1, at - 1) ~= ARGV[3] then return {1, ''} end\n"
     "if st == 'p' then\n"
     "  write_head(key, v, at, 'c' .. due .. '|' .. ARGV[1] .. '||')\n"
     "  redis.call('PEXPIRE', key, ARGV[2])\n"
