@@ -56,10 +56,14 @@ void intake_reschedule(struct intake *in, const char *body, size_t len,
 void intake_get(struct intake *in, const char *id, answer_fn done, void *opaque);
 void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaque);
 
-/* A remove that frees the id too, as the queues of the compatibility routes do: once the job is
- * removed (or was already), its record goes, and an add of its id is a new job at once
- * (intake_remove keeps the record job.retention_s for get, and refuses the id as long). */
-void intake_forget(struct intake *in, const char *id, answer_fn done, void *opaque);
+/* A remove as the queues of the compatibility routes do one: of a pull job alone, and of one
+ * of topic when topic is not NULL (a job of another topic, or for Kafka, is left alone and
+ * answered as no such job; the record is read and checked, and removed only if it is still
+ * the one checked); and freeing the id too: once the job is removed (or was already), its
+ * record goes, and an add of its id is a new job at once (intake_remove keeps the record
+ * job.retention_s for get, and refuses the id as long). */
+void intake_forget(struct intake *in, const char *id, const char *topic, answer_fn done,
+                   void *opaque);
 
 /* Pops jobs of a pull topic as a pop request body asks (see pull.h); done is called exactly
  * once: at once for a bad request (400), else from the pull thread. A waiting pop whose asker

@@ -61,7 +61,9 @@ struct task {
     char id[JOB_ID_MAX + 1];
     int64_t due_ms;             /* a reschedule's new due time */
     int group;                  /* a hand-back's group */
-    int forget;                 /* a remove's: the record goes too, its id free at once */
+    int forget;                 /* a remove's: of a pull job alone, and the record goes too,
+                                 * its id free at once */
+    char topic[TOPIC_NAME_MAX + 1];   /* a forgetting remove's: of this topic alone; "" any */
     struct api_pull_topic *ask; /* a pull topic's request (owned) */
     answer_fn done;
     void *opaque;

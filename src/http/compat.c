@@ -230,7 +230,7 @@ static void answered(void *opaque, const struct answer *a)
     case PUSH:   /* a job of the id that an override does not replace (ready, reserved, over) */
         if (taken) {
             c->verb = PUSH_FORGET;
-            intake_forget(c->jobs, c->add.id, answered, c);
+            intake_forget(c->jobs, c->add.id, NULL, answered, c);
             return;
         }
         /* fall through */
@@ -287,7 +287,7 @@ static void answered(void *opaque, const struct answer *a)
             cs_reply(c, 0, CS_NOT_EXISTS, NULL, 0);
         else {
             c->verb = CS_REPLACE_FORGET;
-            intake_forget(c->jobs, c->add.id, answered, c);
+            intake_forget(c->jobs, c->add.id, c->topic, answered, c);
         }
         return;
     case CS_REPLACE_FORGET:
@@ -521,7 +521,7 @@ static void pop(struct intake *jobs, const struct config *cfg, json_t *req, comp
 }
 
 /* /finish, /delete and /get: by the job's id. A finished or deleted job's id is free at once,
- * as ouqiang's DEL leaves it. */
+ * as ouqiang's DEL leaves it; a job that is no pull job is not ouqiang's to finish or delete. */
 static void by_id(struct intake *jobs, enum verb verb, json_t *req, compat_done_fn done, void *opaque)
 {
     char *id = NULL, job_id[JOB_ID_MAX + 1];
@@ -534,8 +534,10 @@ static void by_id(struct intake *jobs, enum verb verb, json_t *req, compat_done_
         oq_reply(done, opaque, 1, OQ_NO_ID, NULL);
     else if (compat_job_id(NULL, id, len, job_id) < 0)
         oq_reply(done, opaque, 1, "no digest of the id", NULL);
-    else if ((c = call_new(verb, jobs, done, opaque)))
-        (verb == GET ? intake_get : intake_forget)(jobs, job_id, answered, c);
+    else if ((c = call_new(verb, jobs, done, opaque)) && verb == GET)
+        intake_get(jobs, job_id, answered, c);
+    else if (c)
+        intake_forget(jobs, job_id, NULL, answered, c);
     free(id);
 }
 
@@ -688,9 +690,10 @@ static void changsongl(struct intake *jobs, const struct config *cfg,
                  "'ID' failed on the 'max' tag", NULL, 0);
     } else if (compat_job_id(topic, id, strlen(id), job_id) < 0) {
         cs_reply(c, 0, "no digest of the id", NULL, 0);
-    } else {   /* PUT finishes, DELETE deletes: both free the id at once, as changsongl's DEL */
+    } else {   /* PUT finishes, DELETE deletes a pull job of the topic: both free the id at
+                * once, as changsongl's DEL */
         c->verb = CS_FINISH;
-        intake_forget(jobs, job_id, answered, c);
+        intake_forget(jobs, job_id, topic, answered, c);
         return;
     }
     call_free(c);

@@ -173,25 +173,40 @@ static void got(struct task *t, struct store_read *rd, const struct pullq_look *
     free(data);
 }
 
-/* The pull topic of a delivered record (data, len) of job id into topic, or of a failed one (a
- * pull job dead-lettered): 1 when its job waits in (or went through) a pull topic, else 0. */
-static int pull_topic_of(const struct config *cfg, const char *id, const char *data, size_t len,
-                         char topic[TOPIC_NAME_MAX + 1])
+/* The topic of the record (data, len) of job id into topic: 1 when its job is a pull job, else
+ * 0 (an unreadable record too). */
+static int record_pull_topic(const struct config *cfg, const char *id, const char *data,
+                             size_t len, char topic[TOPIC_NAME_MAX + 1])
 {
     struct job_record rec;
     struct job job = { .id = "" };   /* released also when never read */
     char err[256];
     int pulls = 0;
 
-    if (len && (data[0] == job_state_letter(JOB_DELIVERED) ||
-                data[0] == job_state_letter(JOB_FAILED)) &&
-        job_record_read(id, data, len, &job, &rec, err, sizeof(err)) == 0 &&
+    if (job_record_read(id, data, len, &job, &rec, err, sizeof(err)) == 0 &&
         decide_pulls(cfg, job.topic, strlen(job.topic), job.deliver)) {
         snprintf(topic, TOPIC_NAME_MAX + 1, "%s", job.topic);
         pulls = 1;
     }
     job_release(&job);
     return pulls;
+}
+
+/* The pull topic of a delivered record (data, len) of job id into topic, or of a failed one (a
+ * pull job dead-lettered): 1 when its job waits in (or went through) a pull topic, else 0. */
+static int pull_topic_of(const struct config *cfg, const char *id, const char *data, size_t len,
+                         char topic[TOPIC_NAME_MAX + 1])
+{
+    return len && (data[0] == job_state_letter(JOB_DELIVERED) ||
+                   data[0] == job_state_letter(JOB_FAILED)) &&
+           record_pull_topic(cfg, id, data, len, topic);
+}
+
+/* 1 when a job of topic is one the remove t may remove: any job for a plain remove; of t's
+ * topic, when it names one, for a forgetting remove (which the caller found a pull job). */
+static int topic_in_scope(const struct task *t, const char *topic)
+{
+    return !t->forget || !t->topic[0] || strcmp(topic, t->topic) == 0;
 }
 
 /* The worker's pull queues connection, made at its first use (NULL when out of memory). */
@@ -247,10 +262,11 @@ struct kind_batch {
 /* Pull jobs among the removes found delivered (made ready for poppers): those still ready
  * or reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
  * NULL: not a pull job). */
-static void cancel_pulled(struct intake *in, int worker, struct store *st, size_t n,
-                          const struct store_removal *rms, struct pullq_op *cancels,
-                          char (*topics)[TOPIC_NAME_MAX + 1])
+static void cancel_pulled(struct intake *in, int worker, struct store *st,
+                          const struct kind_batch *b, const struct store_removal *rms,
+                          struct pullq_op *cancels, char (*topics)[TOPIC_NAME_MAX + 1])
 {
+    size_t n = b->n;
     struct store_read reads[WORKER_BATCH];
     struct pullq_op ops[WORKER_BATCH];
     size_t at[WORKER_BATCH], k = 0, nops = 0, nended = 0;
@@ -267,7 +283,8 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st, size_
     for (size_t j = 0; j < k; j++) {
         size_t i = at[j];
         if (reads[j].found && !reads[j].failed &&
-            pull_topic_of(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) {
+            pull_topic_of(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i]) &&
+            topic_in_scope(b->t[i], topics[i])) {
             ops[nops] = (struct pullq_op){ .verb = PULLQ_CANCEL, .topic = topics[i],
                                            .id = rms[i].id };
             at[nops++] = i;
@@ -309,30 +326,86 @@ static void forget_removed(struct store *st, const struct kind_batch *b,
                  "taken until they expire: %s", n, ids[0], err);
 }
 
-/* The removes of a batch, in one pipeline. */
+/* The records of the forgetting removes of b, read in one pipeline and checked: each whose
+ * job is in its scope (a pull job, of its topic when it names one) is to be removed only while
+ * its record is the one read (its rms[i].head then points into records[i], which the caller
+ * frees); each other one is answered no such job, or failed, in rms[i], and skip[i] is 1. */
+static void check_scopes(const struct config *cfg, struct store *st, const struct kind_batch *b,
+                         struct store_removal *rms, char **records, char *skip)
+{
+    struct store_read reads[WORKER_BATCH];
+    size_t at[WORKER_BATCH], k = 0;
+    char topic[TOPIC_NAME_MAX + 1];
+
+    for (size_t i = 0; i < b->n; i++)
+        if (b->t[i]->forget)
+            reads[k] = (struct store_read){ .id = b->t[i]->id }, at[k++] = i;
+    if (!k)
+        return;
+    store_read_many(st, k, reads);
+    for (size_t j = 0; j < k; j++) {
+        size_t i = at[j];
+        skip[i] = 1;
+        if (reads[j].failed) {
+            rms[i].failed = 1;
+            snprintf(rms[i].err, sizeof(rms[i].err), "%s", reads[j].err);
+        } else if (!reads[j].found ||
+                   !record_pull_topic(cfg, rms[i].id, reads[j].data, reads[j].len, topic) ||
+                   !topic_in_scope(b->t[i], topic)) {
+            rms[i].res = STORE_NO_JOB;
+        } else {
+            skip[i] = 0;
+            rms[i].head = records[i] = reads[j].data;
+            rms[i].head_len = job_record_head_len(reads[j].data, reads[j].len);
+            continue;
+        }
+        free(reads[j].data);
+    }
+}
+
+/* The removes of b not skipped, in one pipeline (some: room for b->n), their outcomes into rms. */
+static void remove_some(struct intake *in, struct store *st, const struct kind_batch *b,
+                        struct store_removal *rms, const char *skip, struct store_removal *some)
+{
+    size_t at[WORKER_BATCH], k = 0;
+
+    for (size_t i = 0; i < b->n; i++)
+        if (!skip[i])
+            some[k] = rms[i], at[k++] = i;
+    store_remove_many(st, k, some, clock_now_ms(), in->cfg->job.retention_s * 1000);
+    for (size_t j = 0; j < k; j++)
+        rms[at[j]] = some[j];
+}
+
+/* The removes of a batch, in one pipeline (the forgetting ones checked first, in another). */
 static void run_removes(struct intake *in, int worker, struct store *st, struct kind_batch *b)
 {
-    struct store_removal *rms = calloc(b->n, sizeof(*rms));
+    struct store_removal *rms = calloc(b->n, sizeof(*rms)), *some = calloc(b->n, sizeof(*some));
     struct pullq_op cancels[WORKER_BATCH] = { { 0 } };
     char (*topics)[TOPIC_NAME_MAX + 1] = calloc(b->n ? b->n : 1, sizeof(*topics));
+    char *records[WORKER_BATCH] = { 0 }, skip[WORKER_BATCH] = { 0 };
 
-    for (size_t i = 0; rms && i < b->n; i++)
-        rms[i].id = b->t[i]->id;
-    if (rms && topics) {
-        store_remove_many(st, b->n, rms, clock_now_ms(), in->cfg->job.retention_s * 1000);
-        cancel_pulled(in, worker, st, b->n, rms, cancels, topics);
+    if (rms && some && topics) {
+        for (size_t i = 0; i < b->n; i++)
+            rms[i].id = b->t[i]->id;
+        check_scopes(in->cfg, st, b, rms, records, skip);
+        remove_some(in, st, b, rms, skip, some);
+        cancel_pulled(in, worker, st, b, rms, cancels, topics);
         forget_removed(st, b, rms, cancels);
     }
     for (size_t i = 0; i < b->n; i++) {
         struct task *t = b->t[i];
-        if (!rms || !topics) {
+        if (!rms || !some || !topics) {
             intake_drop_task(NULL, t, "out of memory");
             continue;
         }
         removed(t, &rms[i], cancels[i].id ? &cancels[i] : NULL);
         free(t);
     }
+    for (size_t i = 0; i < b->n; i++)
+        free(records[i]);
     free(rms);
+    free(some);
     free(topics);
 }
 
@@ -599,12 +672,14 @@ void intake_remove(struct intake *in, const char *id, answer_fn done, void *opaq
     queue_task(in, T_REMOVE, id, 0, done, opaque);
 }
 
-void intake_forget(struct intake *in, const char *id, answer_fn done, void *opaque)
+void intake_forget(struct intake *in, const char *id, const char *topic, answer_fn done,
+                   void *opaque)
 {
     struct task *t = task_new(T_REMOVE, id, 0, done, opaque);
 
     if (t) {
         t->forget = 1;
+        snprintf(t->topic, sizeof(t->topic), "%s", topic ? topic : "");
         workers_queue(in->workers, t);
     }
 }

@@ -9,8 +9,9 @@ import http.client
 import json
 import time
 import urllib.parse
+import uuid
 
-from harness import Delayqd, now_ms, wait_until
+from harness import Delayqd, Reader, now_ms, wait_until
 
 OQ_TYPE = "text/plain; charset=utf-8"
 CS_TYPE = "application/json; charset=utf-8"
@@ -119,6 +120,24 @@ def test_ouqiang_reads_json_as_go_does(stack):
     assert plain.http("POST", "/push", {"id": "a"})[0] == 404
 
 
+
+def test_ouqiang_finish_and_delete_leave_jobs_that_are_no_pull_jobs_alone(stack):
+    """ouqiang's ids are global, as the native API's: its /finish and /delete of a job added
+    there for Kafka answer as for an id of no job, and the job is delivered when due."""
+    d = Delayqd(stack, extra={"ouqiang": True}).start()
+    topic = "oqkafka-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    d.add_ok(id="k-1", topic=topic, delay=3, body="to kafka")
+    d.add_ok(id="k-2", topic=topic, delay=600, body="removed")
+    assert d.remove("k-2")[0] == 200
+    for path in ("/delete", "/finish"):
+        for id in ("k-1", "k-2"):
+            assert oq(d, path, json.dumps({"id": id})) == OK, (path, id)
+    assert d.get("k-1")["state"] == "pending"
+    assert d.get("k-2")["state"] == "cancelled"   # kept: its id stays refused as long
+    reader.wait_ids(["k-1"], 30)
+
+
 def cs(d, method, path, body=None, timeout=30):
     """A changsongl answer's text, checked for its status and type."""
     status, ctype, text = raw(d, method, path, body, timeout)
@@ -189,6 +208,26 @@ def test_changsongl_ids_live_in_their_topic_and_are_free_once_done(stack):
         assert json.loads(cs(d, "GET", "/topic/c/job?timeout=10"))["data"]["id"] == id
         assert cs(d, "DELETE", "/topic/c/job/" + urllib.parse.quote(id)) == CS_OK
 
+
+
+def test_changsongl_finish_and_delete_act_on_pull_jobs_of_their_topic_alone(stack):
+    """PUT and DELETE /topic/<t>/job/<id> name the job <id> of topic <t>: a job of that id
+    added through the native API for Kafka, or for another pull topic, is left alone and
+    answered as no job, pending or ready."""
+    d = Delayqd(stack, extra={"changsongl": True}).start()
+    topic = "cskafka-" + uuid.uuid4().hex[:6]
+    reader = Reader(stack, topic)
+    d.add_ok(id="jobs/k-1", topic=topic, delay=3, body="to kafka")
+    d.add_ok(id="a/ready", topic="b", deliver="pull", delay=0, body="in b")
+    d.add_ok(id="a/later", topic="b", deliver="pull", delay=600, body="in b")
+    wait_until(lambda: d.get("a/ready")["state"] == "ready", 15, "the pull job made ready")
+    for method in ("DELETE", "PUT"):
+        for path in ("/topic/jobs/job/k-1", "/topic/a/job/ready", "/topic/a/job/later"):
+            assert cs(d, method, path) == CS_NOT_EXISTS, (method, path)
+    assert d.get("jobs/k-1")["state"] == "pending"
+    assert d.get("a/later")["state"] == "pending"
+    assert json.loads(cs(d, "GET", "/topic/b/job?timeout=10"))["data"]["id"] == "a/ready"
+    reader.wait_ids(["jobs/k-1"], 30)
 
 def test_changsongl_pops_and_errors_as_there(stack):
     d = Delayqd(stack, extra={"changsongl": True}).start()
