@@ -2,12 +2,12 @@
  * that their clients work unchanged. Each route is translated into the jobs module's own
  * requests, and its answer written byte for byte as that queue's Go server writes it.
  *   compat.ouqiang (ouqiang/delay-queue): POST /push {topic, id, delay s, ttr s, body} adds a
- *   pull job, replacing the job of its id there; /pop {"topic": "a,b"} waits up to 178 s for
- *   a job of those topics and answers data {id, body} or null; /finish and /delete {id} remove
- *   a pull job and free its id (any other job is left alone, answered as none); /get {id}
- *   answers the job {topic, id, delay (due time, Unix s), ttr, body} or null. Ids are global,
- *   any string. Every answer is HTTP 200, text/plain, with {"code": 0 | 1, "message",
- *   "data"}, as there.
+ *   pull job, replacing the job of its id there; /pop {"topic": "a,b"} (16 topics at most)
+ *   waits up to 178 s for a job of those topics and answers data {id, body} or null; /finish
+ *   and /delete {id} remove a pull job and free its id (any other job is left alone, answered
+ *   as none); /get {id} answers the job {topic, id, delay (due time, Unix s), ttr, body} or
+ *   null. Ids are global, any string. Every answer is HTTP 200, text/plain, with {"code": 0 |
+ *   1, "message", "data"}, as there.
  *   compat.changsongl (changsongl/delay-queue): POST /topic/<topic>/job {id, delay s, ttr s (0:
  *   handed out once, never again), body, override} adds a pull job (or replaces the one there);
  *   GET /topic/<topic>/job?timeout=<s> (none: at once) pops one and answers it under "data"

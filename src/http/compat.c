@@ -488,13 +488,14 @@ static void push(struct intake *jobs, const struct config *cfg, json_t *req, com
     free(body);
 }
 
-/* /pop: the first ready job of the comma-separated topics, waiting as ouqiang's BLPOP does. */
+/* /pop: the first ready job of the comma-separated topics, waiting as ouqiang's BLPOP does. A
+ * pop of more than API_POP_TOPICS_MAX topics (ouqiang's has no limit) is refused. */
 static void pop(struct intake *jobs, const struct config *cfg, json_t *req, compat_done_fn done,
                 answer_wanted_fn wanted, void *opaque)
 {
     char *topics = NULL, *save = NULL, why[TOPIC_NAME_MAX + 128] = "no topic";
     struct api_pop p = { .ntopics = 0, .wait_ms = COMPAT_OUQIANG_WAIT_MS, .max = 1 };
-    size_t len;
+    size_t len, listed = 0;
     struct call *c;
 
     if (go_string(req, "topic", &topics, &len) < 0) {
@@ -502,16 +503,18 @@ static void pop(struct intake *jobs, const struct config *cfg, json_t *req, comp
         oq_reply(done, opaque, 1, OQ_BAD_JSON, NULL);
         return;
     }
-    for (char *t = strtok_r(topics, ",", &save); t && p.ntopics < API_POP_TOPICS_MAX;
-         t = strtok_r(NULL, ",", &save))
-        if (levels_check_target(&cfg->delay.levels, cfg->delay.dlq_topic, t, strlen(t), why,
+    for (char *t = strtok_r(topics, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (++listed <= API_POP_TOPICS_MAX &&
+            levels_check_target(&cfg->delay.levels, cfg->delay.dlq_topic, t, strlen(t), why,
                                 sizeof(why)) == TARGET_OK)
             snprintf(p.topics[p.ntopics++], sizeof(p.topics[0]), "%s", t);
+    if (listed > API_POP_TOPICS_MAX)
+        snprintf(why, sizeof(why), "a pop names %d topics at most here", API_POP_TOPICS_MAX);
     if (p.wait_ms > cfg->pull.max_wait_ms)
         p.wait_ms = cfg->pull.max_wait_ms;
     if (!len)
         oq_reply(done, opaque, 1, OQ_NO_POP_TOPIC, NULL);
-    else if (p.ntopics == 0)   /* no topic of them can hold jobs here */
+    else if (listed > API_POP_TOPICS_MAX || p.ntopics == 0)   /* or none can hold jobs here */
         oq_reply(done, opaque, 1, why, NULL);
     else if ((c = call_new(POP, jobs, done, opaque))) {
         c->wanted = wanted;

@@ -138,6 +138,16 @@ def test_ouqiang_finish_and_delete_leave_jobs_that_are_no_pull_jobs_alone(stack)
     reader.wait_ids(["k-1"], 30)
 
 
+def test_an_ouqiang_pop_of_more_topics_than_served_is_refused_naming_the_limit(stack):
+    """A pop lists 16 topics at most here (ouqiang's has no limit): one of more is refused,
+    never served from the first 16 alone."""
+    d = Delayqd(stack, extra={"ouqiang": True, "max_wait_ms": 2000}).start()
+    oq(d, "/push", php_push("t17", "last-1", 1, 30, "b"))
+    text = oq(d, "/pop", json.dumps({"topic": ",".join(f"t{i}" for i in range(1, 18))}))
+    assert text == '{"code":1,"message":"a pop names 16 topics at most here","data":null}', text
+    text = oq(d, "/pop", json.dumps({"topic": ",".join(f"t{i}" for i in range(2, 18))}))
+    assert json.loads(text)["data"] == {"id": "last-1", "body": "b"}, text
+
 def cs(d, method, path, body=None, timeout=30):
     """A changsongl answer's text, checked for its status and type."""
     status, ctype, text = raw(d, method, path, body, timeout)
