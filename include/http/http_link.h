@@ -60,6 +60,8 @@ struct request {
     struct server *srv;     /* whose thread serves the connection */
     struct MHD_Connection *conn;
     int fd;                 /* its connection's socket, watched while it waits suspended */
+    int begun;              /* its headers were read, and it was routed */
+    int nul_in_path;        /* its path decodes to a NUL byte: refused */
     int path;               /* index in routes, or -1 */
     struct conn *cn;        /* its connection's deadline */
     enum http_route route;

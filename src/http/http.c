@@ -260,35 +260,67 @@ static enum MHD_Result serve(struct request *req)
     return ret;
 }
 
+/* 1 when the path of uri (the target as sent, up to its query) decodes to a NUL byte, which
+ * would end the decoded path there: "/schedules/victim%00x" would name schedule victim. */
+static int nul_in_path(const char *uri)
+{
+    const char *nul = strstr(uri, "%00"), *query = strchr(uri, '?');
+
+    return nul && (!query || nul < query);
+}
+
+/* libmicrohttpd's URI log callback: a request begins, its request line read (uri: its target
+ * as sent, not yet decoded). What it returns is the request's *con_cls (NULL: out of memory). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct request *req = calloc(1, sizeof(*req));
+
+    if (!req)
+        return NULL;
+    req->srv = cls;
+    req->http = req->srv->http;
+    req->conn = conn;
+    req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
+    req->fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
+    req->nul_in_path = nul_in_path(uri);
+    req->start_us = clock_mono_us();
+    pthread_mutex_init(&req->mu, NULL);
+    return req;
+}
+
+/* The first call for req, its headers read (url: its path, decoded): what it is, and the
+ * checks made before any body is read. */
+static enum MHD_Result begin(struct request *req, const char *url, const char *method)
+{
+    enum MHD_Result ret = MHD_YES;
+
+    req->begun = 1;
+    req->path = routes_match(req->http->cfg, url, &req->route);
+    if (req->nul_in_path)
+        return http_send_error(req, 400, API_BAD_REQUEST, "path: holds a NUL byte (%00)");
+    if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD ||
+        req->route == R_PULL_TOPIC || req->route == R_UI) {
+        snprintf(req->method, sizeof(req->method), "%s", method);
+        if (!(req->url = strdup(url)))
+            req->route = R_OTHER;   /* out of memory: answered as an unknown path */
+    }
+    routes_admit(req, method, &ret);
+    return ret;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
 {
     struct request *req = *con_cls;
-    enum MHD_Result ret = MHD_YES;
 
+    (void)cls;
+    (void)conn;
     (void)version;
-    if (!req) {
-        if (!(req = calloc(1, sizeof(*req))))
-            return MHD_NO;
-        req->srv = cls;
-        req->http = req->srv->http;
-        req->conn = conn;
-        req->path = routes_match(req->http->cfg, url, &req->route);
-        req->cn = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT)->socket_context;
-        req->fd = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD)->connect_fd;
-        if (req->route == R_COMPAT || req->route == R_SCHEDULES || req->route == R_DEAD ||
-            req->route == R_PULL_TOPIC || req->route == R_UI) {
-            snprintf(req->method, sizeof(req->method), "%s", method);
-            if (!(req->url = strdup(url)))
-                req->route = R_OTHER;   /* out of memory: answered as an unknown path */
-        }
-        req->start_us = clock_mono_us();
-        pthread_mutex_init(&req->mu, NULL);
-        *con_cls = req;
-        routes_admit(req, method, &ret);
-        return ret;
-    }
+    if (!req)   /* out of memory in on_uri */
+        return MHD_NO;
+    if (!req->begun)
+        return begin(req, url, method);
     if (*upload_size > 0) {
         take_body(req, upload, *upload_size);
         *upload_size = 0;
@@ -582,6 +614,7 @@ struct http *http_new(const struct config *cfg, struct intake *jobs, struct sche
             MHD_OPTION_CONNECTION_LIMIT, s->limit,
             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->http.connection_timeout_s,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY_BYTES,
+            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
             MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
             MHD_OPTION_ARRAY, tls ? tls_opts : no_opts,

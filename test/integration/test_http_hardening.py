@@ -57,6 +57,31 @@ def test_nul_in_query_job_id_is_refused(stack):
     assert not wrong and state == "pending", (wrong, state)
 
 
+def test_nul_in_a_path_id_is_refused_and_acts_on_no_other_id(stack):
+    """%00 in a path decodes to a NUL, at which a C string ends: "victim%00whatever" would name
+    schedule victim, "a%00b" schedule a, changsongl's "victimjob%00zzz" job victimjob. Every
+    route refuses such a path with a JSON 400 naming it, and the victims are untouched."""
+    d = Delayqd(stack, extra={"changsongl": True}).start()
+    sched = "/delay-queue/api/schedules"
+    st, doc = d.http("PUT", f"{sched}/victim", {"every_ms": 60000, "topic": "orders"})
+    assert st == 200, (st, doc)
+    st, doc = d.http("POST", "/topic/other/job", raw=json.dumps(
+        {"body": "b", "delay": 600, "id": "victimjob", "override": False, "ttr": 30}))
+    assert st == 200 and doc["success"], (st, doc)
+    answers = {
+        "delete": d.http("DELETE", f"{sched}/victim%00whatever"),
+        "put": d.http("PUT", f"{sched}/a%00b", {"every_ms": 60000, "topic": "orders"}),
+        "changsongl": d.http("DELETE", "/topic/other/job/victimjob%00zzz"),
+    }
+    wrong = {k: (st, doc) for k, (st, doc) in answers.items()
+             if not (st == 400 and doc["code"] == 400 and "NUL" in doc["message"])}
+    assert not wrong, wrong
+    assert d.http("GET", f"{sched}/victim")[0] == 200      # not deleted
+    assert d.http("GET", f"{sched}/a")[0] == 404           # not written
+    st, doc = d.http("DELETE", "/topic/other/job/victimjob")   # still there to delete
+    assert st == 200 and doc["success"], (st, doc)
+
+
 def test_conflicting_content_lengths_are_refused(stack):
     d = Delayqd(stack).start()
     body = json.dumps({"id": "framed", "topic": "orders", "delay": 60, "body": "x"}).encode()
