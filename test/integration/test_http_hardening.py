@@ -242,3 +242,16 @@ def test_unreadable_content_length_is_refused_and_the_connection_closed(stack):
     assert not wrong, wrong
     assert d.get("framed") is None
     assert d.alive() and d.http("GET", "/healthz")[0] == 200
+
+
+def test_request_heads_over_the_connection_buffer_are_refused_and_the_server_stays_up(stack):
+    """A 100 KB query or 20 KB of headers does not fit the 16 KiB a connection reads a request's
+    head into: libmicrohttpd answers 414 or 431 itself (HTML, which delayqd cannot change; see
+    docs/api.md) and closes the connection; every other connection is served."""
+    d = Delayqd(stack).start()
+    heads = {414: b"GET /healthz?x=" + b"a" * 100000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+             431: b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"}
+    for want, head in heads.items():
+        got = raw_exchange(d.port, head)
+        assert answer_of(got)[:2] == (1, want), got[:300]
+    assert d.alive() and d.http("GET", "/healthz")[0] == 200
