@@ -391,13 +391,16 @@ out:
     return soonest;
 }
 
-/* When the thread must next wake by itself: the next sweep, or the next look while pops wait. */
+/* When the thread must next wake by itself: the next sweep, or while pops wait the next look
+ * at their topics or for their clients' leaving. */
 static int64_t next_wake(const struct pull *p)
 {
     int64_t at = p->next_sweep_ms;
 
     if (p->parked && p->next_look_ms < at)
         at = p->next_look_ms;
+    if (p->parked && p->next_gone_ms < at)
+        at = p->next_gone_ms;
     return at;
 }
 
