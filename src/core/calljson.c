@@ -87,6 +87,16 @@ static int parse_callback_retry(json_t *v, struct job_callback *cb, struct api_e
                       &cb->max_retry_duration_ms, e) < 0 ? -1 : 0;
 }
 
+/* 1 when an http:// or https:// url names a user (user@ or user:password@ before its host).
+ * get, schedules and dead letters show a callback's URL to the read token, never its headers'
+ * values: credentials belong in the headers. */
+static int url_has_userinfo(const char *url)
+{
+    const char *authority = strstr(url, "://") + 3;
+
+    return memchr(authority, '@', strcspn(authority, "/?#")) != NULL;
+}
+
 /* The URL or the endpoint's name, exactly one. */
 static int parse_callback_target(json_t *o, const struct api_limits *lim, struct job_callback *cb,
                                  struct api_error *e)
@@ -117,6 +127,10 @@ static int parse_callback_target(json_t *o, const struct api_limits *lim, struct
         strcspn(u, " \t\r\n") != strlen(u))
         return api_fail(e, 400, API_BAD_REQUEST, "callback.url must be an http:// or https:// URL "
                         "of at most %d characters, without spaces", CALLBACK_URL_MAX);
+    if (url_has_userinfo(u))
+        return api_fail(e, 400, API_BAD_REQUEST, "callback.url may not hold credentials "
+                        "(user:password@): give them in callback.headers, which the read token "
+                        "does not see");
     cb->url = strdup(u);
     return cb->url ? 0 : api_fail(e, 503, API_ADD_FAILED, "out of memory");
 }

@@ -574,3 +574,41 @@ def test_redirects_when_allowed_and_https_verified(stack):
     assert untrusted.calls == []   # no request went over the unverified connection
     rx.close()
     untrusted.close()
+
+
+def test_a_callback_url_with_credentials_is_refused_wherever_it_is_given(stack):
+    """A URL's user:password@ shows wherever the URL does (get, schedules, dead letters: to the
+    read token too), a header's value never: an add, a batch's job, a schedule and a direct
+    producer's dq-callback that put credentials in the URL are refused, saying where they go.
+    An @ after the host is no credential, and is called."""
+    rx = Receiver()
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    dlq = Reader(stack, d.dlq)
+    creds = [f"http://user:s3cret@127.0.0.1:{rx.port}/hook", f"http://user@127.0.0.1:{rx.port}/hook",
+             "HTTPS://:s3cret@example.com", "http://u:p@127.0.0.1@example.com/"]
+
+    def refused(doc):
+        m = doc["message"]
+        return "callback.url" in m and "credentials" in m and "callback.headers" in m
+
+    for url in creds:
+        status, doc = d.add(delay=1, body="x", callback={"url": url})
+        assert status == 400 and refused(doc), (url, status, doc)
+        status, doc = d.http("POST", "/delay-queue/api/jobs/add_batch", {"jobs": [
+            {"delay": 1, "body": "x", "callback": {"url": url}}]})
+        assert status == 200 and doc["data"]["failed"] == 1, (url, doc)
+        assert doc["data"]["jobs"][0]["status"] == 400 and refused(doc["data"]["jobs"][0]), doc
+        status, doc = d.http("PUT", "/delay-queue/api/schedules/creds",
+                             {"every_ms": 60000, "body": "x", "callback": {"url": url}})
+        assert status == 400 and refused(doc), (url, status, doc)
+    status, doc = d.http("GET", "/delay-queue/api/schedules/creds")
+    assert status == 404, doc
+    ok = d.add_ok(delay_ms=300, body="ok", callback={"url": rx.url("/hook?to=a@b")})
+    stack.produce(d.delay_topic("1s"), "direct", headers={"dq-callback": json.dumps({"url": creds[0]})})
+    m = dlq.wait_count(1, 20)[0]
+    assert m["payload"] == "direct" and "credentials" in m["headers"]["dq-error"], m
+    wait_until(lambda: d.get(ok)["state"] == "delivered", 15, "the call with an @ in its query")
+    assert [c["path"] for c in rx.calls] == ["/hook?to=a@b"], rx.calls
+    rx.close()
+    dlq.close()
+

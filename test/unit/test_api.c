@@ -953,12 +953,22 @@ static void callback_add_parses_and_keeps(void)
 
 static void callback_faults_are_named(void)
 {
+    struct job j;
+    int id_given;
+
     CHECK(add_fails("{\"delay\":5}", 400, API_BAD_REQUEST, "topic is required"));
     CHECK(add_fails("{\"delay\":5,\"callback\":{}}", 400, API_BAD_REQUEST, "exactly one of url, endpoint"));
     CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"ftp://x/\"}}", 400, API_BAD_REQUEST,
                     "http:// or https://"));
     CHECK(add_fails("{\"delay\":5,\"callback\":{\"endpoint\":\"nope\"}}", 400, API_BAD_REQUEST,
                     "callback.endpoint nope"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"https://u:p@x/\"}}", 400, API_BAD_REQUEST,
+                    "callback.url may not hold credentials"));
+    CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://u@x:80?a\"}}", 400, API_BAD_REQUEST,
+                    "callback.headers"));
+    CHECK(add_ok("{\"delay\":5,\"callback\":{\"url\":\"http://x/a@b?c=d@e#f@g\"}}", &j, &id_given));
+    CHECK_STR(j.callback->url, "http://x/a@b?c=d@e#f@g");
+    job_release(&j);
     CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"method\":\"GET\"}}", 400,
                     API_BAD_REQUEST, "callback.method"));
     CHECK(add_fails("{\"delay\":5,\"callback\":{\"url\":\"http://x/\",\"headers\":{\"webhook-id\":\"1\"}}}",
