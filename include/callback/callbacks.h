@@ -53,7 +53,9 @@ struct cb_call {
 /* Why a call got no HTTP answer. */
 enum cb_error {
     CB_E_NONE = 0,     /* an answer came: status says which */
-    CB_E_CONNECT,      /* name not resolved, connection refused or reset, TLS failed */
+    CB_E_CONNECT,      /* name not resolved, connection refused or reset, TLS failed, or the
+                        * answer cut off: inside its headers, or its body short of its
+                        * Content-Length (a 2xx status line is not an answer by itself) */
     CB_E_TIMEOUT,      /* no whole answer within the timeout */
     CB_E_ADDRESS,      /* the address connected to is not allowed (private, loopback, ...) */
     CB_E_REDIRECT,     /* more redirects than callbacks.max_redirects */

@@ -63,6 +63,7 @@ struct transfer {
     int njob_headers;              /* the job's own headers, first in headers */
     char redirect_refused[256];    /* "" or why a redirect was not followed */
     int cut;                       /* the body passed max_response_bytes: reading stopped */
+    int head_whole;                /* the last answer's headers ended (their empty line came) */
     int64_t sent_mono_ms;
     char origin[CB_ENDPOINT_MAX];  /* "scheme://host:port" of the URL first called */
     struct cb_result res;          /* filled as it goes; res.endpoint is the endpoint's name */

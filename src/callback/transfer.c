@@ -265,6 +265,22 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
     return t->cut ? 0 : size * n;
 }
 
+/* Notes whether the headers of the answer being read have ended: libcurl 7.88 reports an
+ * answer whose connection closed inside its headers as complete, with the status line's
+ * status. A status line begins an answer (a 1xx's, then the final one); the empty line ends
+ * its headers. */
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    struct transfer *t = arg;
+    size_t len = size * n;
+
+    if (len >= 5 && strncmp(data, "HTTP/", 5) == 0)
+        t->head_whole = 0;
+    else if ((len == 2 && data[0] == '\r' && data[1] == '\n') || (len == 1 && data[0] == '\n'))
+        t->head_whole = 1;
+    return len;
+}
+
 /* Checks each address before libcurl connects to it (redirect hops included); a refusal
  * makes libcurl try the host's next address, or fail. */
 static curl_socket_t on_open_socket(void *arg, curlsocktype purpose, struct curl_sockaddr *sa)
@@ -333,6 +349,8 @@ static int setup(struct transfer *t, int64_t timeout_ms)
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, t->put ? "PUT" : NULL) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_WRITEDATA, t) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK ||
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, t) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t) != CURLE_OK ||
         curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf) != CURLE_OK)
@@ -392,17 +410,30 @@ static int64_t retry_after_ms(CURL *e)
     return (int64_t)s * 1000;
 }
 
-/* Fills t's result from what libcurl says of it. */
+/* Makes r a call that got no answer: error, with text. */
+static void result_error(struct cb_result *r, enum cb_error error, const char *text)
+{
+    r->error = error;
+    snprintf(r->error_text, sizeof(r->error_text), "%s", text);
+    r->response_len = 0;
+    r->response[0] = '\0';
+}
+
+/* Fills t's result from what libcurl says of it. An answer cut off is no answer, whatever its
+ * status line said: inside its headers here, short of its Content-Length by libcurl's
+ * CURLE_PARTIAL_FILE (error_of). Only max_response_bytes, our own limit, may end the body. */
 static void result(struct transfer *t, CURLcode rc)
 {
     struct cb_result *r = &t->res;
+    enum cb_error error;
     long status = 0;
 
     if (rc == CURLE_OK && t->redirect_refused[0]) {
-        r->error = CB_E_REDIRECT;
-        snprintf(r->error_text, sizeof(r->error_text), "%s", t->redirect_refused);
-        r->response_len = 0;
-        r->response[0] = '\0';
+        result_error(r, CB_E_REDIRECT, t->redirect_refused);
+        return;
+    }
+    if (rc == CURLE_OK && !t->head_whole) {
+        result_error(r, CB_E_CONNECT, "connection closed inside the answer's headers");
         return;
     }
     if (rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && t->cut)) {
@@ -411,14 +442,9 @@ static void result(struct transfer *t, CURLcode rc)
         r->retry_after_ms = retry_after_ms(t->easy);
         return;
     }
-    r->error = error_of(rc, t->refused[0] != '\0');
-    if (r->error == CB_E_ADDRESS)
-        snprintf(r->error_text, sizeof(r->error_text), "%s", t->refused);
-    else
-        snprintf(r->error_text, sizeof(r->error_text), "%s",
-                 t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
-    r->response_len = 0;
-    r->response[0] = '\0';
+    error = error_of(rc, t->refused[0] != '\0');
+    result_error(r, error, error == CB_E_ADDRESS ? t->refused
+                           : t->errbuf[0] ? t->errbuf : curl_easy_strerror(rc));
 }
 
 /* t's headers without the job's own (Content-Type kept), for another origin. 0, or -1. */
@@ -449,7 +475,7 @@ int transfer_follow(struct transfer *t, CURLcode rc)
     const char *loc = NULL;
     long status = 0;
 
-    if (rc != CURLE_OK || cfg->callbacks.max_redirects == 0)
+    if (rc != CURLE_OK || !t->head_whole || cfg->callbacks.max_redirects == 0)
         return 0;
     curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
     if (curl_easy_getinfo(t->easy, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc ||
@@ -482,6 +508,7 @@ int transfer_follow(struct transfer *t, CURLcode rc)
     t->url = url;
     t->received = 0;
     t->cut = 0;
+    t->head_whole = 0;
     t->res.response_len = 0;
     t->res.response[0] = '\0';
     t->hops++;

@@ -8,6 +8,8 @@ import hashlib
 import hmac
 import http.server
 import json
+import re
+import socket
 import ssl
 import threading
 import time
@@ -612,3 +614,87 @@ def test_a_callback_url_with_credentials_is_refused_wherever_it_is_given(stack):
     rx.close()
     dlq.close()
 
+
+class Truncating:
+    """A raw HTTP endpoint that reads each request and answers as answer(n) says for the n-th
+    call: bytes written as they are before the connection is closed (an answer cut short), or
+    None for a whole 200."""
+
+    def __init__(self, answer):
+        self.calls = []
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path="/hook"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _request(self, c):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            body += c.recv(65536)
+        return head
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                while (head := self._request(c)) is not None:
+                    self.calls.append(now_ms())
+                    cut = self.answer(len(self.calls) - 1)
+                    if cut is not None:
+                        c.sendall(cut)
+                        break
+                    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def close(self):
+        self.sock.close()
+
+
+def test_an_answer_cut_off_is_a_failed_call_retried_never_delivered(stack):
+    """An answer that ends inside its headers (the status line and half a header, then the
+    connection closed) or inside the body its Content-Length announced is no answer: the call
+    failed and is made again after its backoff, and a job whose every attempt is cut off is
+    dead-lettered, never marked delivered."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Le"
+    body = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"
+    in_head = Truncating(lambda n: head if n < 2 else None)
+    in_body = Truncating(lambda n: body if n < 1 else None)
+    always = Truncating(lambda n: head)
+    d = Delayqd(stack, extra={"callbacks": callbacks_conf()}).start()
+    dlq = Reader(stack, d.dlq)
+    a = d.add_ok(delay_ms=300, body="a", callback={"url": in_head.url()})
+    b = d.add_ok(delay_ms=300, body="b", callback={"url": in_body.url()})
+    c = d.add_ok(delay_ms=300, body="c", callback={"url": always.url(), "retry": {"max_attempts": 2}})
+    wait_until(lambda: in_head.calls, 15, "the first call")
+    g = wait_until(lambda: (lambda g: g["callback"]["attempts"] >= 1 and g)(d.get(a)), 5,
+                   "the first call's outcome")
+    assert g["state"] != "delivered" and g["callback"]["last_status"] != 200, g
+    assert "inside the answer's headers" in g["callback"]["last_error"], g
+    wait_until(lambda: d.get(a)["state"] == "delivered", 20, "the third call, answered whole")
+    assert len(in_head.calls) == 3 and d.get(a)["callback"]["attempts"] == 3, in_head.calls
+    assert in_head.calls[1] - in_head.calls[0] >= 300   # after the backoff, as any failure
+    wait_until(lambda: d.get(b)["state"] == "delivered", 20, "the second call, answered whole")
+    assert len(in_body.calls) == 2 and d.get(b)["callback"]["attempts"] == 2, in_body.calls
+    m = dlq.wait_count(1, 20)[0]
+    assert m["headers"]["dq-id"] == c and m["headers"]["dq-attempts"] == "2", m
+    assert m["headers"]["dq-error"] == ("gave up after 2 attempts: connection closed inside the "
+                                        "answer's headers"), m
+    g = d.get(c)
+    assert g["state"] == "failed" and len(always.calls) == 2, (g, always.calls)
+    for rx in (in_head, in_body, always):
+        rx.close()
+    dlq.close()
