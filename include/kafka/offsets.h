@@ -20,6 +20,11 @@ enum kafka_ask { KAFKA_ASK_COMMITTED, KAFKA_ASK_TIMES };
 rd_kafka_resp_err_t kafka_ask_offsets(rd_kafka_t *rk, enum kafka_ask what,
                                       rd_kafka_topic_partition_list_t *l, int64_t deadline_ms);
 
+/* A batched answer checked: the call's error e, then each partition's of l. 0 when there is
+ * none, else -1 with err "<what>: <error>" or "<what> of <topic>/<partition>: <error>". */
+int kafka_offsets_answered(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
+                           const char *what, char *err, size_t errlen);
+
 /* 1 when error e is one a moment's wait may mend (see above), 0 otherwise. */
 int kafka_transient(rd_kafka_resp_err_t e);
 

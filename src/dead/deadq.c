@@ -299,21 +299,6 @@ static rd_kafka_topic_partition_list_t *all_parts(struct deadq *dq, int32_t n, i
     return l;
 }
 
-/* The error of a look at every partition, in err: 0, or -1. */
-static int looked(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
-                  char *err, size_t errlen)
-{
-    for (int i = 0; !e && i < l->cnt; i++)
-        if (l->elems[i].err) {
-            snprintf(err, errlen, "the dead-letter topic's partition %d: %s",
-                     (int)l->elems[i].partition, rd_kafka_err2str(l->elems[i].err));
-            return -1;
-        }
-    if (e)
-        snprintf(err, errlen, "the dead-letter topic's offsets: %s", rd_kafka_err2str(e));
-    return e ? -1 : 0;
-}
-
 /* The partitions' bounds: from c, or from the newest (below newest_ms when > 0). Two requests
  * (three below newest_ms) whatever the number of partitions. */
 static int open_parts(struct deadq *dq, const struct deadq_cursor *c, int64_t newest_ms,
@@ -329,8 +314,10 @@ static int open_parts(struct deadq *dq, const struct deadq_cursor *c, int64_t ne
         snprintf(err, errlen, "dead letters: out of memory");
         goto out;
     }
-    if (looked(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, lo, deadline), lo, err, errlen) < 0 ||
-        looked(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, hi, deadline), hi, err, errlen) < 0)
+    if (kafka_offsets_answered(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, lo, deadline), lo,
+                               "the dead-letter topic's offsets", err, errlen) < 0 ||
+        kafka_offsets_answered(kafka_ask_offsets(dq->rk, KAFKA_ASK_TIMES, hi, deadline), hi,
+                               "the dead-letter topic's offsets", err, errlen) < 0)
         goto out;
     for (int32_t i = 0; i < n; i++) {
         int64_t low = lo->elems[i].offset, end = hi->elems[i].offset;

@@ -70,6 +70,20 @@ rd_kafka_resp_err_t kafka_ask_offsets(rd_kafka_t *rk, enum kafka_ask what,
     }
 }
 
+int kafka_offsets_answered(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
+                           const char *what, char *err, size_t errlen)
+{
+    for (int i = 0; !e && i < l->cnt; i++)
+        if (l->elems[i].err) {
+            snprintf(err, errlen, "%s of %s/%d: %s", what, l->elems[i].topic,
+                     (int)l->elems[i].partition, rd_kafka_err2str(l->elems[i].err));
+            return -1;
+        }
+    if (e)
+        snprintf(err, errlen, "%s: %s", what, rd_kafka_err2str(e));
+    return e ? -1 : 0;
+}
+
 void kafka_ask_committed_async(rd_kafka_t *rk, const char *group_id,
                                const rd_kafka_topic_partition_list_t *l, int timeout_ms,
                                rd_kafka_queue_t *q, void *opaque)

@@ -146,28 +146,16 @@ static const rd_kafka_topic_partition_t *elem(const rd_kafka_topic_partition_lis
     return &l->elems[i];
 }
 
-/* Checks a batched answer: the call's error, then each partition's. */
-static int answered(rd_kafka_resp_err_t e, const rd_kafka_topic_partition_list_t *l,
-                    const char *what, char *err, size_t errlen)
-{
-    for (int i = 0; !e && i < l->cnt; i++)
-        if (elem(l, i)->err) {
-            snprintf(err, errlen, "stats: kafka: %s of %s/%d: %s", what, elem(l, i)->topic,
-                     elem(l, i)->partition, rd_kafka_err2str(elem(l, i)->err));
-            return -1;
-        }
-    if (e)
-        snprintf(err, errlen, "stats: kafka: %s: %s", what, rd_kafka_err2str(e));
-    return e ? -1 : 0;
-}
-
 /* offsets_for_times with each element's offset field a timestamp, or -2 (the log's first
  * offset) or -1 (its end): one ListOffsets request per broker. */
 static int ask_times(struct stats *s, rd_kafka_topic_partition_list_t *l, int64_t deadline_ms,
                      const char *what, char *err, size_t errlen)
 {
-    return answered(kafka_ask_offsets(s->rk, KAFKA_ASK_TIMES, l, deadline_ms), l, what, err,
-                    errlen);
+    char full[128];
+
+    snprintf(full, sizeof(full), "stats: kafka: %s", what);
+    return kafka_offsets_answered(kafka_ask_offsets(s->rk, KAFKA_ASK_TIMES, l, deadline_ms), l,
+                                  full, err, errlen);
 }
 
 /* The committed, low and end offsets of every partition: three requests. */
@@ -178,8 +166,8 @@ static int ask_ends(struct stats *s, int64_t deadline_ms, char *err, size_t errl
                                     *end = all_parts(s, RD_KAFKA_OFFSET_END);
     int rc = -1;
 
-    if (answered(kafka_ask_offsets(s->rk, KAFKA_ASK_COMMITTED, c, deadline_ms), c,
-                 "committed offsets", err, errlen) == 0 &&
+    if (kafka_offsets_answered(kafka_ask_offsets(s->rk, KAFKA_ASK_COMMITTED, c, deadline_ms), c,
+                               "stats: kafka: committed offsets", err, errlen) == 0 &&
         ask_times(s, lo, deadline_ms, "low offsets", err, errlen) == 0 &&
         ask_times(s, end, deadline_ms, "end offsets", err, errlen) == 0) {
         for (size_t i = 0; i < s->nparts; i++) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/fnv.h"
 #include "pull/pull_link.h"
 
 #define BUCKETS 4096   /* topic queues' hash buckets (chained) */
@@ -18,11 +19,7 @@ struct waitq {
 
 static size_t bucket_of(const char *topic)
 {
-    uint32_t h = 2166136261u;   /* FNV-1a */
-
-    for (const unsigned char *s = (const unsigned char *)topic; *s; s++)
-        h = (h ^ *s) * 16777619u;
-    return h % BUCKETS;
+    return fnv1a(FNV1A_BASIS, topic) % BUCKETS;
 }
 
 /* The queue of topic; made when make is 1 (NULL when out of memory, or none and make 0). */

@@ -9,6 +9,7 @@
 
 #include "redis/leases.h"
 #include "lib/clock.h"
+#include "lib/fnv.h"
 #include "core/job.h"
 #include "lib/log.h"
 #include "redis/conn.h"
@@ -90,7 +91,6 @@ static void key_of(const struct config *cfg, const char *what, int group, char *
 static unsigned long place_digest(void)
 {
     char boot[64] = "", ns[64] = "";
-    uint32_t h = 2166136261u;
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     ssize_t n;
 
@@ -101,11 +101,7 @@ static unsigned long place_digest(void)
     }
     if ((n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1)) > 0)
         ns[n] = '\0';
-    for (const char *s = boot; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    for (const char *s = ns; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    return fnv1a(fnv1a(FNV1A_BASIS, boot), ns);
 }
 
 struct leases *leases_new(const struct config *cfg)

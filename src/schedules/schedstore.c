@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "redis/conn.h"
+#include "lib/fnv.h"
 #include "schedules/schedstore.h"
 
 #define KEY_MAX (CONFIG_STR_MAX + 16 + RECUR_ID_MAX)
@@ -158,11 +159,7 @@ void schedstore_free(struct schedstore *ss)
  * shards spread over the nodes. */
 static int shard_of(const char *id)
 {
-    uint32_t h = 2166136261u;
-
-    for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    return (int)(h % SCHED_SHARDS);
+    return (int)(fnv1a(FNV1A_BASIS, id) % SCHED_SHARDS);
 }
 
 /* The key named what (and id) of shard (LEGACY: the unsharded layout). */

@@ -50,6 +50,7 @@ int main(void)
     unit_envelope();
     unit_job();
     unit_heap();
+    unit_fnv();
     unit_offsets();
     unit_api();
     unit_config();

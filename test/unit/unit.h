@@ -75,6 +75,7 @@ void unit_netaddr(void);
 void unit_ratelimit(void);
 void unit_gojson(void);
 void unit_stats_kafka(void);
+void unit_fnv(void);
 void unit_kafka_offsets(void);
 void unit_cron(void);
 void unit_tz(void);
