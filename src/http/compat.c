@@ -227,7 +227,7 @@ static void answered(void *opaque, const struct answer *a)
     int is_live = ok && data && live(json_string_value(json_object_get(data, "state")));
 
     switch (c->verb) {
-    case PUSH:   /* a job of the id that an override does not replace (ready, reserved, over) */
+    case PUSH:   /* a job of the id is there: a pull job is forgotten, then replaced */
         if (taken) {
             c->verb = PUSH_FORGET;
             intake_forget(c->jobs, c->add.id, NULL, answered, c);
@@ -243,8 +243,10 @@ static void answered(void *opaque, const struct answer *a)
             oq_reply(c->done, c->opaque, 1, a->message, NULL);
             break;
         }
+        /* the pull job is gone, record and all; no job left alone means one of another kind
+         * (for Kafka, a callback) holds the id, or none now: the add replaces nothing */
         c->verb = PUSH_AGAIN;
-        send_add(c, 1);
+        send_add(c, a->is != ANSWER_NO_JOB);
         return;
     case POP:
         if (!ok)
@@ -481,7 +483,7 @@ static void push(struct intake *jobs, const struct config *cfg, json_t *req, com
         if (compat_job_id(NULL, c->add.given, id_len, c->add.id) < 0)
             answer_send(answered, c, 503, API_ADD_FAILED, "add failed: no digest of the id", NULL);
         else
-            send_add(c, 1);
+            send_add(c, 0);   /* a job of the id there: forgotten first if it is a pull job */
     }
     free(id);
     free(topic);

@@ -133,7 +133,10 @@ def test_ouqiang_finish_and_delete_leave_jobs_that_are_no_pull_jobs_alone(stack)
     for path in ("/delete", "/finish"):
         for id in ("k-1", "k-2"):
             assert oq(d, path, json.dumps({"id": id})) == OK, (path, id)
-    assert d.get("k-1")["state"] == "pending"
+    # a push of its id replaces no job of another kind: refused, as an id taken
+    pushed = json.loads(oq(d, "/push", php_push("oq", "k-1", 1, 30, "pushed")))
+    assert pushed["code"] == 1 and "k-1" in pushed["message"], pushed
+    assert d.get("k-1")["state"] == "pending" and d.get("k-1")["body"] == "to kafka"
     assert d.get("k-2")["state"] == "cancelled"   # kept: its id stays refused as long
     reader.wait_ids(["k-1"], 30)
 
