@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "http/compat.h"
+#include "core/decide.h"
 #include "core/gojson.h"
 #include "core/levels.h"
 #include "lib/clock.h"
@@ -76,6 +77,7 @@ struct call {
     answer_wanted_fn wanted;    /* a pop's: is its asker still there */
     void *opaque;
     struct intake *jobs;
+    const struct config *cfg;   /* a get's: which jobs are pull jobs */
     char topic[TOPIC_NAME_MAX + 1];   /* changsongl's: the path's */
     struct add add;             /* a push's or add's, kept for its next step */
 };
@@ -204,6 +206,18 @@ static json_t *cs_popped(json_t *job, const char *topic)
                                    "ttr", ttr == JOB_TTR_ONCE_MS ? 0 : ttr / 1000), job);
 }
 
+/* 1 when the job a get answered (data) is a pull job, of topic when it is not NULL: the jobs
+ * the compatibility routes' queues hold; any other is none of theirs to show or replace. */
+static int pull_job(const struct config *cfg, json_t *data, const char *topic)
+{
+    const char *t = json_string_value(json_object_get(data, "topic")),
+               *d = json_string_value(json_object_get(data, "deliver"));
+    enum job_deliver deliver = !d ? JOB_DELIVER_AUTO : strcmp(d, "pull") == 0 ? JOB_DELIVER_PULL
+                                                                           : JOB_DELIVER_KAFKA;
+
+    return cfg && t && decide_pulls(cfg, t, strlen(t), deliver) && (!topic || !strcmp(t, topic));
+}
+
 /* 1 for the states of a job its queue would still hold. */
 static int live(const char *state)
 {
@@ -265,7 +279,7 @@ static void answered(void *opaque, const struct answer *a)
     case GET:
         if (!ok)
             oq_reply(c->done, c->opaque, 1, a->message, NULL);
-        else if (!is_live)   /* ouqiang's job is gone once finished or deleted */
+        else if (!is_live || !pull_job(c->cfg, data, NULL))   /* gone once finished or deleted */
             oq_reply(c->done, c->opaque, 0, OQ_OK, NULL);
         else
             oq_reply(c->done, c->opaque, 0, OQ_OK, with_encoding(
@@ -285,7 +299,7 @@ static void answered(void *opaque, const struct answer *a)
     case CS_REPLACE:   /* the get: only a job that is there is replaced */
         if (a->is == ANSWER_FAILED || a->status >= 500)
             cs_reply(c, 0, a->message, NULL, 0);
-        else if (!is_live)
+        else if (!is_live || !pull_job(c->cfg, data, c->topic))
             cs_reply(c, 0, CS_NOT_EXISTS, NULL, 0);
         else {
             c->verb = CS_REPLACE_FORGET;
@@ -527,7 +541,8 @@ static void pop(struct intake *jobs, const struct config *cfg, json_t *req, comp
 
 /* /finish, /delete and /get: by the job's id. A finished or deleted job's id is free at once,
  * as ouqiang's DEL leaves it; a job that is no pull job is not ouqiang's to finish or delete. */
-static void by_id(struct intake *jobs, enum verb verb, json_t *req, compat_done_fn done, void *opaque)
+static void by_id(struct intake *jobs, const struct config *cfg, enum verb verb, json_t *req,
+                  compat_done_fn done, void *opaque)
 {
     char *id = NULL, job_id[JOB_ID_MAX + 1];
     size_t len = 0;
@@ -539,8 +554,10 @@ static void by_id(struct intake *jobs, enum verb verb, json_t *req, compat_done_
         oq_reply(done, opaque, 1, OQ_NO_ID, NULL);
     else if (compat_job_id(NULL, id, len, job_id) < 0)
         oq_reply(done, opaque, 1, "no digest of the id", NULL);
-    else if ((c = call_new(verb, jobs, done, opaque)) && verb == GET)
+    else if ((c = call_new(verb, jobs, done, opaque)) && verb == GET) {
+        c->cfg = cfg;
         intake_get(jobs, job_id, answered, c);
+    }
     else if (c)
         intake_forget(jobs, job_id, NULL, answered, c);
     free(id);
@@ -637,6 +654,7 @@ static void cs_add(struct call *c, const struct config *cfg, const struct compat
         json_decref(o);
         if (replace) {
             c->verb = CS_REPLACE;
+            c->cfg = cfg;
             intake_get(c->jobs, c->add.id, answered, c);
         } else {
             send_add(c, 0);
@@ -720,8 +738,8 @@ void compat_serve(struct intake *jobs, const struct config *cfg, const struct co
     else if (strcmp(req->path, "/pop") == 0)
         pop(jobs, cfg, o, done, wanted, opaque);
     else if (strcmp(req->path, "/get") == 0)
-        by_id(jobs, GET, o, done, opaque);
+        by_id(jobs, cfg, GET, o, done, opaque);
     else
-        by_id(jobs, REMOVE, o, done, opaque);   /* /finish and /delete */
+        by_id(jobs, cfg, REMOVE, o, done, opaque);   /* /finish and /delete */
     json_decref(o);
 }

@@ -137,6 +137,8 @@ def test_ouqiang_finish_and_delete_leave_jobs_that_are_no_pull_jobs_alone(stack)
     pushed = json.loads(oq(d, "/push", php_push("oq", "k-1", 1, 30, "pushed")))
     assert pushed["code"] == 1 and "k-1" in pushed["message"], pushed
     assert d.get("k-1")["state"] == "pending" and d.get("k-1")["body"] == "to kafka"
+    # nor does a get show it
+    assert oq(d, "/get", json.dumps({"id": "k-1"})) == OK
     assert d.get("k-2")["state"] == "cancelled"   # kept: its id stays refused as long
     reader.wait_ids(["k-1"], 30)
 
@@ -237,7 +239,12 @@ def test_changsongl_finish_and_delete_act_on_pull_jobs_of_their_topic_alone(stac
     for method in ("DELETE", "PUT"):
         for path in ("/topic/jobs/job/k-1", "/topic/a/job/ready", "/topic/a/job/later"):
             assert cs(d, method, path) == CS_NOT_EXISTS, (method, path)
+    # an override replaces none of them either
+    for t, id in (("jobs", "k-1"), ("a", "later")):
+        assert cs(d, "POST", f"/topic/{t}/job", sdk_add(id, 1, 30, "new", override=True)) == \
+            CS_NOT_EXISTS, (t, id)
     assert d.get("jobs/k-1")["state"] == "pending"
+    assert d.get("jobs/k-1")["body"] == "to kafka" and d.get("a/later")["body"] == "in b"
     assert d.get("a/later")["state"] == "pending"
     assert json.loads(cs(d, "GET", "/topic/b/job?timeout=10"))["data"]["id"] == "a/ready"
     reader.wait_ids(["jobs/k-1"], 30)
