@@ -195,11 +195,16 @@ static void watch_message(struct heard *h, int i, const redisReply *r)
                  "replica is promoted (redis.failover_wait_ms at most)",
                  watch.cfg->redis.sentinels[i], name, r->element[2]->str);
     } else if (ev == SENTINEL_EV_OVER) {
+        int running = 0;
         if (s->began)
             log_info("Sentinel %s: the failover of %s is over (%s)", watch.cfg->redis.sentinels[i],
                      name, r->element[2]->str);
         s->began = 0;
         s->promoted = 0;
+        for (int k = 0; k < h->n; k++)
+            running |= h->subs[k].began != 0;
+        if (!running && !h->last_promoted[0])   /* given up: the next one is timed anew */
+            atomic_store(&watch.began, 0);
     } else if (ev == SENTINEL_EV_PROMOTED || ev == SENTINEL_EV_SWITCH) {
         moved(h, i, ev, r->element[3]->str);
     }
