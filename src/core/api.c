@@ -471,13 +471,16 @@ int api_reschedule_query(const char *const query[API_RESCHEDULE_ARGS],
 
 int api_parse_group(const char *body, size_t len, int ngroups, int *group, struct api_error *e)
 {
+    static const char *const members[] = { "group" };
     json_t *root = api_json_object(body, len, e);
     int64_t g;
     int rc = -1;
 
     if (!root)
         return -1;
-    if (api_json_int(json_object_get(root, "group"), &g) < 0 || g < 0 || g >= ngroups)
+    if (api_json_only(root, members, 1, "a release of a group", e) < 0)
+        ;
+    else if (api_json_int(json_object_get(root, "group"), &g) < 0 || g < 0 || g >= ngroups)
         api_fail(e, 400, API_BAD_REQUEST, "group must be an integer from 0 to %d", ngroups - 1);
     else
         *group = (int)g, rc = 0;

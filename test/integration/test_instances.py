@@ -303,6 +303,8 @@ def test_claims_script_list_release_force_release(stack):
     wait_until(lambda: a.claims()[1] != held, TTL_MS * 3 / 1000 + 5, "group 1 handed back")
     st, doc = a.http("POST", "/delay-queue/api/claims/release", {"group": 7})
     assert st == 400 and "group must be an integer from 0 to 1" in doc["message"], (st, doc)
+    st, doc = a.http("POST", "/delay-queue/api/claims/release", {"groups": 1})
+    assert st == 400 and "groups is not a member of a release of a group" in doc["message"], doc
     settled(a, [1, 1])
 
     # force-release: refused while the owner is alive, done once it is dead.
