@@ -259,9 +259,10 @@ struct kind_batch {
     size_t n;
 };
 
-/* Pull jobs among the removes found delivered (made ready for poppers): those still ready
- * or reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
- * NULL: not a pull job). */
+/* Pull jobs among the removes found delivered (made ready for poppers), or delivering (made
+ * ready, or about to be, and not yet marked: a pop may have had it already): those ready or
+ * reserved are removed from their pull topic, in one pipeline, into cancels (cancels[i].id
+ * NULL: not a pull job). A delivering one not in its queue yet stays delivering (409). */
 static void cancel_pulled(struct intake *in, int worker, struct store *st,
                           const struct kind_batch *b, const struct store_removal *rms,
                           struct pullq_op *cancels, char (*topics)[TOPIC_NAME_MAX + 1])
@@ -275,7 +276,8 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st,
     struct pullq *pq;
 
     for (size_t i = 0; i < n; i++)
-        if (!rms[i].failed && rms[i].res == STORE_TOO_LATE && rms[i].state == JOB_DELIVERED)
+        if (!rms[i].failed && rms[i].res == STORE_TOO_LATE &&
+            (rms[i].state == JOB_DELIVERED || rms[i].state == JOB_DELIVERING))
             reads[k] = (struct store_read){ .id = rms[i].id }, at[k++] = i;
     if (!k || !(pq = intake_worker_pullq(in, worker)))
         return;
@@ -283,7 +285,9 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st,
     for (size_t j = 0; j < k; j++) {
         size_t i = at[j];
         if (reads[j].found && !reads[j].failed &&
-            pull_topic_of(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i]) &&
+            (rms[i].state == JOB_DELIVERING
+                 ? record_pull_topic(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])
+                 : pull_topic_of(in->cfg, rms[i].id, reads[j].data, reads[j].len, topics[i])) &&
             topic_in_scope(b->t[i], topics[i])) {
             ops[nops] = (struct pullq_op){ .verb = PULLQ_CANCEL, .topic = topics[i],
                                            .id = rms[i].id };
@@ -294,7 +298,9 @@ static void cancel_pulled(struct intake *in, int worker, struct store *st,
     pullq_run_many(pq, nops, ops, clock_now_ms(), in->cfg->job.retention_s * 1000);
     for (size_t j = 0; j < nops; j++) {
         cancels[at[j]] = ops[j];
-        if (!ops[j].failed)   /* taken out, or over already: its record lived as long */
+        /* taken out, or over already: its record lived as long (one delivering and not in its
+         * queue yet is about to be: its record is left to the job) */
+        if (!ops[j].failed && (ops[j].res == PULLQ_DONE || rms[at[j]].state == JOB_DELIVERED))
             ended[nended++] = ops[j].id;
     }
     if (nended && store_keep_many(st, nended, ended, in->cfg->job.retention_s * 1000, NULL,
