@@ -66,10 +66,6 @@ int api_json_int(const void *v, int64_t *out);
 int api_json_member_int(const void *obj, const char *what, const char *name, int64_t lo,
                         int64_t hi, int64_t *out, struct api_error *e);
 
-/* The first member of the JSON object obj (a json_t *) whose name is none of known[0..n), or
- * NULL when every one is known. */
-const char *api_json_unknown(const void *obj, const char *const *known, size_t n);
-
 /* 0 when every member of the JSON object obj (a json_t *) is one of known[0..n), else -1 with e
  * set to a 400: "<member> is not a member of <what> (<known, listed>)". */
 int api_json_only(const void *obj, const char *const *known, size_t n, const char *what,

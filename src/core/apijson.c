@@ -168,7 +168,8 @@ int api_query_int(const char *v, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
-const char *api_json_unknown(const void *obj, const char *const *known, size_t n)
+/* The first member of the JSON object obj whose name is none of known[0..n), or NULL. */
+static const char *unknown_member(const void *obj, const char *const *known, size_t n)
 {
     const char *k;
     json_t *v;
@@ -186,7 +187,7 @@ const char *api_json_unknown(const void *obj, const char *const *known, size_t n
 int api_json_only(const void *obj, const char *const *known, size_t n, const char *what,
                   struct api_error *e)
 {
-    const char *unknown = api_json_unknown(obj, known, n);
+    const char *unknown = unknown_member(obj, known, n);
     char list[160] = "";
     size_t at = 0;
 

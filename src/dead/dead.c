@@ -392,7 +392,6 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
     static const char *const members[] = { "dead", "filter", "deliver_at_ms", "before", "confirm" };
     static const char *const criteria[] = { "topic", "reason", "from_ms", "to_ms", "all" };
     json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, NULL), *list, *f, *v;
-    const char *unknown;
     int rc = -1;
     size_t i;
 
@@ -400,11 +399,8 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
         api_fail(e, 400, API_BAD_REQUEST, "request body must be a JSON object");
         goto out;
     }
-    if ((unknown = api_json_unknown(o, members, sizeof(members) / sizeof(members[0])))) {
-        api_fail(e, 400, API_BAD_REQUEST, "%.64s is not a member of a redrive (dead or filter, "
-                 "deliver_at_ms, before, confirm)", unknown);
+    if (api_json_only(o, members, sizeof(members) / sizeof(members[0]), "a redrive", e) < 0)
         goto out;
-    }
     v = json_object_get(o, "confirm");
     if (v && !json_is_boolean(v)) {
         api_fail(e, 400, API_BAD_REQUEST, "confirm must be true or false");
@@ -434,11 +430,8 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
             api_fail(e, 400, API_BAD_REQUEST, "filter must be an object");
             goto out;
         }
-        if ((unknown = api_json_unknown(f, criteria, sizeof(criteria) / sizeof(criteria[0])))) {
-            api_fail(e, 400, API_BAD_REQUEST, "%.64s is not a member of a filter (topic, reason, "
-                     "from_ms, to_ms, all)", unknown);
+        if (api_json_only(f, criteria, sizeof(criteria) / sizeof(criteria[0]), "a filter", e) < 0)
             goto out;
-        }
         v = json_object_get(f, "all");
         if (v && !json_is_true(v)) {
             api_fail(e, 400, API_BAD_REQUEST, "all must be true (or left out)");
@@ -470,12 +463,11 @@ static int read_redrive(const struct dead *d, const char *body, size_t len, stru
     }
     json_array_foreach(list, i, v) {
         static const char *const place[] = { "partition", "offset" };
+        char what[48];
         int64_t p = -1, off = -1;
-        if (json_is_object(v) && (unknown = api_json_unknown(v, place, 2))) {
-            api_fail(e, 400, API_BAD_REQUEST, "dead[%zu]: %.64s is not a member of a letter's "
-                     "place (partition, offset)", i, unknown);
+        snprintf(what, sizeof(what), "dead[%zu]", i);
+        if (json_is_object(v) && api_json_only(v, place, 2, what, e) < 0)
             goto out;
-        }
         if (!json_is_object(v) || int_field(v, "partition", partition_max(d), &p, e) < 0 ||
             int_field(v, "offset", INT64_MAX, &off, e) < 0 || p < 0 || off < 0) {
             if (e->status == 0 || e->status == 200)

@@ -353,12 +353,13 @@ static void release_due(struct holder *h, int64_t now)
 
 static int wait_ms(struct holder *h, int64_t now)
 {
-    int64_t wait = groups_next_ms(h->groups) - clock_mono_ms(), at;
+    int64_t mono = clock_mono_ms(), at;
+    int64_t wait = groups_next_ms(h->groups) - mono, ask = parts_next_ask_ms(&h->parts) - mono;
 
     if (wait > IDLE_WAIT_MS)
         wait = IDLE_WAIT_MS;
-    if (parts_next_ask_ms(&h->parts) - clock_mono_ms() < wait)
-        wait = parts_next_ask_ms(&h->parts) - clock_mono_ms();
+    if (ask < wait)
+        wait = ask;
     if (parts_next_timer(&h->parts, &at) && at - now < wait)
         wait = at - now;
     if (heap_peek(&h->due, &at) && at - now < wait)
